@@ -1,0 +1,110 @@
+"""Wrappers that turn a single-episode environment into an endless training stream."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from purehr.envs.base import Environment, StepResult
+
+
+def _select(condition: jax.Array, when_true, when_false):
+    return jax.tree.map(lambda a, b: jnp.where(condition, a, b), when_true, when_false)
+
+
+class Wrapper(Environment):
+    def __init__(self, env: Environment):
+        self.env = env
+        self.name = env.name
+
+    @property
+    def default_params(self):
+        return self.env.default_params
+
+    def observation_space(self, params=None):
+        return self.env.observation_space(params)
+
+    def action_space(self, params=None):
+        return self.env.action_space(params)
+
+    def max_episode_steps(self, params=None) -> int:
+        return self.env.max_episode_steps(params)
+
+    def diagnostics(self, info):
+        return self.env.diagnostics(info)
+
+    @property
+    def unwrapped(self) -> Environment:
+        return getattr(self.env, "unwrapped", self.env)
+
+
+class AutoResetWrapper(Wrapper):
+    """Resets a finished episode in the same step, keeping its last observation in
+    ``info["final_observation"]`` so PPO can bootstrap ``V(final)`` on a truncation."""
+
+    def reset(self, key, params=None):
+        return self.env.reset(key, params)
+
+    def step(self, key, state, action, params=None) -> StepResult:
+        key_step, key_reset = jax.random.split(key)
+        obs, next_state, reward, terminated, truncated, info = self.env.step(
+            key_step, state, action, params)
+        done = jnp.logical_or(terminated, truncated)
+        reset_obs, reset_state = self.env.reset(key_reset, params)
+        info = dict(info, final_observation=obs)
+        return (_select(done, reset_obs, obs), _select(done, reset_state, next_state),
+                reward, terminated, truncated, info)
+
+
+@struct.dataclass
+class EpisodeStatisticsState:
+    env_state: Any
+    episode_return: jax.Array
+    episode_length: jax.Array
+    episode_nan_actions: jax.Array
+
+
+class EpisodeStatisticsWrapper(Wrapper):
+    """Adds the finished episode's return, length and success to ``info``; counts NaN
+    actions (the environment replaces them, this wrapper reports them)."""
+
+    def reset(self, key, params=None):
+        obs, env_state = self.env.reset(key, params)
+        zero = jnp.zeros((), jnp.float32)
+        return obs, EpisodeStatisticsState(env_state, zero, jnp.zeros((), jnp.int32),
+                                           jnp.zeros((), jnp.int32))
+
+    def step(self, key, state: EpisodeStatisticsState, action, params=None) -> StepResult:
+        obs, env_state, reward, terminated, truncated, info = self.env.step(
+            key, state.env_state, action, params)
+        done = jnp.logical_or(terminated, truncated)
+        nan_action = jnp.any(jnp.isnan(action)) if jnp.issubdtype(
+            jnp.asarray(action).dtype, jnp.floating) else jnp.zeros((), bool)
+        episode_return = state.episode_return + reward.astype(jnp.float32)
+        episode_length = state.episode_length + 1
+        episode_nan_actions = state.episode_nan_actions + nan_action.astype(jnp.int32)
+        info = dict(
+            info,
+            episode_done=done,
+            episode_return=jnp.where(done, episode_return, 0.0),
+            episode_length=jnp.where(done, episode_length, 0),
+            episode_success=jnp.logical_and(done, info["success"]),
+            episode_nan_actions=jnp.where(done, episode_nan_actions, 0),
+            nan_action=nan_action,
+        )
+        keep = jnp.logical_not(done)
+        next_state = EpisodeStatisticsState(
+            env_state,
+            episode_return * keep,
+            episode_length * keep,
+            episode_nan_actions * keep,
+        )
+        return obs, next_state, reward, terminated, truncated, info
+
+
+def training_wrappers(env: Environment) -> Environment:
+    """The stack PPO trains on: statistics outside, auto-reset inside."""
+    return EpisodeStatisticsWrapper(AutoResetWrapper(env))
