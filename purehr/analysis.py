@@ -1,0 +1,326 @@
+"""The training-performance analysis of ``hrv_env.md``, computed from a run directory.
+
+Pure NumPy functions on per-update logs (one array per ``updates.csv`` column) and on the
+held-out rows of ``checkpoints.csv``; ``analyze_run`` reads a run directory laid out as in
+``docs/interfaces.md`` and returns per task the metrics of every seed plus their mean with a
+two-sided 95% t interval over seeds (the seed is the unit). Nothing here imports JAX.
+
+Conventions shared by all functions:
+
+- "the last / first 10%" of a log is its last / first ``max(1, ceil(0.1 * n))`` entries;
+- updates that completed no episode log a NaN ``mean_episode_return``; return-based
+  metrics skip those entries (they carry no return);
+- a metric that is undefined for the data (a ratio over zero, a missing column) is NaN.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+TAIL_FRACTION = 0.1
+ROBUSTNESS_COLUMN = "eval_noisy_success_rate"
+"""checkpoints.csv column holding held-out success under observation noise (the runner
+writes it from ``heldout_evaluation(..., observation_noise=...)``); robustness is NaN
+without it."""
+PEAK_MEMORY_KEY = "peak_memory_bytes"
+"""manifest.json key of the run's peak memory; NaN when the manifest does not record it."""
+
+REQUIRED_UPDATE_COLUMNS = ("env_steps", "elapsed_s", "mean_episode_return", "train_success_rate")
+REQUIRED_CHECKPOINT_COLUMNS = ("actual_steps", "eval_success_rate")
+
+Columns = Mapping[str, np.ndarray]
+
+
+# --- metrics on one log ---------------------------------------------------------------------
+
+def _returns(values: np.ndarray) -> np.ndarray:
+    """The finite entries of a log, as float64."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    return values[np.isfinite(values)]
+
+
+def _tail_length(n: int, fraction: float) -> int:
+    return max(1, math.ceil(fraction * n))
+
+
+def _tail(values: np.ndarray, fraction: float) -> np.ndarray:
+    return values[-_tail_length(len(values), fraction):] if len(values) else values
+
+
+def _head(values: np.ndarray, fraction: float) -> np.ndarray:
+    return values[:_tail_length(len(values), fraction)]
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    """numerator / denominator, NaN when the denominator is zero or either is NaN."""
+    if not (math.isfinite(numerator) and math.isfinite(denominator)) or denominator == 0:
+        return math.nan
+    return numerator / denominator
+
+
+def tail_mean(values: np.ndarray, fraction: float = TAIL_FRACTION) -> float:
+    """The mean of the last 10% of a log's finite entries."""
+    return _mean(_tail(_returns(values), fraction))
+
+
+def final_reward(returns: np.ndarray, fraction: float = TAIL_FRACTION) -> float:
+    """Final reward: the mean of the last 10% of ``mean_episode_return`` (smooths the
+    update-to-update noise of the last value)."""
+    return tail_mean(returns, fraction)
+
+
+def initial_reward(returns: np.ndarray, fraction: float = TAIL_FRACTION) -> float:
+    """Initial reward: the mean of the first 10% of ``mean_episode_return``."""
+    return _mean(_head(_returns(returns), fraction))
+
+
+def convergence_rate(returns: np.ndarray, window_fraction: float = TAIL_FRACTION,
+                     threshold: float = 0.05) -> float:
+    """Convergence rate: the fraction of training that passed before the returns settled.
+
+    A trailing window of ``w = max(2, ceil(window_fraction * n))`` updates slides over the
+    ``n`` logged returns; the first window whose (population) std is below
+    ``threshold * (max - min of all returns)`` marks convergence, and the result is its start
+    index / n. Lower is faster. 1.0 if no window ever settles (or fewer than w entries);
+    0.0 for a log whose returns never change.
+    """
+    values = _returns(returns)
+    n = len(values)
+    window = max(2, math.ceil(window_fraction * n))
+    if n < window:
+        return 1.0
+    return_range = float(np.max(values) - np.min(values))
+    if return_range == 0:
+        return 0.0
+    windows = np.lib.stride_tricks.sliding_window_view(values, window)
+    settled = np.flatnonzero(np.std(windows, axis=1) < threshold * return_range)
+    return float(settled[0]) / n if len(settled) else 1.0
+
+
+def stability_score(returns: np.ndarray, fraction: float = TAIL_FRACTION) -> float:
+    """Stability score: ``1 - std / |mean|`` of the last 10% of returns, clipped to [0, 1]
+    (1 = flat at the end). With a zero mean it is 1 if the tail is constant, else 0."""
+    tail = _tail(_returns(returns), fraction)
+    if not len(tail):
+        return math.nan
+    spread, centre = float(np.std(tail)), abs(float(np.mean(tail)))
+    if centre == 0:
+        return 1.0 if spread == 0 else 0.0
+    return float(np.clip(1.0 - spread / centre, 0.0, 1.0))
+
+
+def improvement_ratio(returns: np.ndarray, fraction: float = TAIL_FRACTION,
+                      min_denominator: float = 1e-6) -> float:
+    """Improvement ratio: ``(final - initial) / max(|initial|, min_denominator)`` with final
+    and initial the means of the last and first 10% of returns (the guard keeps a start
+    near zero return from dividing by zero; such ratios are large, read them with care)."""
+    values = _returns(returns)
+    initial, final = initial_reward(values, fraction), final_reward(values, fraction)
+    return (final - initial) / max(abs(initial), min_denominator) if len(values) else math.nan
+
+
+def generalisation(heldout_success: float, training_success: float) -> float:
+    """Generalisation: held-out success / training-distribution success, both at the end of
+    training (1 = as good on the fixed held-out targets as on the ones trained on; NaN when
+    training success is 0)."""
+    return _ratio(heldout_success, training_success)
+
+
+def robustness(noisy_success: float, clean_success: float) -> float:
+    """Robustness: held-out success with Gaussian noise on the observed ``current_hrv`` /
+    held-out success without (NaN when the clean success is 0)."""
+    return _ratio(noisy_success, clean_success)
+
+
+def consistency(per_seed_final_rewards: np.ndarray) -> float:
+    """Consistency across seeds: the sample std (ddof=1) of the seeds' final rewards, in
+    return units; lower is more consistent. The std rather than ``1 - std/mean`` because
+    potential-form returns sit near zero, where a ratio to the mean explodes. NaN for fewer
+    than two seeds."""
+    values = _returns(per_seed_final_rewards)
+    return float(np.std(values, ddof=1)) if len(values) >= 2 else math.nan
+
+
+def samples_per_second(env_steps: np.ndarray, elapsed_s: np.ndarray) -> float:
+    """Environment steps per wall-clock second at the last update (compilation included,
+    as the log's elapsed time counts from the start of the call)."""
+    return _ratio(float(np.asarray(env_steps)[-1]), float(np.asarray(elapsed_s)[-1]))
+
+
+def mean_confidence_interval(values: np.ndarray, confidence: float = 0.95
+                             ) -> dict[str, float]:
+    """Mean and two-sided Student-t interval over seeds (NaN bounds for one seed; NaN
+    entries are dropped)."""
+    from scipy import stats  # a dependency of jax; imported lazily (slow import)
+
+    finite = _returns(values)
+    n = len(finite)
+    mean = _mean(finite)
+    if n < 2:
+        return {"mean": mean, "ci_low": math.nan, "ci_high": math.nan, "n": n}
+    half_width = float(stats.t.ppf(0.5 + confidence / 2, n - 1)
+                       * np.std(finite, ddof=1) / math.sqrt(n))
+    return {"mean": mean, "ci_low": mean - half_width, "ci_high": mean + half_width, "n": n}
+
+
+def seed_metrics(updates: Columns, checkpoints: Columns) -> dict[str, float]:
+    """Every per-seed metric from one seed's ``updates.csv`` and ``checkpoints.csv`` columns
+    (held-out values are those of the last checkpoint)."""
+    returns = updates["mean_episode_return"]
+    last_checkpoint = {name: column[-1] for name, column in checkpoints.items()}
+
+    def heldout(name: str) -> float:
+        value = last_checkpoint.get(name, math.nan)
+        return float(value) if isinstance(value, (float, np.floating)) else math.nan
+
+    training_success = tail_mean(updates["train_success_rate"])
+    heldout_success = heldout("eval_success_rate")
+    return {
+        "final_reward": final_reward(returns),
+        "initial_reward": initial_reward(returns),
+        "convergence_rate": convergence_rate(returns),
+        "stability_score": stability_score(returns),
+        "improvement_ratio": improvement_ratio(returns),
+        "training_success_rate": training_success,
+        "heldout_success_rate": heldout_success,
+        "heldout_return_mean": heldout("eval_return_mean"),
+        "heldout_final_distance": heldout("eval_final_distance"),
+        "hrv_alignment": heldout("eval_alignment"),
+        "generalisation": generalisation(heldout_success, training_success),
+        "robustness": robustness(heldout(ROBUSTNESS_COLUMN), heldout_success),
+        "samples_per_second": samples_per_second(updates["env_steps"], updates["elapsed_s"]),
+        "training_time_s": float(updates["elapsed_s"][-1]),
+        "env_steps": float(updates["env_steps"][-1]),
+    }
+
+
+# --- reading a run directory -----------------------------------------------------------------
+
+def read_csv_columns(path: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """A csv file as one array per column: float64 where every cell parses as a number
+    (empty cells are NaN), strings otherwise. Raises if the file is missing, has no data
+    rows, or lacks a required column or number."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing; expected a csv with columns {list(required)}")
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        header = reader.fieldnames or []
+        rows = list(reader)
+    missing = [name for name in required if name not in header]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing}; found {header}")
+    if not rows:
+        raise ValueError(f"{path}: no data rows; expected at least one row")
+    columns: dict[str, np.ndarray] = {}
+    for name in header:
+        cells = [row[name] if row[name] is not None else "" for row in rows]
+        try:
+            columns[name] = np.array([float(cell) if cell.strip() else math.nan
+                                      for cell in cells])
+        except ValueError:
+            if name in required:
+                raise ValueError(f"{path}: column {name!r} holds a non-number") from None
+            columns[name] = np.array(cells)
+    return columns
+
+
+def _seed_directories(task_dir: Path) -> dict[int, Path]:
+    seeds = {}
+    for child in task_dir.iterdir() if task_dir.is_dir() else ():
+        match = re.fullmatch(r"seed_(\d+)", child.name)
+        if match and child.is_dir():
+            seeds[int(match.group(1))] = child
+    return dict(sorted(seeds.items()))
+
+
+def _load_manifest(run_dir: Path) -> dict[str, Any]:
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir}: not a directory; expected a run directory with "
+                                "manifest.json and <task>/seed_<n>/updates.csv")
+    manifest_path = run_dir / "manifest.json"
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"{manifest_path}: missing; expected the run's manifest")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{manifest_path}: not valid JSON ({error})") from None
+    if not isinstance(manifest, dict):
+        raise ValueError(f"{manifest_path}: expected a JSON object")
+    return manifest
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        else math.nan
+
+
+def analyze_run(run_dir: str | Path) -> dict[str, Any]:
+    """The analysis of a whole run directory (``docs/interfaces.md`` layout).
+
+    Tasks are ``manifest["tasks"]`` (else every folder holding ``seed_<n>`` folders).
+    Returns ``{"run_dir", "wall_time_s", "peak_memory_bytes", "tasks": {task: {"seeds":
+    {seed: seed_metrics}, "aggregate": {metric: mean_confidence_interval}, "consistency",
+    "samples_per_second_all_seeds"}}}``; ``samples_per_second_all_seeds`` is the task's
+    steps over all seeds divided by the longest seed's elapsed time (seeds train together).
+    """
+    run_dir = Path(run_dir)
+    manifest = _load_manifest(run_dir)
+    tasks = manifest.get("tasks") or sorted(
+        child.name for child in run_dir.iterdir() if _seed_directories(child))
+    if not tasks:
+        raise ValueError(f"{run_dir}: no task folders with seed_<n> subfolders found")
+    result: dict[str, Any] = {
+        "run_dir": str(run_dir),
+        "wall_time_s": _number(manifest.get("wall_time_s")),
+        "peak_memory_bytes": _number(manifest.get(PEAK_MEMORY_KEY)),
+        "tasks": {},
+    }
+    for task in tasks:
+        seed_dirs = _seed_directories(run_dir / task)
+        if not seed_dirs:
+            raise FileNotFoundError(f"{run_dir / task}: expected seed_<n> folders for task "
+                                    f"{task!r} (listed in the manifest)")
+        per_seed = {
+            seed: seed_metrics(
+                read_csv_columns(seed_dir / "updates.csv", REQUIRED_UPDATE_COLUMNS),
+                read_csv_columns(seed_dir / "checkpoints.csv", REQUIRED_CHECKPOINT_COLUMNS))
+            for seed, seed_dir in seed_dirs.items()
+        }
+        metric_names = next(iter(per_seed.values())).keys()
+        result["tasks"][task] = {
+            "seeds": per_seed,
+            "aggregate": {name: mean_confidence_interval(
+                np.array([metrics[name] for metrics in per_seed.values()]))
+                for name in metric_names},
+            "consistency": consistency(
+                np.array([metrics["final_reward"] for metrics in per_seed.values()])),
+            "samples_per_second_all_seeds": _ratio(
+                sum(metrics["env_steps"] for metrics in per_seed.values()),
+                max(metrics["training_time_s"] for metrics in per_seed.values())),
+        }
+    return result
+
+
+def to_json_safe(value: Any) -> Any:
+    """NaN and infinities become null (strict JSON has no NaN); numpy scalars become floats;
+    mapping keys become strings."""
+    if isinstance(value, Mapping):
+        return {str(key): to_json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json_safe(item) for item in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value

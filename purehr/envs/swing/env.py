@@ -1,0 +1,148 @@
+"""``SwingEnv``: the functional environment around the rigid-rod plant."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from purehr.envs import spaces
+from purehr.envs.base import Environment, StepResult
+from purehr.envs.swing import physics
+from purehr.envs.swing.physics import PlantState, SwingParams
+
+OBSERVATION_SIZE = 11
+ACTION_SIZE = 2
+
+INFO_KEYS = ("time", "swing_angle", "seat_radius", "energy_norm", "tension",
+             "command_speed", "success")
+
+
+@struct.dataclass
+class SwingState:
+    """Plant state plus the episode bookkeeping (step counter, start angle)."""
+
+    plant: PlantState
+    time: jax.Array          # seconds since the episode began
+    step: jax.Array          # int32 control steps taken
+    start_angle: jax.Array   # unwrapped theta at reset (kept for records and SwingRL parity)
+
+
+def _default_float():
+    return jnp.result_type(float)
+
+
+def sanitize_action(action: jax.Array) -> jax.Array:
+    """NaN -> 0 (the statistics wrapper counts them), then clip to [-1, 1]."""
+    action = jnp.asarray(action)
+    if not jnp.issubdtype(action.dtype, jnp.floating):
+        action = action.astype(_default_float())
+    return jnp.clip(jnp.where(jnp.isnan(action), 0.0, action), -1.0, 1.0)
+
+
+def energy_potential(energy_norm: jax.Array) -> jax.Array:
+    """P = clip(energy_norm, -0.5, 1.5): the shaping potential."""
+    return jnp.clip(energy_norm, -0.5, 1.5)
+
+
+def is_success(swing_angle: jax.Array, seat_radius: jax.Array, length,
+               params: SwingParams) -> jax.Array:
+    """A full revolution with the seat still out at >= 0.9 L (``length``: nominal L)."""
+    return ((jnp.abs(swing_angle) >= params.success_angle)
+            & (seat_radius >= params.success_radius_fraction * length))
+
+
+def swing_reward(energy_norm_before: jax.Array, energy_norm_after: jax.Array,
+                 command_speed: jax.Array, success: jax.Array, params: SwingParams) -> jax.Array:
+    """k_shape (gamma P' - P) - k_effort |c'| - k_time + k_success * success."""
+    shaping = (params.gamma * energy_potential(energy_norm_after)
+               - energy_potential(energy_norm_before))
+    return (params.k_shape * shaping - params.k_effort * command_speed - params.k_time
+            + params.k_success * success)
+
+
+def swing_diagnostics(info: dict[str, jax.Array]) -> dict[str, jax.Array]:
+    """Logged per update: the minimum tension (reduce with min) and mean command speed."""
+    return {"min_tension": info["tension"], "command_speed": info["command_speed"]}
+
+
+class SwingEnv(Environment[SwingState, SwingParams]):
+    """A standing rider pumping a rigid-rod swing over the top bar (``swing_model.md``).
+
+    Actions are squat and lean targets in [-1, 1]; success (terminal) is a full revolution,
+    ``|swing_angle| >= 2 pi`` with the seat at ``>= 0.9 L``; the episode is truncated at
+    ``params.horizon`` control steps.
+    """
+
+    name = "swing"
+
+    def __init__(self, params: SwingParams | None = None):
+        self._default_params = physics.validate(params if params is not None else SwingParams())
+
+    @property
+    def default_params(self) -> SwingParams:
+        return self._default_params
+
+    def _params(self, params: SwingParams | None) -> SwingParams:
+        return self._default_params if params is None else physics.validate(params)
+
+    # ------------------------------------------------------------------ episode
+    def reset(self, key: jax.Array, params: SwingParams | None = None):
+        params = self._params(params)
+        dtype = _default_float()
+        theta, theta_dot = params.reset_noise * jax.random.normal(key, (2,), dtype)
+        return self.reset_to(theta, theta_dot, params)
+
+    def reset_to(self, theta, theta_dot, params: SwingParams | None = None):
+        """Start an episode at rest in the neutral pose from a given swing angle and rate."""
+        params = self._params(params)
+        dtype = jnp.result_type(theta, theta_dot, float)
+        theta = jnp.asarray(theta, dtype)
+        plant = PlantState(theta=theta, theta_dot=jnp.asarray(theta_dot, dtype),
+                           command=jnp.zeros(ACTION_SIZE, dtype),
+                           command_rate=jnp.zeros(ACTION_SIZE, dtype))
+        state = SwingState(plant=plant, time=jnp.zeros((), dtype),
+                           step=jnp.zeros((), jnp.int32), start_angle=theta)
+        return physics.observation(plant, params), state
+
+    def step(self, key: jax.Array, state: SwingState, action: jax.Array,
+             params: SwingParams | None = None) -> StepResult:
+        params = self._params(params)
+        target = sanitize_action(action).astype(state.plant.theta.dtype)
+        energy_norm_before = physics.energy_norm(state.plant, params)
+
+        plant = physics.rk4_advance(state.plant, target, params)
+        step = state.step + 1
+        time = (step * params.dt).astype(state.time.dtype)
+        next_state = SwingState(plant=plant, time=time, step=step, start_angle=state.start_angle)
+
+        energy_norm = physics.energy_norm(plant, params)
+        command_speed = physics.command_speed(plant)
+        seat_radius = jnp.full_like(plant.theta, params.length)
+        success = is_success(plant.theta, seat_radius, params.length, params)
+        reward = swing_reward(energy_norm_before, energy_norm, command_speed, success, params)
+        truncated = (step >= params.horizon) & ~success
+        info = {
+            "time": next_state.time,
+            "swing_angle": plant.theta,
+            "seat_radius": seat_radius,
+            "energy_norm": energy_norm,
+            "tension": physics.tension(plant, target, params),
+            "command_speed": command_speed,
+            "success": success,
+        }
+        return (physics.observation(plant, params), next_state, reward.astype(plant.theta.dtype),
+                success, truncated, info)
+
+    # ------------------------------------------------------------------ description
+    def observation_space(self, params: SwingParams | None = None) -> spaces.Box:
+        return spaces.Box(-jnp.inf, jnp.inf, (OBSERVATION_SIZE,), _default_float())
+
+    def action_space(self, params: SwingParams | None = None) -> spaces.Box:
+        return spaces.Box(-1.0, 1.0, (ACTION_SIZE,), _default_float())
+
+    def max_episode_steps(self, params: SwingParams | None = None) -> int:
+        return self._params(params).horizon
+
+    def diagnostics(self, info: dict[str, jax.Array]) -> dict[str, jax.Array]:
+        return swing_diagnostics(info)

@@ -1,0 +1,121 @@
+"""PPO configuration: static shape choices in a frozen dataclass, tunable numbers as a pytree.
+
+The split follows rejax: everything that changes array shapes or the compiled program
+(sizes, network widths) lives in `PPOConfig`; every continuous hyperparameter also lives in
+`PPOHyperparams`, a pytree the training state carries, so a sweep is a `vmap` over it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+from flax import struct
+
+ACTIVATIONS = ("tanh", "relu")
+
+
+@struct.dataclass
+class PPOHyperparams:
+    learning_rate: float
+    clip_range: float
+    ent_coef: float
+    vf_coef: float
+    gae_lambda: float
+    gamma: float
+    max_grad_norm: float
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    total_timesteps: int = 1_000_000
+    num_envs: int = 8
+    num_steps: int = 256
+    num_epochs: int = 4
+    minibatch_size: int = 256
+    learning_rate: float = 3e-4
+    anneal_lr: bool = True
+    gamma: float = 0.995
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    vf_coef: float = 0.5
+    ent_coef: float = 0.001
+    max_grad_norm: float = 0.5
+    actor_hidden: tuple[int, ...] = (64, 64)
+    critic_hidden: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    log_std_init: float = -0.5
+    checkpoint_interval: int = 50_000
+    eval_episodes: int = 100
+    progress_interval: int = 10
+
+    def __post_init__(self) -> None:
+        for name in ("total_timesteps", "num_envs", "num_steps", "num_epochs", "minibatch_size",
+                     "checkpoint_interval", "eval_episodes", "progress_interval"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer")
+        if self.batch_size % self.minibatch_size:
+            raise ValueError(
+                f"PPOConfig.minibatch_size={self.minibatch_size} does not divide the batch "
+                f"num_envs * num_steps = {self.num_envs} * {self.num_steps} = {self.batch_size}; "
+                f"expected a divisor of {self.batch_size}")
+        for name in ("learning_rate", "clip_range", "max_grad_norm"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected > 0")
+        for name in ("vf_coef", "ent_coef"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected >= 0")
+        for name in ("gamma", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected in [0, 1]")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
+        for name in ("actor_hidden", "critic_hidden"):
+            sizes = getattr(self, name)
+            if not sizes or any(not isinstance(s, int) or s <= 0 for s in sizes):
+                raise ValueError(f"PPOConfig.{name}={sizes!r}: expected a non-empty tuple of positive ints")
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_minibatches(self) -> int:
+        return self.batch_size // self.minibatch_size
+
+    @property
+    def num_updates(self) -> int:
+        """Rounded up, so the last checkpoint target (= total_timesteps) is always reached."""
+        return math.ceil(self.total_timesteps / self.batch_size)
+
+    def hyperparams(self) -> PPOHyperparams:
+        return PPOHyperparams(**{f.name: jnp.float32(getattr(self, f.name))
+                                 for f in dataclasses.fields(PPOHyperparams)})
+
+    def replace(self, **changes) -> "PPOConfig":
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ValueError(f"unknown PPOConfig field(s) {sorted(unknown)}; expected some of "
+                             f"{[f.name for f in dataclasses.fields(self)]}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "PPOConfig":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - fields
+        if unknown:
+            raise ValueError(f"unknown PPOConfig field(s) {sorted(unknown)}")
+        data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**data)
+
+
+SWING_DEFAULTS = PPOConfig()
+HRV_DEFAULTS = PPOConfig(
+    gamma=0.99, ent_coef=0.01, minibatch_size=64,
+    actor_hidden=(256, 128, 64), critic_hidden=(256, 128), activation="relu")

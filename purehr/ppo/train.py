@@ -1,0 +1,325 @@
+"""PPO as pure functions: ``make_ppo`` builds the per-seed ``init`` and ``update`` closures,
+``make_train`` scans ``vmap(update)`` over all updates inside one jit.
+
+Read top to bottom, ``make_ppo`` is the whole algorithm: rollout (a scan over steps with
+auto-reset), GAE (a reverse scan), then epochs (a scan) of minibatches (a scan over a
+permutation). The multi-task runner in ``purehr.run`` reuses the same closures and puts its
+own checkpoint logic in the scan body, which is why the scan over updates is outside and the
+vmap over seeds inside (see architecture.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import struct
+from jax.experimental import io_callback
+
+from purehr.envs.base import Environment
+from purehr.envs.spaces import Box, flatten_observation, flat_dim
+from purehr.envs.wrappers import training_wrappers
+from purehr.ppo.config import PPOConfig, PPOHyperparams
+from purehr.ppo.distributions import make_distribution, policy_output_size
+from purehr.ppo.gae import generalized_advantages
+from purehr.ppo.loss import ppo_loss
+from purehr.ppo.networks import ActorCritic
+
+# (params of the env, fraction of training done in [0, 1)) -> params for this update
+EnvParamsSchedule = Callable[[Any, jax.Array], Any]
+
+
+@struct.dataclass
+class RunnerState:
+    """Everything one seed needs to continue training bit-for-bit."""
+    params: Any
+    opt_state: Any
+    env_state: Any
+    observation: Any
+    key: jax.Array
+    update_index: jax.Array
+    hparams: PPOHyperparams
+
+
+@dataclass(frozen=True)
+class PPO:
+    """The per-seed pieces of the algorithm for one environment."""
+    config: PPOConfig
+    env: Environment
+    env_params: Any
+    network: ActorCritic
+    init: Callable[[jax.Array, PPOHyperparams | None], RunnerState]
+    update: Callable[[RunnerState], tuple[RunnerState, dict[str, jax.Array]]]
+    params_at: Callable[[jax.Array, PPOHyperparams], Any]
+
+    @property
+    def num_updates(self) -> int:
+        return self.config.num_updates
+
+    def policy(self, network_params, deterministic: bool = True):
+        """A policy ``policy(obs, t, key) -> env action`` for one unbatched observation."""
+        action_space = self.env.action_space(self.env_params)
+
+        def act(observation, t, key):
+            actor_output, log_std, _ = self.network.apply(network_params, flatten_observation(observation))
+            distribution = make_distribution(action_space, actor_output, log_std)
+            action = distribution.mode() if deterministic else distribution.sample(key)
+            return distribution.to_env_action(action)
+
+        return act
+
+
+def _with_discount(env_params, gamma):
+    """Potential-based shaping is only policy-invariant when the env's gamma is PPO's."""
+    if hasattr(env_params, "gamma"):
+        return env_params.replace(gamma=jnp.asarray(gamma, jnp.asarray(env_params.gamma).dtype))
+    return env_params
+
+
+def make_ppo(config: PPOConfig, env: Environment, env_params=None,
+             env_params_schedule: EnvParamsSchedule | None = None) -> PPO:
+    env_params = env.default_params if env_params is None else env_params
+    action_space = env.action_space(env_params)
+    observation_size = flat_dim(env.observation_space(env_params))
+    network = ActorCritic(
+        actor_hidden=config.actor_hidden, critic_hidden=config.critic_hidden,
+        activation=config.activation, policy_output_size=policy_output_size(action_space),
+        continuous=isinstance(action_space, Box), log_std_init=config.log_std_init)
+    train_env = training_wrappers(env)
+    num_envs, num_steps = config.num_envs, config.num_steps
+    batch_size, minibatch_size, num_minibatches = config.batch_size, config.minibatch_size, config.num_minibatches
+    num_updates = config.num_updates
+    flatten_batch = jax.vmap(flatten_observation)
+
+    def distribution(actor_output, log_std):
+        return make_distribution(action_space, actor_output, log_std)
+
+    def make_optimizer(hparams: PPOHyperparams) -> optax.GradientTransformation:
+        learning_rate = hparams.learning_rate
+        if config.anneal_lr:
+            def learning_rate(count):
+                update = count // (num_minibatches * config.num_epochs)
+                return hparams.learning_rate * (1.0 - update / num_updates)
+        return optax.chain(optax.clip_by_global_norm(hparams.max_grad_norm),
+                           optax.adam(learning_rate, eps=1e-5))
+
+    def params_at(update_index, hparams):
+        params = _with_discount(env_params, hparams.gamma)
+        if env_params_schedule is not None:
+            params = env_params_schedule(params, update_index / num_updates)
+        return params
+
+    def init(key: jax.Array, hparams: PPOHyperparams | None = None) -> RunnerState:
+        hparams = config.hyperparams() if hparams is None else hparams
+        key, network_key, reset_key = jax.random.split(key, 3)
+        network_params = network.init(network_key, jnp.zeros((observation_size,), jnp.float32))
+        first_params = params_at(jnp.int32(0), hparams)
+        observation, env_state = jax.vmap(train_env.reset, in_axes=(0, None))(
+            jax.random.split(reset_key, num_envs), first_params)
+        return RunnerState(network_params, make_optimizer(hparams).init(network_params), env_state,
+                           observation, key, jnp.int32(0), hparams)
+
+    def update(runner: RunnerState) -> tuple[RunnerState, dict[str, jax.Array]]:
+        hparams = runner.hparams
+        step_params = params_at(runner.update_index, hparams)
+        optimizer = make_optimizer(hparams)
+
+        # --- rollout: num_steps steps of num_envs environments, auto-reset inside ---
+        def env_step(carry, _):
+            env_state, observation, key = carry
+            key, action_key, step_key = jax.random.split(key, 3)
+            flat_observation = flatten_batch(observation)
+            actor_output, log_std, value = network.apply(runner.params, flat_observation)
+            policy = distribution(actor_output, log_std)
+            action = policy.sample(action_key)
+            next_observation, env_state, reward, terminated, truncated, info = jax.vmap(
+                train_env.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(step_key, num_envs), env_state, policy.to_env_action(action), step_params)
+            transition = {
+                "observation": flat_observation,
+                "action": action,
+                "log_prob": policy.log_prob(action),
+                "value": value,
+                "reward": reward.astype(jnp.float32),
+                "terminated": terminated,
+                "done": jnp.logical_or(terminated, truncated),
+                "final_observation": flatten_batch(info["final_observation"]),
+                "episode_done": info["episode_done"],
+                "episode_return": info["episode_return"],
+                "episode_success": info["episode_success"],
+                "nan_action": info["nan_action"],
+                "diagnostics": train_env.diagnostics(info),
+            }
+            return (env_state, next_observation, key), transition
+
+        (env_state, observation, key), trajectory = jax.lax.scan(
+            env_step, (runner.env_state, runner.observation, runner.key), None, num_steps)
+
+        # --- GAE: V(final observation) bootstraps truncations; terminations get 0 ---
+        next_values = network.apply(runner.params, trajectory["final_observation"], method=ActorCritic.value)
+        advantages, targets = generalized_advantages(
+            trajectory["reward"], trajectory["value"], next_values, trajectory["terminated"],
+            trajectory["done"], hparams.gamma, hparams.gae_lambda)
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+        batch = {
+            "observation": trajectory["observation"],
+            "action": trajectory["action"],
+            "log_prob": trajectory["log_prob"],
+            "advantage": advantages,
+            "target": targets,
+        }
+        batch = jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]), batch)
+
+        # --- epochs x minibatches over a fresh permutation each epoch ---
+        def minibatch_step(carry, minibatch):
+            params, opt_state = carry
+            (_, stats), grads = jax.value_and_grad(ppo_loss, has_aux=True)(
+                params, network.apply, distribution, minibatch, hparams)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            params = optax.apply_updates(params, updates)
+            return (params, opt_state), dict(stats, grad_norm=optax.global_norm(grads))
+
+        def epoch(carry, _):
+            params, opt_state, key = carry
+            key, permutation_key = jax.random.split(key)
+            permutation = jax.random.permutation(permutation_key, batch_size)
+            minibatches = jax.tree.map(
+                lambda x: x[permutation].reshape((num_minibatches, minibatch_size) + x.shape[1:]), batch)
+            (params, opt_state), stats = jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
+            return (params, opt_state, key), stats
+
+        (params, opt_state, key), stats = jax.lax.scan(
+            epoch, (runner.params, runner.opt_state, key), None, config.num_epochs)
+
+        metrics = jax.tree.map(jnp.mean, stats)
+        metrics.update(_rollout_metrics(trajectory))
+        metrics["update"] = runner.update_index + 1
+        metrics["env_steps"] = (runner.update_index + 1) * batch_size
+        next_runner = RunnerState(params, opt_state, env_state, observation, key,
+                                  runner.update_index + 1, hparams)
+        return next_runner, metrics
+
+    return PPO(config, env, env_params, network, init, update, params_at)
+
+
+def _rollout_metrics(trajectory: dict) -> dict[str, jax.Array]:
+    """Per-update scalars only: never whole trajectories (they would stack across updates)."""
+    episodes = trajectory["episode_done"].sum()
+    safe = jnp.maximum(episodes, 1)
+    no_episode = episodes == 0
+    metrics = {
+        "mean_step_reward": trajectory["reward"].mean(),
+        "episodes_completed": episodes,
+        "mean_episode_return": jnp.where(no_episode, jnp.nan, trajectory["episode_return"].sum() / safe),
+        "train_success_rate": jnp.where(no_episode, jnp.nan, trajectory["episode_success"].sum() / safe),
+        "nan_actions": trajectory["nan_action"].sum(),
+    }
+    for name, values in trajectory["diagnostics"].items():
+        if name.startswith("min_"):
+            metrics[name] = values.min()
+        else:
+            metrics[f"mean_{name}"] = values.mean()
+    return metrics
+
+
+def seed_keys(keys) -> jax.Array:
+    """Validate and normalise a batch of seed keys to raw uint32 keys of shape (seeds, 2)."""
+    keys = jnp.asarray(keys) if not isinstance(keys, jax.Array) else keys
+    if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
+        keys = jax.random.key_data(keys)
+    if keys.ndim != 2 or keys.shape[-1] != 2 or keys.dtype != jnp.uint32:
+        raise ValueError(
+            f"keys of shape {tuple(keys.shape)} and dtype {keys.dtype}: expected a leading seed axis "
+            "of raw PRNG keys, shape (num_seeds, 2) uint32, e.g. "
+            "jax.vmap(jax.random.PRNGKey)(jnp.arange(5))")
+    return keys
+
+
+def keys_for_seeds(seeds) -> jax.Array:
+    return jax.vmap(jax.random.PRNGKey)(jnp.asarray(list(seeds), jnp.uint32))
+
+
+@struct.dataclass
+class TrainResult:
+    runner: RunnerState                # leading seed axis
+    metrics: dict[str, jax.Array]      # [seed, update]
+
+
+HostCallback = Callable[[dict[str, np.ndarray]], Any]
+
+
+def make_train(config: PPOConfig, env: Environment, env_params=None, *,
+               callback: HostCallback | None = None, callback_interval: int = 1,
+               env_params_schedule: EnvParamsSchedule | None = None,
+               hparams: PPOHyperparams | None = None,
+               runner_constraint: Callable[[RunnerState], RunnerState] | None = None,
+               ) -> Callable[[jax.Array], TrainResult]:
+    """``train(keys)`` trains one seed per key in one jitted call.
+
+    ``callback`` runs on the host every ``callback_interval`` updates with that update's
+    metrics (numpy, leading seed axis); returning ``False`` stops training at the next update
+    and keeps the state reached. ``hparams`` may carry a leading seed axis (a sweep).
+    ``runner_constraint`` pins the seed-batched runner's layout inside the jit (see
+    ``purehr.distributed.make_sharded_train``, which shards seeds across devices).
+    """
+    constrain = runner_constraint if runner_constraint is not None else (lambda runner: runner)
+    if not isinstance(callback_interval, int) or callback_interval < 1:
+        raise ValueError(f"callback_interval={callback_interval!r}: expected a positive integer")
+    ppo = make_ppo(config, env, env_params, env_params_schedule)
+
+    def host_callback(metrics):
+        keep_going = callback({name: np.asarray(value) for name, value in metrics.items()})
+        return np.bool_(keep_going is not False)
+
+    def train_seeds(keys: jax.Array, seed_hparams) -> TrainResult:
+        if seed_hparams is None:
+            runner = jax.vmap(ppo.init)(keys)
+        else:
+            runner = jax.vmap(ppo.init)(keys, seed_hparams)
+        runner = constrain(runner)
+        metric_shapes = jax.eval_shape(jax.vmap(ppo.update), runner)[1]
+
+        def skipped(runner):
+            return runner, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, jnp.float32)
+                                        if jnp.issubdtype(s.dtype, jnp.floating)
+                                        else jnp.zeros(s.shape, s.dtype), metric_shapes)
+
+        def update_all_seeds(carry, update_index):
+            runner, keep_going = carry
+            runner, metrics = jax.lax.cond(keep_going, jax.vmap(ppo.update), skipped, runner)
+            runner = constrain(runner)
+            if callback is not None:
+                due = jnp.logical_and(keep_going, (update_index + 1) % callback_interval == 0)
+                asked_to_continue = jax.lax.cond(
+                    due,
+                    lambda m: io_callback(host_callback, jax.ShapeDtypeStruct((), jnp.bool_), m, ordered=True),
+                    lambda m: jnp.bool_(True), metrics)
+                keep_going = jnp.logical_and(keep_going, asked_to_continue)
+            return (runner, keep_going), metrics
+
+        (runner, _), metrics = jax.lax.scan(update_all_seeds, (runner, jnp.bool_(True)),
+                                            jnp.arange(ppo.num_updates))
+        return TrainResult(runner, jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), metrics))
+
+    compiled = jax.jit(train_seeds)
+
+    def train(keys) -> TrainResult:
+        keys = seed_keys(keys)
+        if hparams is not None:
+            leaves = jax.tree.leaves(hparams)
+            if any(jnp.shape(leaf) not in ((), (keys.shape[0],)) for leaf in leaves):
+                raise ValueError(f"hparams leaves must be scalars or have the seed axis {keys.shape[0]}; "
+                                 f"got shapes {[jnp.shape(leaf) for leaf in leaves]}")
+            seed_hparams = jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(x, jnp.float32),
+                                                                   (keys.shape[0],)), hparams)
+        else:
+            seed_hparams = None
+        return compiled(keys, seed_hparams)
+
+    train.ppo = ppo
+    train.jitted = compiled
+    return train

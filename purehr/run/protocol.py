@@ -1,0 +1,327 @@
+"""``train_all_seeds``: the protocol of protocol.md, from argument checks to the finished
+run directory. All validation happens before anything is compiled or written."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purehr.curriculum import Curriculum
+from purehr.ppo.config import PPOConfig
+from purehr.ppo.train import keys_for_seeds, make_ppo
+from purehr.run.checkpoints import CorruptCheckpointError
+from purehr.run.progress import Progress
+from purehr.run.recorder import RunRecorder, parse_row
+from purehr.run.run_dir import RunDirectory, environment_description, read_csv
+from purehr.run.runner import TaskSetup, make_train_all
+from purehr.run.tasks import get_task
+
+DEFAULT_TASKS = ("swing", "hrv")
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+PROTOCOL_TEXT = ("PPO per protocol.md: every task x seed trained in one jax.jit (scan over updates "
+                 "outside, vmap over seeds inside); checkpoint at the first update at or beyond each "
+                 "multiple of checkpoint_interval (and at the last update) with held-out evaluation "
+                 "on the device; deterministic policies for evaluation.")
+
+
+class RunDirectoryInUse(FileExistsError):
+    pass
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_dir: Path
+    wall_time_s: float
+    compile_s: float
+    resumed_from: dict[str, int]
+    seconds_in_checkpoint_callbacks: float
+    seconds_in_evaluation: float
+    final_runners: dict[str, Any]       # task -> RunnerState with a leading seed axis
+
+
+class _HandlerSlot:
+    """The compiled program calls whichever recorder is in the slot, so one compiled program
+    serves every run of the same shape in a process (a resume, a test) without recompiling."""
+    target = None
+
+    def on_update(self, task, metrics):
+        self.target.on_update(task, metrics)
+
+    def on_checkpoint(self, task, runner, evaluation, showcase):
+        self.target.on_checkpoint(task, runner, evaluation, showcase)
+
+
+_HANDLERS = _HandlerSlot()
+_PROGRAMS: dict[tuple, Any] = {}
+
+
+def _compiled_program(setups: list[TaskSetup], num_seeds: int, runners: dict,
+                      curricula: dict[str, Curriculum] | None = None):
+    curricula = curricula or {}
+    key = (tuple((s.name, s.config, curricula.get(s.name)) for s in setups), num_seeds,
+           bool(jax.config.jax_enable_x64))
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = jax.jit(make_train_all(setups, _HANDLERS)).lower(runners).compile()
+    return _PROGRAMS[key]
+
+
+def peak_memory_bytes() -> int:
+    """Peak resident memory of this process (the host side; on an accelerator the device's
+    own peak is in ``jax.devices()[0].memory_stats()`` where the backend reports it)."""
+    import resource
+    kilobytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(kilobytes * (1 if sys.platform == "darwin" else 1024))
+
+
+def validate_request(tasks, seeds) -> tuple[list[str], list[int]]:
+    tasks = list(tasks)
+    if not tasks:
+        raise ValueError("tasks: expected at least one task")
+    for task in tasks:
+        get_task(task)
+    if len(set(tasks)) != len(tasks):
+        raise ValueError(f"tasks={tasks}: each task may appear once")
+    seeds = list(seeds)
+    if not seeds or any(not isinstance(s, (int, np.integer)) or s < 0 for s in seeds):
+        raise ValueError(f"seeds={seeds}: expected a non-empty list of non-negative integers")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds={seeds}: each seed may appear once")
+    return tasks, [int(s) for s in seeds]
+
+
+def build_setups(tasks: list[str], configs: dict[str, PPOConfig],
+                 curricula: dict[str, Curriculum] | None = None) -> list[TaskSetup]:
+    """One setup per task. A task with a curriculum trains under its schedule (in the scan)
+    and is evaluated (checkpoints and baseline) on the curriculum's final stage."""
+    curricula = validate_curricula(tasks, curricula)
+    setups = []
+    for name in tasks:
+        task = get_task(name)
+        env = task.make_env()
+        config = configs.get(name, task.default_config)
+        curriculum = curricula.get(name)
+        schedule = None if curriculum is None else curriculum.schedule(config.num_updates)
+        ppo = make_ppo(config, env, env.default_params, schedule)
+        eval_params = ppo.params_at(ppo.num_updates - 1, config.hyperparams())
+        if curriculum is not None:
+            eval_params = curriculum.final_params(eval_params)
+        setups.append(TaskSetup(task, env, env.default_params, eval_params, config, ppo))
+    return setups
+
+
+def validate_curricula(tasks: list[str], curricula: dict[str, Curriculum] | None) -> dict[str, Curriculum]:
+    """Drop ``None`` entries; refuse a curriculum for a task not trained or without the HRV
+    params (difficulty, target_precision)."""
+    curricula = {name: c for name, c in (curricula or {}).items() if c is not None}
+    for name, curriculum in curricula.items():
+        if name not in tasks:
+            raise ValueError(f"curriculum given for task {name!r}, which is not being trained ({tasks})")
+        if not isinstance(curriculum, Curriculum):
+            raise ValueError(f"curriculum for {name!r} is {curriculum!r}; expected a purehr.curriculum.Curriculum")
+        env = get_task(name).make_env()
+        try:
+            curriculum.check_params(env.default_params)
+        except TypeError:
+            raise ValueError(f"task {name!r} has no difficulty schedule (its params lack difficulty / "
+                             "target_precision); a curriculum applies to the hrv task") from None
+    return curricula
+
+
+def manifest_curricula(manifest: dict) -> dict[str, Curriculum]:
+    """The curricula a run was started with (``manifest["curricula"]``; absent = none)."""
+    return {name: c for name, data in (manifest.get("curricula") or {}).items()
+            if (c := Curriculum.from_dict(data)) is not None}
+
+
+def evaluate_baselines(setups: list[TaskSetup]) -> dict[str, Any]:
+    baselines = {}
+    for setup in setups:
+        policy = setup.task.make_baseline_policy(setup.env, setup.eval_env_params)
+        metrics = jax.jit(lambda: setup.task.heldout_evaluation(
+            setup.env, setup.eval_env_params, policy, num_episodes=setup.config.eval_episodes))()
+        baselines[setup.name] = {"name": setup.task.baseline_name, "definition": setup.task.baseline_definition,
+                                 "metrics": {k: float(v) for k, v in metrics.items()}}
+    return baselines
+
+
+def prepare_run_directory(run_dir: RunDirectory, resume: bool, overwrite: bool) -> None:
+    if resume and overwrite:
+        raise ValueError("--resume and --overwrite contradict each other; give one")
+    if resume:
+        if not run_dir.holds_run():
+            raise FileNotFoundError(f"--resume: {run_dir.root} holds no run to resume (no manifest.json)")
+        return
+    if run_dir.holds_run():
+        status = run_dir.read_manifest().get("status", "unknown")
+        if not overwrite:
+            raise RunDirectoryInUse(
+                f"{run_dir.root} already holds a {status} run; pass --resume to continue it, "
+                f"--overwrite to replace it, or choose another --run-dir")
+        print(f"--overwrite: removing the {status} run in {run_dir.root}", file=sys.stderr)
+        shutil.rmtree(run_dir.root)
+    elif run_dir.root.exists() and any(run_dir.root.iterdir()):
+        raise RunDirectoryInUse(f"{run_dir.root} is not empty and holds no purehr run; choose another --run-dir")
+
+
+def check_resume_configs(manifest: dict, tasks: list[str], seeds: list[int],
+                         configs: dict[str, PPOConfig]) -> dict[str, PPOConfig]:
+    if manifest["tasks"] != tasks or manifest["seeds"] != seeds:
+        raise ValueError(f"--resume: the run was started with tasks={manifest['tasks']} seeds={manifest['seeds']}, "
+                         f"not tasks={tasks} seeds={seeds}")
+    saved = {task: PPOConfig.from_dict(manifest["configs"][task]) for task in tasks}
+    for task, config in configs.items():
+        if config != saved[task]:
+            differing = [k for k, v in config.to_dict().items() if v != saved[task].to_dict()[k]]
+            raise ValueError(f"--resume: {task} config differs from the saved run in {differing}; "
+                             "resume with the original settings")
+    return saved
+
+
+def restore_task(run_dir: RunDirectory, setup: TaskSetup, seeds: list[int], recorder_rows: dict):
+    """The newest checkpoint every seed has intact, stacked over seeds; corrupted or newer
+    ones are moved to ``quarantine/`` with a note. Returns (runner or None, steps, elapsed)."""
+    from purehr.run.checkpoints import SeedCheckpoints
+
+    rows = {seed: [parse_row(r) for r in read_csv(run_dir.checkpoints_csv(setup.name, seed))] for seed in seeds}
+    managers = {seed: SeedCheckpoints(run_dir.checkpoint_dir(setup.name, seed)) for seed in seeds}
+    common = set.intersection(*(set(r["actual_steps"] for r in rows[seed]) for seed in seeds)) if seeds else set()
+    abstract = jax.eval_shape(setup.ppo.init, jax.random.PRNGKey(0))
+    chosen, states = None, None
+    # step 0 is the initial state, which the keys rebuild exactly: resuming there is a fresh start
+    for steps in sorted(common - {0}, reverse=True):
+        try:
+            states = [managers[seed].restore(steps, abstract, _row_at(rows[seed], steps)["state_digest"])
+                      for seed in seeds]
+            chosen = steps
+            break
+        except CorruptCheckpointError as error:
+            print(f"resume: {error}; falling back to the previous checkpoint", file=sys.stderr)
+    for seed in seeds:
+        for steps in managers[seed].steps():
+            if chosen is None or steps > chosen:
+                where = managers[seed].quarantine(steps, f"newer than the resume point {chosen} or damaged")
+                print(f"resume: moved {setup.name} seed {seed} checkpoint {steps} to {where}", file=sys.stderr)
+        managers[seed].finish()
+    if chosen is None:
+        for seed in seeds:
+            recorder_rows["checkpoints"][seed], recorder_rows["updates"][seed] = [], []
+        return None, 0, 0.0
+    for seed in seeds:
+        last = _row_at(rows[seed], chosen)
+        recorder_rows["checkpoints"][seed] = [r for r in rows[seed] if r["actual_steps"] <= chosen]
+        updates = [parse_row(r) for r in read_csv(run_dir.updates_csv(setup.name, seed))]
+        recorder_rows["updates"][seed] = [r for r in updates if r["update"] <= last["update"]]
+    runner = jax.tree.map(lambda *leaves: np.stack(leaves), *states)
+    return runner, chosen, _row_at(rows[seeds[0]], chosen)["elapsed_s"]
+
+
+def _row_at(rows: list[dict], steps: int) -> dict:
+    return next(r for r in rows if r["actual_steps"] == steps)
+
+
+def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_SEEDS,
+                    configs: dict[str, PPOConfig] | None = None, resume: bool = False,
+                    overwrite: bool = False, progress: bool = True, render: bool = True,
+                    command: list[str] | None = None,
+                    curricula: dict[str, Curriculum | None] | None = None) -> RunSummary:
+    """Train every task x seed in one compiled call; see protocol.md for what it leaves.
+
+    ``curricula`` maps a task (hrv) to its ``Curriculum`` (None: no schedule). It is recorded
+    in the manifest; on ``resume`` the recorded one is used when ``curricula`` is None, and a
+    different one is refused."""
+    started = time.perf_counter()
+    tasks, seeds = validate_request(tasks, seeds)
+    if curricula is not None:
+        validate_curricula(tasks, curricula)
+    configs = dict(configs or {})
+    unknown = set(configs) - set(tasks)
+    if unknown:
+        raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
+    run_dir = RunDirectory(Path(run_dir))
+    prepare_run_directory(run_dir, resume, overwrite)
+    manifest = run_dir.read_manifest() if resume else None
+    if manifest is not None:
+        if manifest.get("status") == "finished":
+            raise RunDirectoryInUse(f"{run_dir.root} holds a finished run; nothing to resume "
+                                    "(use --overwrite to train it again, or another --run-dir)")
+        configs = check_resume_configs(manifest, tasks, seeds, configs)
+        saved_curricula = manifest_curricula(manifest)
+        if curricula is not None and validate_curricula(tasks, curricula) != saved_curricula:
+            raise ValueError(f"--resume: the run was started with curricula "
+                             f"{ {k: c.to_dict() for k, c in saved_curricula.items()} }, not "
+                             f"{ {k: c.to_dict() for k, c in validate_curricula(tasks, curricula).items()} }; "
+                             "resume with the original settings (or omit --curriculum)")
+        curricula = saved_curricula
+    curricula = validate_curricula(tasks, curricula)
+    setups = build_setups(tasks, configs, curricula)
+
+    keys = keys_for_seeds(seeds)
+    runners, resumed_from, elapsed_offset = {}, {}, 0.0
+    update_rows = {name: {seed: [] for seed in seeds} for name in tasks}
+    checkpoint_rows = {name: {seed: [] for seed in seeds} for name in tasks}
+    for setup in setups:
+        restored = None
+        if resume:
+            task_rows = {"updates": update_rows[setup.name], "checkpoints": checkpoint_rows[setup.name]}
+            restored, steps, elapsed = restore_task(run_dir, setup, seeds, task_rows)
+            if restored is not None:
+                resumed_from[setup.name] = steps
+                elapsed_offset = max(elapsed_offset, elapsed)
+        runners[setup.name] = restored if restored is not None else jax.jit(jax.vmap(setup.ppo.init))(keys)
+
+    if manifest is None:
+        manifest = environment_description()
+        manifest.update(
+            status="running", tasks=tasks, seeds=seeds, command=command,
+            configs={s.name: s.config.to_dict() for s in setups}, protocol=PROTOCOL_TEXT,
+            curricula={name: curriculum.to_dict() for name, curriculum in curricula.items()},
+            baselines=evaluate_baselines(setups), wall_time_s=None)
+    manifest.update(status="running")
+    run_dir.write_manifest(manifest)
+
+    bar = Progress({s.name: s.config.batch_size * len(seeds) for s in setups},
+                   total_steps=sum(s.ppo.num_updates * s.config.batch_size * len(seeds) for s in setups),
+                   done_steps=sum(runners[s.name].update_index[0] * s.config.batch_size * len(seeds)
+                                  for s in setups)) if progress else None
+    recorder = RunRecorder(run_dir, setups, seeds, elapsed_offset=elapsed_offset, update_rows=update_rows,
+                           checkpoint_rows=checkpoint_rows, progress=bar)
+    compile_started = time.perf_counter()
+    runners = jax.tree.map(lambda x: jnp.asarray(x, dtype=np.asarray(x).dtype), runners)
+    compiled = _compiled_program(setups, len(seeds), runners, curricula)
+    compile_s = time.perf_counter() - compile_started
+    _HANDLERS.target = recorder
+    message = f"compiled in {compile_s:.1f} s; training {', '.join(tasks)} x seeds {seeds}"
+    if resumed_from:
+        message += f" (resumed at {resumed_from})"
+    print(message, file=sys.stderr, flush=True)
+    recorder.start()
+    try:
+        final = compiled(runners)
+        jax.block_until_ready(final)
+    finally:
+        _HANDLERS.target = None
+        recorder.finish()
+
+    wall = time.perf_counter() - started
+    manifest = run_dir.read_manifest()
+    previous_wall = manifest.get("wall_time_s") or 0.0
+    manifest.update(status="finished", wall_time_s=previous_wall + wall, compile_s=compile_s,
+                    peak_memory_bytes=peak_memory_bytes(),
+                    timing={"seconds_in_checkpoint_callbacks": recorder.seconds_in_checkpoint_callbacks,
+                            "seconds_in_evaluation_and_showcase": recorder.seconds_in_evaluation,
+                            "checkpoint_events": recorder.checkpoints_written,
+                            "resumed_from": resumed_from})
+    run_dir.write_manifest(manifest)
+    if render:
+        from purehr.viz.render import render_run
+        render_run(run_dir.root)
+    return RunSummary(run_dir.root, wall, compile_s, resumed_from, recorder.seconds_in_checkpoint_callbacks,
+                      recorder.seconds_in_evaluation, jax.tree.map(np.asarray, final))

@@ -1,0 +1,160 @@
+"""The host side of the compiled run: what the in-scan callbacks hand over is written here
+(update logs, checkpoints, showcase episodes, progress)."""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import time
+from typing import Any
+
+import jax
+import numpy as np
+
+from purehr.run.checkpoints import SeedCheckpoints
+from purehr.run.run_dir import RunDirectory, atomic_write_text, write_csv
+
+UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", "mean_step_reward", "mean_episode_return",
+                  "episodes_completed", "train_success_rate", "loss", "policy_loss", "value_loss",
+                  "entropy", "approx_kl", "clip_fraction", "grad_norm"]
+CHECKPOINT_HEAD = ["target_steps", "actual_steps", "update", "elapsed_s"]
+CHECKPOINT_TAIL = ["checkpoint_path", "showcase_path", "state_digest"]
+
+
+def update_columns(metric_names) -> list[str]:
+    """The fixed columns of protocol.md, then the task's own diagnostics."""
+    return UPDATE_COLUMNS + sorted(set(metric_names) - set(UPDATE_COLUMNS))
+
+
+def checkpoint_columns(evaluation_names) -> list[str]:
+    return CHECKPOINT_HEAD + [f"eval_{name}" for name in evaluation_names] + CHECKPOINT_TAIL
+
+
+def _scalar(value) -> float | int:
+    value = np.asarray(value).item()
+    return value if isinstance(value, int) else float(value)
+
+
+def seed_slice(tree: Any, index: int) -> Any:
+    return jax.tree.map(lambda x: np.asarray(x)[index], tree)
+
+
+def write_npz(path, arrays: dict[str, np.ndarray]) -> None:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_bytes(buffer.getvalue())
+    os.replace(temporary, path)
+
+
+class RunRecorder:
+    """Implements ``runner.HostHandlers``. CSV rows live in memory and are rewritten
+    atomically at every checkpoint and at the end, so the files on disk always describe a
+    prefix of the run that a resume can continue from."""
+
+    def __init__(self, run_dir: RunDirectory, setups, seeds: list[int], *, elapsed_offset: float = 0.0,
+                 update_rows=None, checkpoint_rows=None, progress=None):
+        self.run_dir = run_dir
+        self.setups = {setup.name: setup for setup in setups}
+        self.seeds = seeds
+        self.elapsed_offset = elapsed_offset
+        self.started = time.perf_counter()
+        self.update_rows = update_rows or {name: {seed: [] for seed in seeds} for name in self.setups}
+        self.checkpoint_rows = checkpoint_rows or {name: {seed: [] for seed in seeds} for name in self.setups}
+        self.checkpoints = {name: {seed: SeedCheckpoints(run_dir.checkpoint_dir(name, seed)) for seed in seeds}
+                            for name in self.setups}
+        self.progress = progress
+        self.last_update_time = {name: self.started for name in self.setups}
+        self.seconds_in_checkpoint_callbacks = 0.0
+        self.seconds_in_evaluation = 0.0
+        self.checkpoints_written = 0
+
+    def start(self) -> None:
+        """Called when the compiled program starts running (compilation is not training time)."""
+        self.started = time.perf_counter()
+        self.last_update_time = {name: self.started for name in self.setups}
+        if self.progress is not None:
+            self.progress.start()
+
+    def elapsed(self) -> float:
+        return self.elapsed_offset + time.perf_counter() - self.started
+
+    # --- callbacks --------------------------------------------------------------------------
+    def on_update(self, task: str, metrics: dict) -> None:
+        now = self.elapsed()
+        for index, seed in enumerate(self.seeds):
+            row = {name: _scalar(value[index]) for name, value in metrics.items()}
+            row["elapsed_s"] = now
+            self.update_rows[task][seed].append(row)
+        self.last_update_time[task] = time.perf_counter()
+        if self.progress is not None:
+            self.progress.on_update(task, metrics)
+
+    def on_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict) -> None:
+        entered = time.perf_counter()
+        self.seconds_in_evaluation += entered - self.last_update_time[task]
+        setup = self.setups[task]
+        config = setup.config
+        now = self.elapsed()
+        for index, seed in enumerate(self.seeds):
+            update = int(np.asarray(runner.update_index)[index])
+            steps = update * config.batch_size
+            target = config.total_timesteps if update == setup.ppo.num_updates else \
+                steps // config.checkpoint_interval * config.checkpoint_interval
+            state = seed_slice(runner, index)
+            digest = self.checkpoints[task][seed].save(steps, state)
+            showcase_path = self.run_dir.showcase_path(task, seed, steps)
+            write_npz(showcase_path, {name: np.asarray(value)[index] for name, value in showcase.items()})
+            row = {"target_steps": target, "actual_steps": steps, "update": update, "elapsed_s": now}
+            row.update({f"eval_{name}": _scalar(value[index]) for name, value in evaluation.items()})
+            row.update(checkpoint_path=str(self.checkpoints[task][seed].path(steps).relative_to(self.run_dir.root)),
+                       showcase_path=str(showcase_path.relative_to(self.run_dir.root)),
+                       state_digest=digest)
+            self.checkpoint_rows[task][seed].append(row)
+        self.flush(task)
+        self.checkpoints_written += 1
+        if self.progress is not None:
+            self.progress.on_checkpoint(task, evaluation)
+        self.seconds_in_checkpoint_callbacks += time.perf_counter() - entered
+        self.last_update_time[task] = time.perf_counter()
+
+    # --- files ------------------------------------------------------------------------------
+    def flush(self, task: str | None = None) -> None:
+        for name in [task] if task else list(self.setups):
+            for seed in self.seeds:
+                updates = self.update_rows[name][seed]
+                if updates:
+                    write_csv(self.run_dir.updates_csv(name, seed), update_columns(updates[0]), updates)
+                checkpoints = self.checkpoint_rows[name][seed]
+                if checkpoints:
+                    evaluation_names = [c[len("eval_"):] for c in checkpoints[0] if c.startswith("eval_")]
+                    write_csv(self.run_dir.checkpoints_csv(name, seed), checkpoint_columns(evaluation_names),
+                              checkpoints)
+
+    def finish(self) -> None:
+        for managers in self.checkpoints.values():
+            for manager in managers.values():
+                manager.finish()
+        self.flush()
+        if self.progress is not None:
+            self.progress.close()
+
+
+def parse_row(row: dict[str, str]) -> dict[str, Any]:
+    """A CSV row back to numbers (ints stay ints); path and digest columns stay strings."""
+    parsed: dict[str, Any] = {}
+    for name, text in row.items():
+        if name in CHECKPOINT_TAIL:
+            parsed[name] = text
+            continue
+        try:
+            parsed[name] = int(text)
+        except ValueError:
+            parsed[name] = float(text) if text != "nan" else math.nan
+    return parsed
+
+
+def touch_text(path, text: str) -> None:
+    atomic_write_text(path, text)

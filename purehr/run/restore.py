@@ -1,0 +1,91 @@
+"""Restore a checkpoint for analysis in a fresh process: parameters and a deterministic
+policy, without compiling the training program."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+
+from purehr.curriculum import Curriculum
+from purehr.envs.base import Environment
+from purehr.ppo.config import PPOConfig
+from purehr.ppo.train import RunnerState, make_ppo
+from purehr.run.checkpoints import SeedCheckpoints
+from purehr.run.recorder import parse_row
+from purehr.run.run_dir import RunDirectory, read_csv
+from purehr.run.tasks import get_task
+
+
+@dataclass(frozen=True)
+class Restored:
+    task: str
+    seed: int
+    steps: int
+    target_steps: int
+    params: Any                       # the network parameters
+    runner: RunnerState               # everything: optimiser state, env states, keys, update index
+    policy: Callable                  # policy(obs, t=0) -> env action, deterministic, jitted
+    pure_policy: Callable             # policy(obs, t, key) -> env action, to use inside jit/vmap
+    config: PPOConfig
+    env: Environment
+    env_params: Any                   # the held-out params (a curriculum's final stage)
+    checkpoint_row: dict[str, Any]    # the row of checkpoints.csv, held-out metrics included
+
+
+def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest") -> Restored:
+    """``step`` is an environment-step count (the actual count, or the target it was saved
+    for) or ``"latest"``."""
+    run = RunDirectory(Path(run_dir))
+    manifest = run.read_manifest()
+    get_task(task)
+    if task not in manifest["tasks"]:
+        raise ValueError(f"task {task!r} is not in the run {run.root} (it has {manifest['tasks']})")
+    if seed not in manifest["seeds"]:
+        raise ValueError(f"seed {seed!r} is not in the run {run.root} (it has {manifest['seeds']})")
+    rows = [parse_row(r) for r in read_csv(run.checkpoints_csv(task, seed))]
+    if not rows:
+        raise FileNotFoundError(f"{run.checkpoints_csv(task, seed)} lists no checkpoint")
+    row = _choose_row(rows, step, run.checkpoints_csv(task, seed))
+    config = PPOConfig.from_dict(manifest["configs"][task])
+    env = get_task(task).make_env()
+    # the schedule the run trained with (manifest "curricula"; absent = none): ppo.params_at
+    # follows it, and the held-out params are its final stage
+    curriculum = Curriculum.from_dict((manifest.get("curricula") or {}).get(task))
+    schedule = None if curriculum is None else curriculum.schedule(config.num_updates)
+    ppo = make_ppo(config, env, env.default_params, schedule)
+    abstract = jax.eval_shape(ppo.init, jax.random.PRNGKey(0))
+    checkpoints = SeedCheckpoints(run.checkpoint_dir(task, seed), asynchronous=False)
+    try:
+        runner = checkpoints.restore(row["actual_steps"], abstract, row["state_digest"])
+    finally:
+        checkpoints.finish()
+    act = jax.jit(lambda params, obs, t: ppo.policy(params)(obs, t, jax.random.PRNGKey(0)))
+
+    def policy(observation, t=0):
+        return act(runner.params, observation, jnp.int32(t))
+
+    return Restored(task, seed, row["actual_steps"], row["target_steps"], runner.params, runner, policy,
+                    ppo.policy(runner.params), config, env,
+                    _heldout_params(ppo, runner, curriculum), row)
+
+
+def _heldout_params(ppo, runner, curriculum):
+    params = ppo.params_at(ppo.num_updates - 1, runner.hparams)
+    return params if curriculum is None else curriculum.final_params(params)
+
+
+def _choose_row(rows: list[dict], step, csv_path: Path) -> dict:
+    if step == "latest":
+        return max(rows, key=lambda r: r["actual_steps"])
+    if not isinstance(step, int) or isinstance(step, bool):
+        raise ValueError(f"step={step!r}: expected an integer number of environment steps or 'latest'")
+    for column in ("actual_steps", "target_steps"):
+        for row in rows:
+            if row[column] == step:
+                return row
+    available = [r["target_steps"] for r in rows]
+    raise ValueError(f"no checkpoint at step {step} in {csv_path}; targets available: {available}")

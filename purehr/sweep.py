@@ -1,0 +1,409 @@
+"""Hyperparameter sweeps as one compiled call per network shape.
+
+Every continuous PPO hyperparameter is a field of ``PPOHyperparams``, a pytree the runner
+state carries, so a grid is a ``vmap``: the grid x seeds is flattened onto the leading axis
+of ``make_train``'s keys and hparams and trained in one ``jax.jit`` call, then every trained
+policy is evaluated on the task's held-out protocol in one more (vmapped, on the device).
+Choices that change array shapes or the program (minibatch size, network widths, number of
+environments) make separate *groups*, one compiled call each.
+
+Run ``r`` of a group is setting ``r // num_seeds`` with seed ``seeds[r % num_seeds]``; the
+seed's key is ``PRNGKey(seed)``, the same key a single run of that seed uses, so a sweep
+reproduces the runs made one at a time (``tests/test_sweep.py``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purehr.analysis import mean_confidence_interval
+from purehr.envs.base import Environment
+from purehr.ppo.config import PPOConfig, PPOHyperparams
+from purehr.ppo.train import RunnerState, keys_for_seeds, make_train
+
+HYPERPARAMETERS = tuple(PPOHyperparams.__dataclass_fields__)
+"""Fields a sweep vmaps over (one compiled program for any grid of them)."""
+SHAPE_FIELDS = ("num_envs", "num_steps", "num_epochs", "minibatch_size", "actor_hidden", "critic_hidden")
+"""PPOConfig fields that change the compiled program: one group (one compile) per choice."""
+SWEEP_MARKER = "sweep.json"
+RANKING_CSV = "ranking.csv"
+RUNS_CSV = "runs.csv"
+HEATMAP_STEM = "heatmap"
+
+
+# --- the grid ---------------------------------------------------------------------------------
+
+def grid_settings(axes: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:
+    """Every combination of the axes' values, the first axis varying slowest."""
+    axes = validate_axes(axes)
+    names = list(axes)
+    return [dict(zip(names, values)) for values in itertools.product(*(axes[n] for n in names))]
+
+
+def validate_axes(axes: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, ...]]:
+    checked = {}
+    for name, values in axes.items():
+        if name not in HYPERPARAMETERS:
+            raise ValueError(f"sweep axis {name!r} is not a PPOHyperparams field; expected one of "
+                             f"{HYPERPARAMETERS} (shape choices such as {SHAPE_FIELDS} make groups)")
+        values = tuple(float(v) for v in values)
+        if not values:
+            raise ValueError(f"sweep axis {name!r} has no values")
+        if len(set(values)) != len(values):
+            raise ValueError(f"sweep axis {name!r} repeats a value: {values}")
+        checked[name] = values
+    return checked
+
+
+def flatten_grid(config: PPOConfig, settings: list[dict[str, float]], seeds: Sequence[int]
+                 ) -> tuple[jax.Array, PPOHyperparams]:
+    """Keys (runs, 2) and hparams with a leading run axis (float32) for settings x seeds,
+    setting-major. Fields not in a setting keep ``config``'s value; every setting is
+    validated through ``PPOConfig`` (so e.g. a negative learning rate is refused here)."""
+    seeds = [int(s) for s in seeds]
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise ValueError(f"seeds={seeds}: expected distinct non-negative integers")
+    rows = []
+    for setting in settings:
+        hparams = config.replace(**setting).hyperparams()      # validates the values
+        rows.extend([hparams] * len(seeds))
+    flat = jax.tree.map(lambda *leaves: jnp.asarray(np.asarray(leaves, np.float32)), *rows)
+    keys = jnp.tile(keys_for_seeds(seeds), (len(settings), 1))
+    return keys, flat
+
+
+# --- training and evaluation of one group -----------------------------------------------------
+
+@dataclass
+class GroupResult:
+    """One compiled group: ``config`` (its shape choices applied), the settings, and per run
+    (leading axis settings x seeds) the evaluation and the training metrics."""
+    name: str
+    config: PPOConfig
+    settings: list[dict[str, float]]
+    seeds: list[int]
+    runner: RunnerState
+    training_metrics: dict[str, np.ndarray]     # [run, update]
+    evaluation: dict[str, np.ndarray]           # [run]
+    timing: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def num_runs(self) -> int:
+        return len(self.settings) * len(self.seeds)
+
+    def run_setting(self, run: int) -> dict[str, float]:
+        return self.settings[run // len(self.seeds)]
+
+    def run_seed(self, run: int) -> int:
+        return self.seeds[run % len(self.seeds)]
+
+
+def train_group(config: PPOConfig, env: Environment, axes: Mapping[str, Sequence[float]],
+                seeds: Sequence[int], *, env_params=None, env_params_schedule=None,
+                evaluate: Callable[[Any, Any, PPOHyperparams], dict[str, jax.Array]] | None = None,
+                name: str = "default") -> GroupResult:
+    """Train ``axes``' grid x ``seeds`` in one compiled ``make_train`` call.
+
+    ``evaluate(ppo, network_params, hparams) -> metrics`` (one run, pure) is vmapped over
+    every run and jitted as one more call; omit it to skip evaluation. Timing records the
+    compile and run seconds of both calls."""
+    settings = grid_settings(axes)
+    keys, hparams = flatten_grid(config, settings, seeds)
+    train = make_train(config, env, env_params, env_params_schedule=env_params_schedule, hparams=hparams)
+    timing = {}
+    started = time.perf_counter()
+    compiled = train.jitted.lower(keys, hparams).compile()
+    timing["train_compile_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    result = jax.block_until_ready(compiled(keys, hparams))
+    timing["train_run_s"] = time.perf_counter() - started
+    runs = len(settings) * len(seeds)
+    timing["env_steps"] = float(runs * config.num_updates * config.batch_size)
+    timing["env_steps_per_s"] = timing["env_steps"] / timing["train_run_s"]
+    evaluation = {}
+    if evaluate is not None:
+        ppo = train.ppo
+        evaluate_all = jax.jit(jax.vmap(lambda params, run_hparams: evaluate(ppo, params, run_hparams)))
+        started = time.perf_counter()
+        compiled_eval = evaluate_all.lower(result.runner.params, result.runner.hparams).compile()
+        timing["eval_compile_s"] = time.perf_counter() - started
+        started = time.perf_counter()
+        evaluation = jax.block_until_ready(compiled_eval(result.runner.params, result.runner.hparams))
+        timing["eval_run_s"] = time.perf_counter() - started
+        evaluation = {k: np.asarray(v) for k, v in evaluation.items()}
+    return GroupResult(name, config, settings, [int(s) for s in seeds], result.runner,
+                       {k: np.asarray(v) for k, v in result.metrics.items()}, evaluation, timing)
+
+
+def task_evaluator(task_name: str, env: Environment, num_episodes: int, curriculum=None):
+    """``evaluate(ppo, params, hparams)`` on the task's held-out protocol: the params of the
+    last update (PPO's discount is the env's for potential shaping) and, with a curriculum,
+    its final stage; hrv adds ``noisy_success_rate`` (purehr.run.tasks)."""
+    from purehr.run.tasks import get_task
+
+    task = get_task(task_name)
+
+    def evaluate(ppo, network_params, hparams):
+        env_params = ppo.params_at(ppo.num_updates - 1, hparams)
+        if curriculum is not None:
+            env_params = curriculum.final_params(env_params)
+        return task.heldout_evaluation(env, env_params, ppo.policy(network_params), num_episodes=num_episodes)
+
+    return evaluate
+
+
+def run_task_sweep(task_name: str, base_config: PPOConfig, axes: Mapping[str, Sequence[float]],
+                   seeds: Sequence[int], shape_choices: Mapping[str, Sequence[Any]] | None = None,
+                   curriculum=None, log: Callable[[str], None] = print) -> list[GroupResult]:
+    """One group per combination of ``shape_choices`` (e.g. ``{"minibatch_size": [64, 128]}``),
+    each trained and evaluated as one compiled call on the task's held-out protocol."""
+    from purehr.run.tasks import get_task
+
+    task = get_task(task_name)
+    env = task.make_env()
+    axes = validate_axes(axes)
+    shape_choices = dict(shape_choices or {})
+    for name in shape_choices:
+        if name not in SHAPE_FIELDS:
+            raise ValueError(f"shape choice {name!r}: expected one of {SHAPE_FIELDS}")
+    combinations = [dict(zip(shape_choices, values))
+                    for values in itertools.product(*shape_choices.values())] or [{}]
+    configs = [(group_name(choice), base_config.replace(**choice)) for choice in combinations]  # validates all first
+    schedule_for = (lambda c: None) if curriculum is None else (lambda c: curriculum.schedule(c.num_updates))
+    if curriculum is not None:
+        curriculum.check_params(env.default_params)
+    groups = []
+    for name, config in configs:
+        log(f"[sweep] group {name}: {len(grid_settings(axes))} settings x {len(seeds)} seeds = "
+            f"{len(grid_settings(axes)) * len(seeds)} runs of {config.num_updates * config.batch_size} steps")
+        group = train_group(config, env, axes, seeds, env_params=env.default_params,
+                            env_params_schedule=schedule_for(config),
+                            evaluate=task_evaluator(task_name, env, config.eval_episodes, curriculum), name=name)
+        t = group.timing
+        log(f"[sweep] group {name}: compile {t['train_compile_s']:.1f} s, train {t['train_run_s']:.1f} s "
+            f"({t['env_steps_per_s']:.0f} steps/s over all runs), evaluation compile "
+            f"{t['eval_compile_s']:.1f} s, run {t['eval_run_s']:.1f} s")
+        groups.append(group)
+    return groups
+
+
+def group_name(choice: Mapping[str, Any]) -> str:
+    if not choice:
+        return "default"
+    return " ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in choice.items())
+
+
+# --- ranking ----------------------------------------------------------------------------------
+
+RANKED_METRICS = ("success_rate", "return_mean")
+
+
+def _final_training_return(metrics: dict[str, np.ndarray], run: int) -> float:
+    values = metrics["mean_episode_return"][run]
+    values = values[np.isfinite(values)]
+    return float(np.mean(values[-max(1, math.ceil(0.1 * len(values))):])) if len(values) else math.nan
+
+
+def run_rows(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[str, Any]]:
+    """One row per trained run: group, setting, seed, every held-out metric, final training return."""
+    rows = []
+    for group in groups:
+        for run in range(group.num_runs):
+            row = {"group": group.name, **{a: group.run_setting(run)[a] for a in axes},
+                   "seed": group.run_seed(run)}
+            row.update({f"eval_{k}": float(v[run]) for k, v in group.evaluation.items()})
+            row["train_final_return"] = _final_training_return(group.training_metrics, run)
+            rows.append(row)
+    return rows
+
+
+def rank_settings(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[str, Any]]:
+    """Per (group, setting): mean and two-sided 95% t interval over seeds of held-out success
+    and return (plus the mean noisy success when the task reports it), ranked by mean
+    success, then mean return (both descending)."""
+    table = []
+    for group in groups:
+        num_seeds = len(group.seeds)
+        for index, setting in enumerate(group.settings):
+            runs = slice(index * num_seeds, (index + 1) * num_seeds)
+            row = {"group": group.name, **{a: setting[a] for a in axes}, "seeds": num_seeds}
+            for metric in RANKED_METRICS + ("noisy_success_rate",):
+                if metric not in group.evaluation:
+                    continue
+                summary = mean_confidence_interval(group.evaluation[metric][runs])
+                row[f"{metric}_mean"] = summary["mean"]
+                if metric in RANKED_METRICS:
+                    row[f"{metric}_ci_low"] = summary["ci_low"]
+                    row[f"{metric}_ci_high"] = summary["ci_high"]
+            table.append(row)
+
+    def key(row):
+        success, ret = row.get("success_rate_mean", math.nan), row.get("return_mean_mean", math.nan)
+        return (-(success if math.isfinite(success) else -math.inf), -(ret if math.isfinite(ret) else -math.inf))
+
+    table.sort(key=key)
+    for rank, row in enumerate(table, start=1):
+        row["rank"] = rank
+    return [{"rank": row.pop("rank"), **row} for row in table]
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.6g}"
+    return str(value)
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    if rows:
+        columns = list(rows[0])
+        for row in rows[1:]:
+            columns += [c for c in row if c not in columns]
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([_cell(row.get(c, math.nan)) for c in columns])
+    return buffer.getvalue()
+
+
+def format_table(rows: list[dict[str, Any]], axes: Sequence[str], limit: int | None = None) -> str:
+    """The ranking as aligned text: mean [95% t interval] of success and return."""
+    def interval(row, metric, fmt):
+        mean = row.get(f"{metric}_mean", math.nan)
+        low, high = row.get(f"{metric}_ci_low", math.nan), row.get(f"{metric}_ci_high", math.nan)
+        return f"{fmt(mean)} [{fmt(low)}, {fmt(high)}]"
+
+    pct = lambda v: "nan" if not math.isfinite(v) else f"{100 * v:.1f}%"      # noqa: E731
+    num = lambda v: "nan" if not math.isfinite(v) else f"{v:.3f}"             # noqa: E731
+    header = ["rank", "group", *axes, "seeds", "held-out success [95% CI]", "held-out return [95% CI]"]
+    lines = [header]
+    for row in rows[:limit]:
+        lines.append([str(row["rank"]), row["group"], *(f"{row[a]:g}" for a in axes), str(row["seeds"]),
+                      interval(row, "success_rate", pct), interval(row, "return_mean", num)])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)
+
+
+# --- the heat map -----------------------------------------------------------------------------
+
+def heatmap_axes(axes: Mapping[str, Sequence[float]], chosen: Sequence[str] | None = None) -> list[str]:
+    """The (up to) two axes of the heat map: ``chosen``, else the two with most values."""
+    if chosen:
+        for name in chosen:
+            if name not in axes:
+                raise ValueError(f"heat-map axis {name!r} is not swept; swept axes: {list(axes)}")
+        if len(chosen) > 2 or len(set(chosen)) != len(chosen):
+            raise ValueError(f"heat-map axes {list(chosen)}: expected one or two distinct swept axes")
+        return list(chosen)
+    ordered = sorted(axes, key=lambda name: -len(axes[name]))     # stable: ties keep CLI order
+    return ordered[:2]
+
+
+def plot_heatmap(groups: list[GroupResult], axes: Mapping[str, Sequence[float]], shown: Sequence[str],
+                 out_dir: Path, reduce: str = "max") -> list[Path]:
+    """``heatmap.{png,pdf}``: per group, mean held-out success (top) and return (bottom) over
+    seeds on the two ``shown`` axes; other swept axes are reduced with ``max`` (the best
+    setting at that cell) or ``mean``."""
+    from matplotlib.figure import Figure
+
+    from purehr.viz.learning_curves import save_figure
+
+    if reduce not in ("max", "mean"):
+        raise ValueError(f"reduce={reduce!r}: expected 'max' or 'mean'")
+    x_name = shown[0] if shown else None
+    y_name = shown[1] if len(shown) > 1 else None
+    x_values = list(axes[x_name]) if x_name else [None]
+    y_values = list(axes[y_name]) if y_name else [None]
+    metrics = [("success_rate", "held-out success", "%.0f%%", 100.0), ("return_mean", "held-out return", "%.2f", 1.0)]
+    fig = Figure(figsize=(max(4.0, 1.1 * len(x_values) + 2.2) * len(groups), 2 * max(2.6, 0.75 * len(y_values) + 1.4)))
+    grid = fig.subplots(len(metrics), len(groups), squeeze=False)
+    for column, group in enumerate(groups):
+        num_seeds = len(group.seeds)
+        for row_index, (metric, label, fmt, scale) in enumerate(metrics):
+            ax = grid[row_index][column]
+            cells = np.full((len(y_values), len(x_values)), np.nan)
+            for yi, y in enumerate(y_values):
+                for xi, x in enumerate(x_values):
+                    values = []
+                    for index, setting in enumerate(group.settings):
+                        if (x_name and setting[x_name] != x) or (y_name and setting[y_name] != y):
+                            continue
+                        values.append(np.mean(group.evaluation[metric][index * num_seeds:(index + 1) * num_seeds]))
+                    if values:
+                        cells[yi, xi] = np.max(values) if reduce == "max" else np.mean(values)
+            vmin, vmax = ((0.0, 1.0) if metric == "success_rate"
+                          else (np.nanmin(cells), np.nanmax(cells) + 1e-12))
+            image = ax.imshow(cells, cmap="viridis", vmin=vmin, vmax=vmax, origin="lower", aspect="auto")
+            for yi in range(len(y_values)):
+                for xi in range(len(x_values)):
+                    value = cells[yi, xi]
+                    shade = (value - vmin) / (vmax - vmin) if np.isfinite(value) and vmax > vmin else 0.0
+                    ax.text(xi, yi, fmt % (scale * value), ha="center", va="center", fontsize=8,
+                            color="black" if shade > 0.6 else "white")
+            ax.set_xticks(range(len(x_values)), [f"{v:g}" for v in x_values] if x_name else [""])
+            ax.set_yticks(range(len(y_values)), [f"{v:g}" for v in y_values] if y_name else [""])
+            ax.set_xlabel(x_name or "")
+            ax.set_ylabel(y_name or "")
+            others = [a for a in axes if a not in shown]
+            note = f"; {reduce} over {', '.join(others)}" if others else ""
+            ax.set_title(f"{group.name}: {label}\n(mean over {num_seeds} seeds{note})", fontsize=9)
+            fig.colorbar(image, ax=ax, shrink=0.8)
+    fig.tight_layout()
+    return save_figure(fig, out_dir, HEATMAP_STEM)
+
+
+# --- the output directory ---------------------------------------------------------------------
+
+class SweepDirectoryInUse(FileExistsError):
+    pass
+
+
+OUTPUT_NAMES = (SWEEP_MARKER, RANKING_CSV, RUNS_CSV, f"{HEATMAP_STEM}.png", f"{HEATMAP_STEM}.pdf")
+
+
+def prepare_out_dir(out_dir: Path, overwrite: bool) -> None:
+    """Refuse a directory that already holds a sweep (its ``sweep.json``) unless
+    ``overwrite``; then only the sweep's own files are removed."""
+    if (out_dir / SWEEP_MARKER).exists():
+        if not overwrite:
+            raise SweepDirectoryInUse(f"{out_dir} already holds a sweep ({SWEEP_MARKER}); pass --overwrite "
+                                      "to replace it or choose another --out")
+        for name in OUTPUT_NAMES:
+            (out_dir / name).unlink(missing_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+
+def write_outputs(out_dir: Path, groups: list[GroupResult], axes: Mapping[str, Sequence[float]],
+                  ranking: list[dict[str, Any]], description: dict[str, Any],
+                  heatmap: Sequence[str] | None = None, reduce: str = "max") -> list[Path]:
+    from purehr.run.run_dir import atomic_write_json, atomic_write_text
+
+    names = list(axes)
+    atomic_write_text(out_dir / RANKING_CSV, to_csv(ranking))
+    atomic_write_text(out_dir / RUNS_CSV, to_csv(run_rows(groups, names)))
+    paths = [out_dir / RANKING_CSV, out_dir / RUNS_CSV]
+    paths += plot_heatmap(groups, axes, heatmap_axes(axes, heatmap), out_dir, reduce)
+    description = dict(description, groups=[{"name": g.name, "config": g.config.to_dict(), "timing": g.timing}
+                                            for g in groups])
+    atomic_write_json(out_dir / SWEEP_MARKER, json.loads(json.dumps(description, default=_json_default)))
+    return paths + [out_dir / SWEEP_MARKER]
+
+
+def _json_default(value):
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

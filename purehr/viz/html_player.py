@@ -1,0 +1,106 @@
+"""A single-file HTML player for the training replay.
+
+Everything is embedded (video and poster as base64 data URIs, the timeline as JSON), so the
+file can be mailed, attached to a report or opened from a results/ folder with no server;
+a slider with one stop per checkpoint seeks the video to where that checkpoint begins.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from purehr.viz.run_data import write_text_atomic
+
+_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<style>
+  body {{ font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 1300px;
+         color: #222; }}
+  video {{ width: 100%; background: #000; }}
+  .controls {{ display: flex; align-items: center; gap: 1rem; margin-top: 0.6rem; }}
+  .controls input {{ flex: 1; }}
+  #checkpoint-label {{ min-width: 26rem; font-variant-numeric: tabular-nums; }}
+</style>
+</head>
+<body>
+<h1>{title}</h1>
+<p>{description}</p>
+<video id="replay" controls muted playsinline preload="auto"
+       poster="data:image/png;base64,{poster}">
+  <source type="video/mp4" src="data:video/mp4;base64,{video}">
+  Your browser cannot play embedded H.264 video.
+</video>
+<div class="controls">
+  <label for="checkpoint">checkpoint</label>
+  <input type="range" id="checkpoint" min="0" max="{last_index}" step="1" value="0"
+         list="checkpoint-stops">
+  <output id="checkpoint-label" for="checkpoint"></output>
+</div>
+<datalist id="checkpoint-stops">
+{options}
+</datalist>
+<script>
+const TIMELINE = {timeline_json};
+const video = document.getElementById("replay");
+const slider = document.getElementById("checkpoint");
+const label = document.getElementById("checkpoint-label");
+const checkpoints = TIMELINE.checkpoints;
+
+function describe(index) {{
+  const c = checkpoints[index];
+  const success = Number.isFinite(c.eval_success_rate)
+    ? `, held-out success ${{(100 * c.eval_success_rate).toFixed(0)}}%` : "";
+  return `${{index + 1}} of ${{checkpoints.length}}: ` +
+         `${{c.actual_steps.toLocaleString("en")}} env steps${{success}}`;
+}}
+function show(index) {{
+  slider.value = index;
+  label.textContent = describe(index);
+}}
+slider.addEventListener("input", () => {{
+  const index = Number(slider.value);
+  video.currentTime = checkpoints[index].start_s + 0.001;
+  show(index);
+}});
+video.addEventListener("timeupdate", () => {{
+  let index = checkpoints.findIndex(c => video.currentTime < c.end_s);
+  if (index < 0) index = checkpoints.length - 1;
+  if (index !== Number(slider.value)) show(index);
+}});
+show(0);
+</script>
+</body>
+</html>
+"""
+
+
+def _base64_file(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _steps_label(steps: float) -> str:
+    return f"{steps / 1e6:g}M" if steps >= 1e6 else f"{steps / 1e3:g}k"
+
+
+def write_html_player(path: Path, video_path: Path, poster_path: Path,
+                      timeline: dict[str, Any], *, title: str, description: str = "") -> Path:
+    """Write the player; ``timeline["checkpoints"]`` entries need ``start_s``, ``end_s``,
+    ``actual_steps``, ``target_steps`` and optionally ``eval_success_rate``."""
+    options = "\n".join(
+        f'  <option value="{index}" label="{_steps_label(entry["target_steps"])}"></option>'
+        for index, entry in enumerate(timeline["checkpoints"]))
+    # "</" inside a <script> would end it early; JSON allows escaping the slash.
+    timeline_json = json.dumps(timeline, allow_nan=False).replace("</", "<\\/")
+    page = _PAGE.format(
+        title=html.escape(title), description=html.escape(description),
+        poster=_base64_file(poster_path), video=_base64_file(video_path),
+        last_index=len(timeline["checkpoints"]) - 1, options=options,
+        timeline_json=timeline_json)
+    return write_text_atomic(path, page)

@@ -1,0 +1,273 @@
+"""Learning figures, the training-log figure and the final-metrics CSV of a run.
+
+The seed is the experimental unit: the figures show every seed as a thin line and the mean
+across seeds with a two-sided 95% Student-t interval (few seeds, so not the normal one).
+scipy is not a dependency, hence the small incomplete-beta based t quantile below.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
+
+from purehr.viz.run_data import RunData, SeedLog, atomic_output, write_text_atomic
+
+# Okabe & Ito (2008), a palette that stays distinguishable under the common colour-vision
+# deficiencies.
+OKABE_ITO = {
+    "black": "#000000", "orange": "#E69F00", "sky_blue": "#56B4E9", "green": "#009E73",
+    "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "purple": "#CC79A7",
+}
+PPO_COLOUR = OKABE_ITO["blue"]
+BASELINE_COLOUR = OKABE_ITO["vermillion"]
+HIGHLIGHT_COLOUR = OKABE_ITO["orange"]
+SEED_COLOURS = [OKABE_ITO[name] for name in
+                ("blue", "orange", "green", "purple", "sky_blue", "vermillion", "yellow", "black")]
+
+METRIC_LABELS = {
+    "eval_success_rate": "held-out success rate",
+    "eval_return_mean": "held-out mean return",
+    "eval_alignment": "held-out HRV alignment (Pearson r)",
+}
+# metrics bounded by definition get fixed axes (a wide t band with few seeds would otherwise
+# stretch them past what the metric can take)
+METRIC_LIMITS = {"eval_success_rate": (-0.03, 1.03), "eval_alignment": (-1.05, 1.05)}
+STEPS_FORMATTER = EngFormatter(sep="")
+
+
+# ---------------------------------------------------------------- Student-t quantile
+
+def _continued_fraction_beta(a: float, b: float, x: float) -> float:
+    """Lentz's continued fraction of the incomplete beta function (Numerical Recipes 6.4)."""
+    tiny, epsilon = 1e-300, 1e-15
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 500):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < epsilon:
+            break
+    return result
+
+
+def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b), accurate to ~1e-14."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                 + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _continued_fraction_beta(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _continued_fraction_beta(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
+    tail = 0.5 * regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(probability: float, df: float) -> float:
+    """Inverse of :func:`t_cdf` (bisection; ~1e-12 absolute), e.g. t_quantile(0.975, 4) =
+    2.7764."""
+    if not 0.0 < probability < 1.0 or df <= 0:
+        raise ValueError(f"need 0 < probability < 1 and df > 0, got {probability}, {df}")
+    if probability < 0.5:
+        return -t_quantile(1.0 - probability, df)
+    low, high = 0.0, 1.0
+    while t_cdf(high, df) < probability:
+        low, high = high, 2.0 * high
+    for _ in range(200):
+        middle = 0.5 * (low + high)
+        if t_cdf(middle, df) < probability:
+            low = middle
+        else:
+            high = middle
+        if high - low < 1e-13 * max(1.0, high):
+            break
+    return 0.5 * (low + high)
+
+
+# ---------------------------------------------------------------- aggregation over seeds
+
+def t_interval(values: np.ndarray, confidence: float = 0.95
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over axis 0 (seeds) and the two-sided ``confidence`` t interval of that mean,
+    mean -+ t(1 - alpha/2, n - 1) * sd / sqrt(n); NaN bounds with a single seed."""
+    values = np.asarray(values, dtype=np.float64)
+    num_seeds = values.shape[0]
+    mean = values.mean(axis=0)
+    if num_seeds < 2:
+        nan = np.full_like(mean, np.nan)
+        return mean, nan, nan
+    half_width = (t_quantile(0.5 + confidence / 2.0, num_seeds - 1)
+                  * values.std(axis=0, ddof=1) / math.sqrt(num_seeds))
+    return mean, mean - half_width, mean + half_width
+
+
+@dataclass(frozen=True)
+class SeedAggregate:
+    """A checkpoint metric at the targets every seed has reached (seeds may be mid-run)."""
+
+    target_steps: np.ndarray
+    steps: np.ndarray          # mean actual steps over seeds, the x of the mean curve
+    mean: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    num_seeds: int
+
+
+def aggregate_over_seeds(logs: list[SeedLog], column: str, confidence: float = 0.95,
+                         max_target: float = math.inf) -> SeedAggregate:
+    """Align seeds on ``target_steps`` (identical across seeds by protocol, whereas the actual
+    step counts may differ between seeds) and summarise ``column`` across them."""
+    shared = set.intersection(*(set(log.checkpoints["target_steps"].tolist()) for log in logs))
+    targets = np.array(sorted(target for target in shared if target <= max_target))
+    rows = [np.searchsorted(log.checkpoints["target_steps"], targets) for log in logs]
+    steps = np.array([log.checkpoints["actual_steps"][row] for log, row in zip(logs, rows)])
+    values = np.array([log.checkpoints[column][row] for log, row in zip(logs, rows)])
+    mean, lower, upper = t_interval(values, confidence)
+    return SeedAggregate(targets, steps.mean(axis=0), mean, lower, upper, len(logs))
+
+
+# ---------------------------------------------------------------- drawing
+
+def draw_seed_curves(ax: Axes, logs: list[SeedLog], column: str, *,
+                     max_target: float = math.inf, highlight_seed: int | None = None) -> None:
+    """Thin line per seed, the mean and its 95% t band; the learning figure and the replay
+    both use it so they cannot disagree."""
+    single_seed_label = "single seed"  # one legend entry for all the thin lines
+    for log in logs:
+        keep = log.checkpoints["target_steps"] <= max_target
+        steps, values = log.checkpoints["actual_steps"][keep], log.checkpoints[column][keep]
+        if log.seed == highlight_seed:
+            ax.plot(steps, values, color=HIGHLIGHT_COLOUR, linewidth=2.2, marker="o",
+                    markersize=3, zorder=3, label=f"seed {log.seed} (replayed)")
+        else:
+            ax.plot(steps, values, color=PPO_COLOUR, linewidth=0.8, alpha=0.45, zorder=2,
+                    label=single_seed_label)
+            single_seed_label = None
+    aggregate = aggregate_over_seeds(logs, column, max_target=max_target)
+    ax.plot(aggregate.steps, aggregate.mean, color=PPO_COLOUR, linewidth=2.4,
+            label=f"mean of {aggregate.num_seeds} seeds", zorder=4)
+    if aggregate.num_seeds > 1:
+        ax.fill_between(aggregate.steps, aggregate.lower, aggregate.upper, color=PPO_COLOUR,
+                        alpha=0.18, linewidth=0, label="95% t interval (seed = unit)")
+    ax.xaxis.set_major_formatter(STEPS_FORMATTER)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel(METRIC_LABELS.get(column, column))
+    ax.grid(alpha=0.3)
+
+
+def draw_baseline(ax: Axes, value: float, definition: str) -> None:
+    """Dashed line when the baseline fits without squeezing the curves below half the axis;
+    otherwise an off-scale note in the legend (keeps the curves readable, hides nothing)."""
+    low, high = ax.get_ylim()
+    span = high - low
+    if low - span <= value <= high + span:
+        ax.axhline(value, color=BASELINE_COLOUR, linestyle="--", linewidth=1.6,
+                   label=f"baseline: {definition}")
+        return
+    where = "above" if value > high else "below"
+    ax.plot([], [], color=BASELINE_COLOUR, linestyle="--", linewidth=1.6,
+            label=f"baseline: {definition}\n= {value:.4g}, off scale ({where})")
+
+
+def _metric_columns(logs: list[SeedLog]) -> list[str]:
+    optional = ["eval_alignment"]
+    columns = ["eval_success_rate", "eval_return_mean"]
+    return columns + [name for name in optional if all(name in log.checkpoints for log in logs)]
+
+
+def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
+    """PDF for the paper, PNG for the README; both written atomically."""
+    paths = []
+    for suffix, options in ((".pdf", {}), (".png", {"dpi": 150})):
+        path = out_dir / f"{stem}{suffix}"
+        with atomic_output(path) as partial:
+            fig.savefig(partial, format=suffix[1:], bbox_inches="tight", **options)
+        paths.append(path)
+    return paths
+
+
+def plot_learning_figure(run: RunData, task: str, out_dir: Path) -> list[Path]:
+    """``<task>_learning.{pdf,png}``: held-out success and return (and alignment when logged)
+    against environment steps."""
+    logs = list(run.logs[task].values())
+    columns = _metric_columns(logs)
+    baseline = run.baseline(task)
+    fig = Figure(figsize=(5.2 * len(columns), 4.0), layout="constrained")
+    axes = fig.subplots(1, len(columns), squeeze=False)[0]
+    for ax, column in zip(axes, columns):
+        draw_seed_curves(ax, logs, column)
+        if column in METRIC_LIMITS:
+            ax.set_ylim(*METRIC_LIMITS[column])
+        if baseline is not None and column.removeprefix("eval_") in baseline[1]:
+            draw_baseline(ax, float(baseline[1][column.removeprefix("eval_")]), baseline[0])
+        ax.legend(fontsize=8, loc="best")
+    fig.suptitle(f"{task}: PPO held-out evaluation at each checkpoint ({len(logs)} seeds)")
+    return save_figure(fig, out_dir, f"{task}_learning")
+
+
+def plot_training_log(run: RunData, task: str, out_dir: Path) -> list[Path]:
+    """``<task>_training_log.{pdf,png}``: the mean completed-episode return of each update, per
+    seed (training episodes, stochastic policy: not the held-out measure)."""
+    fig = Figure(figsize=(6.5, 4.0), layout="constrained")
+    ax = fig.subplots()
+    for index, log in enumerate(run.logs[task].values()):
+        ax.plot(log.updates["env_steps"], log.updates["mean_episode_return"],
+                color=SEED_COLOURS[index % len(SEED_COLOURS)], linewidth=1.0,
+                label=f"seed {log.seed}")
+    ax.xaxis.set_major_formatter(STEPS_FORMATTER)
+    ax.set_xlabel("environment steps")
+    ax.set_ylabel("mean return of completed training episodes")
+    ax.set_title(f"{task}: training log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return save_figure(fig, out_dir, f"{task}_training_log")
+
+
+# ---------------------------------------------------------------- final metrics
+
+def write_final_metrics(run: RunData, path: Path) -> Path:
+    """One row per task and seed: the last checkpoint's held-out metrics (the numbers a
+    results table quotes). Tasks have different eval_ columns; absent ones stay empty."""
+    metric_names: list[str] = []
+    for task_logs in run.logs.values():
+        for log in task_logs.values():
+            metric_names += [name for name in log.checkpoints
+                             if name.startswith("eval_") and name not in metric_names]
+    header = ["task", "seed", "target_steps", "actual_steps", "elapsed_s", *metric_names]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for task, task_logs in run.logs.items():
+        for seed, log in task_logs.items():
+            last = {name: values[-1] for name, values in log.checkpoints.items()}
+            writer.writerow([task, seed] + [_format_cell(last.get(name)) for name in header[2:]])
+    return write_text_atomic(path, buffer.getvalue())
+
+
+def _format_cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+    return str(value)

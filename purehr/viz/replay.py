@@ -1,0 +1,257 @@
+"""The swing training replay: what the policy does at each checkpoint, next to how far along
+the learning curve that checkpoint is.
+
+Each checkpoint's showcase episode (same start for every checkpoint, so only the policy
+changes) is played sped up, subsampled to a fixed number of frames, beside the held-out
+success curve grown up to that checkpoint. Outputs: an H.264/yuv420p MP4 (plays in every
+browser), a poster PNG, a JSON timeline (checkpoint -> seconds in the video) and the HTML
+player built on that timeline.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import imageio.v2 as imageio_v2
+import imageio.v3 as iio
+import numpy as np
+from matplotlib.artist import Artist
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from purehr.viz.html_player import write_html_player
+from purehr.viz.learning_curves import (
+    HIGHLIGHT_COLOUR, METRIC_LIMITS, aggregate_over_seeds, draw_baseline, draw_seed_curves)
+from purehr.viz.run_data import (
+    RunData, SeedLog, atomic_output, load_showcase, write_text_atomic)
+
+# draw_frame(ax, trace, index, params): draw frame ``index`` of a showcase trace on ``ax``;
+# it may return an object with update(trace, index) that redraws cheaply (see _ReplayCanvas).
+DrawFrame = Callable[[Axes, dict[str, np.ndarray], int, Any], Any]
+
+VIDEO_NAME = "replay.mp4"
+POSTER_NAME = "replay_poster.png"
+TIMELINE_NAME = "replay_timeline.json"
+HTML_NAME = "replay.html"
+SUCCESS_COLUMN = "eval_success_rate"
+TENSION_COLUMN = "eval_min_tension_worst"
+
+
+@dataclass(frozen=True)
+class ReplayOutputs:
+    video: Path
+    poster: Path
+    timeline: Path
+    html: Path
+
+
+def frame_indices(num_steps: int, frames_per_checkpoint: int) -> np.ndarray:
+    """Evenly spaced control steps, first and last included (the last is where a successful
+    episode ends), never more frames than steps."""
+    count = max(1, min(num_steps, frames_per_checkpoint))
+    return np.unique(np.round(np.linspace(0, num_steps - 1, count)).astype(int))
+
+
+def _format_duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "n/a"
+    minutes, rest = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {rest:02d} s" if minutes else f"{seconds:.1f} s"
+
+
+def _checkpoint_value(log: SeedLog, column: str, row: int) -> float:
+    return float(log.checkpoints[column][row]) if column in log.checkpoints else math.nan
+
+
+def _summary_text(run: RunData, task: str, showcase: SeedLog, row: int) -> str:
+    """The box on the curve: how much interaction and time this checkpoint cost, and how
+    good and how safe (worst chain tension) it is on the held-out starts."""
+    logs = list(run.logs[task].values())
+    target = showcase.checkpoints["target_steps"][row]
+    aggregate = aggregate_over_seeds(logs, SUCCESS_COLUMN, max_target=target)
+    success = _checkpoint_value(showcase, SUCCESS_COLUMN, row)
+    lines = [
+        f"checkpoint {row + 1} of {showcase.num_checkpoints}",
+        f"interactions: {int(showcase.checkpoints['actual_steps'][row]):,} env steps",
+        f"training time: {_format_duration(_checkpoint_value(showcase, 'elapsed_s', row))}",
+        f"held-out success: {success:.0%} (seed {showcase.seed})",
+    ]
+    if aggregate.target_steps.size and aggregate.target_steps[-1] == target and len(logs) > 1:
+        lines.append(f"    mean of {len(logs)} seeds: {aggregate.mean[-1]:.0%}")
+    lines.append(f"worst tension: {_checkpoint_value(showcase, TENSION_COLUMN, row):.1f} N")
+    return "\n".join(lines)
+
+
+def _draw_curve_panel(ax: Axes, run: RunData, task: str, showcase: SeedLog, row: int,
+                      max_steps: float) -> None:
+    logs = list(run.logs[task].values())
+    target = showcase.checkpoints["target_steps"][row]
+    ax.cla()
+    draw_seed_curves(ax, logs, SUCCESS_COLUMN, max_target=target, highlight_seed=showcase.seed)
+    ax.set_xlim(0, max_steps * 1.02)
+    ax.set_ylim(*METRIC_LIMITS[SUCCESS_COLUMN])
+    ax.axvline(showcase.checkpoints["actual_steps"][row], color=HIGHLIGHT_COLOUR,
+               linestyle=":", linewidth=1.0)
+    baseline = run.baseline(task)
+    if baseline is not None and "success_rate" in baseline[1]:
+        draw_baseline(ax, float(baseline[1]["success_rate"]), baseline[0])
+    ax.legend(fontsize=9, loc="lower right")
+    ax.text(0.02, 0.97, _summary_text(run, task, showcase, row), transform=ax.transAxes,
+            va="top", ha="left", fontsize=10, family="monospace",
+            bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9,
+                  "edgecolor": "0.6"})
+    ax.set_title("held-out success rate up to this checkpoint")
+
+
+def _swing_height(trace: dict[str, np.ndarray], index: int) -> float:
+    return -math.cos(float(trace["theta"][index])) if "theta" in trace else 0.0
+
+
+def _is_frame_updater(drawn: Any) -> bool:
+    """draw_frame may return an object with ``update(trace, index)`` (the swing drawing's
+    SwingFrame): moving its artists is much cheaper than drawing the picture anew."""
+    return callable(getattr(drawn, "update", None)) and not isinstance(drawn, Artist)
+
+
+def _remove_drawn_artists(ax: Axes) -> None:
+    """Empty the axes for the next frame but keep its axis and ticks: ``cla()`` rebuilds the
+    ticks every frame, which costs more than drawing the swing itself."""
+    for artist in [*ax.lines, *ax.patches, *ax.texts, *ax.collections, *ax.images,
+                   *ax.artists, *([ax.legend_] if ax.legend_ else [])]:
+        artist.remove()
+
+
+class _ReplayCanvas:
+    """The video frame: swing on the left, learning curve and summary box on the right.
+
+    Blitting: the right side only changes per checkpoint, so it is drawn once per
+    checkpoint and only the swing panel and the clock are redrawn per frame."""
+
+    def __init__(self, size_px: tuple[int, int], draw_frame: DrawFrame, env_params: Any):
+        width, height = size_px
+        self.figure = Figure(figsize=(width / 100, height / 100), dpi=100)
+        self.canvas = FigureCanvasAgg(self.figure)  # pixels without pyplot or a GUI backend
+        self.swing_ax = self.figure.add_axes((0.04, 0.08, 0.42, 0.82))
+        self.curve_ax = self.figure.add_axes((0.55, 0.1, 0.42, 0.78))
+        self.title = self.figure.text(0.5, 0.965, "", ha="center", va="center", fontsize=14)
+        self.clock = self.figure.text(0.24, 0.035, "", ha="center", va="center", fontsize=11,
+                                      family="monospace")
+        self.draw_frame, self.env_params = draw_frame, env_params
+        self.drawn: Any = None
+        self.background: Any = None
+
+    def start_checkpoint(self, run: RunData, task: str, showcase: SeedLog, row: int,
+                         max_steps: float) -> None:
+        _draw_curve_panel(self.curve_ax, run, task, showcase, row, max_steps)
+        self.title.set_text(f"{task}: PPO training replay, seed {showcase.seed}, showcase "
+                            f"episode of checkpoint {row + 1}/{showcase.num_checkpoints}")
+        moving = (self.swing_ax, self.clock)
+        for artist in moving:
+            artist.set_visible(False)
+        self.canvas.draw()
+        for artist in moving:
+            artist.set_visible(True)
+        self.background = self.canvas.copy_from_bbox(self.figure.bbox)
+
+    def frame(self, trace: dict[str, np.ndarray], index: int, clock_text: str) -> np.ndarray:
+        self.canvas.restore_region(self.background)
+        if _is_frame_updater(self.drawn):
+            self.drawn.update(trace, index)
+        else:
+            _remove_drawn_artists(self.swing_ax)
+            self.drawn = self.draw_frame(self.swing_ax, trace, index, self.env_params)
+        self.clock.set_text(clock_text)
+        self.figure.draw_artist(self.swing_ax)
+        self.figure.draw_artist(self.clock)
+        return np.asarray(self.canvas.buffer_rgba())[..., :3].copy()
+
+
+def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
+                  seed: int | None = None, seconds_per_checkpoint: float = 3.5,
+                  fps: int = 25, size_px: tuple[int, int] = (1280, 720),
+                  draw_frame: DrawFrame | None = None, env_params: Any = None
+                  ) -> ReplayOutputs:
+    """Write replay.mp4, replay_poster.png, replay_timeline.json and replay.html to
+    ``out_dir``. ``seed`` defaults to the lowest seed; ``draw_frame`` to the swing drawing
+    (with the swing's default parameters when ``env_params`` is None)."""
+    from purehr.viz.swing_drawing import episode_length
+
+    if draw_frame is None:
+        from purehr.viz.swing_drawing import draw_frame
+        if env_params is None:
+            from purehr.envs.swing import SwingEnv
+            env_params = SwingEnv().default_params
+    logs = run.logs[task]
+    showcase = logs[min(logs) if seed is None else seed]
+    max_steps = max(float(log.checkpoints["actual_steps"].max()) for log in logs.values())
+    frames_per_checkpoint = max(1, round(seconds_per_checkpoint * fps))
+    replay_canvas = _ReplayCanvas(size_px, draw_frame, env_params)
+
+    video_path, poster_path = out_dir / VIDEO_NAME, out_dir / POSTER_NAME
+    entries, frame_count, poster, poster_height = [], 0, None, -math.inf
+    with atomic_output(video_path) as partial_video:
+        writer = imageio_v2.get_writer(
+            partial_video, format="FFMPEG", mode="I", fps=fps, codec="libx264",
+            pixelformat="yuv420p", quality=6, macro_block_size=16,
+            ffmpeg_log_level="error", output_params=["-movflags", "+faststart"])
+        with writer:
+            for row in range(showcase.num_checkpoints):
+                trace_path = str(showcase.checkpoints["showcase_path"][row])
+                trace = load_showcase(run.run_dir, trace_path)
+                # rows after a success repeat it (recording.py): play the episode's own rows
+                indices = frame_indices(episode_length(trace), frames_per_checkpoint)
+                episode_seconds = float(trace["time"][indices[-1]] - trace["time"][0])
+                speed_up = episode_seconds / (len(indices) / fps)
+                replay_canvas.start_checkpoint(run, task, showcase, row, max_steps)
+                is_last = row == showcase.num_checkpoints - 1
+                for index in map(int, indices):
+                    frame = replay_canvas.frame(
+                        trace, index, f"episode time {float(trace['time'][index]):5.1f} s "
+                                      f"(played {speed_up:.2g}x)")
+                    writer.append_data(frame)
+                    # poster: the last checkpoint at the moment the swing is highest
+                    if is_last and _swing_height(trace, index) > poster_height:
+                        poster, poster_height = frame, _swing_height(trace, index)
+                entries.append(_timeline_entry(showcase, row, frame_count, len(indices), fps))
+                frame_count += len(indices)
+
+    with atomic_output(poster_path) as partial_poster:
+        iio.imwrite(partial_poster, poster, extension=".png")
+    timeline = {"task": task, "seed": showcase.seed, "fps": fps, "num_frames": frame_count,
+                "duration_s": frame_count / fps, "video": VIDEO_NAME, "checkpoints": entries}
+    timeline_path = write_text_atomic(out_dir / TIMELINE_NAME, json.dumps(timeline, indent=2))
+    html_path = write_html_player(
+        out_dir / HTML_NAME, video_path, poster_path, timeline,
+        title=f"{task}: PPO training replay (seed {showcase.seed})",
+        description=("Each checkpoint's recorded showcase episode, sped up, beside the "
+                     "held-out success curve up to that checkpoint. The slider jumps to a "
+                     "checkpoint."))
+    return ReplayOutputs(video_path, poster_path, timeline_path, html_path)
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _timeline_entry(log: SeedLog, row: int, start_frame: int, num_frames: int,
+                    fps: int) -> dict[str, Any]:
+    return {
+        "index": row,
+        "target_steps": int(log.checkpoints["target_steps"][row]),
+        "actual_steps": int(log.checkpoints["actual_steps"][row]),
+        "elapsed_s": _finite_or_none(_checkpoint_value(log, "elapsed_s", row)),
+        SUCCESS_COLUMN: _finite_or_none(_checkpoint_value(log, SUCCESS_COLUMN, row)),
+        "start_frame": start_frame,
+        "num_frames": num_frames,
+        "start_s": start_frame / fps,
+        "end_s": (start_frame + num_frames) / fps,
+    }

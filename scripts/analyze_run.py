@@ -1,0 +1,58 @@
+"""Print the training-performance analysis of a run directory (see purehr/analysis.py).
+
+    python scripts/analyze_run.py --run-dir artifacts/<run> [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from purehr.analysis import analyze_run, to_json_safe
+
+
+def _format(value: float) -> str:
+    return "nan" if not math.isfinite(value) else f"{value:.4g}"
+
+
+def _print_table(analysis: dict) -> None:
+    print(f"run {analysis['run_dir']}: wall time {_format(analysis['wall_time_s'])} s, "
+          f"peak memory {_format(analysis['peak_memory_bytes'])} bytes")
+    for task, report in analysis["tasks"].items():
+        seeds = list(report["seeds"])
+        print(f"\n[{task}] seeds {seeds}; consistency (std of final reward over seeds) "
+              f"{_format(report['consistency'])}; all-seed samples/s "
+              f"{_format(report['samples_per_second_all_seeds'])}")
+        header = ["metric"] + [f"seed {seed}" for seed in seeds] + ["mean", "95% t interval"]
+        rows = [header]
+        for name, summary in report["aggregate"].items():
+            rows.append([name] + [_format(report["seeds"][seed][name]) for seed in seeds]
+                        + [_format(summary["mean"]),
+                           f"[{_format(summary['ci_low'])}, {_format(summary['ci_high'])}]"])
+        widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+        for row in rows:
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", required=True, help="run directory (manifest.json, "
+                        "<task>/seed_<n>/updates.csv and checkpoints.csv)")
+    parser.add_argument("--json", action="store_true", help="print JSON (NaN as null)")
+    args = parser.parse_args(argv)
+    try:
+        analysis = analyze_run(args.run_dir)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"analyze_run: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(to_json_safe(analysis), indent=2))
+    else:
+        _print_table(analysis)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

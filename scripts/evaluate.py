@@ -1,0 +1,137 @@
+"""Held-out evaluation of a baseline policy, printed as a table or one JSON object.
+
+    python scripts/evaluate.py --task swing --policy structured --json
+    python scripts/evaluate.py --task hrv --policy oracle --json
+    python scripts/evaluate.py --checkpoint artifacts/protocol --task swing --seed 0 --step latest --json
+
+Policies by task: swing {structured, zero, random}; hrv {oracle, random}; or a trained PPO
+policy restored from a run directory's checkpoint (deterministic: the mode of the policy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+POLICIES = {"swing": ("structured", "zero", "random"), "hrv": ("oracle", "random")}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What one task needs: its environment and params, and its held-out evaluator."""
+
+    env: object
+    env_params: object
+    heldout_evaluation: Callable
+
+
+def load_task(task: str) -> Evaluation:
+    """Import the task lazily, so one task's absence does not break the other."""
+    if task == "swing":
+        from purehr.envs import swing
+
+        env = swing.SwingEnv()
+        return Evaluation(env, env.default_params, swing.heldout_evaluation)
+    if task == "hrv":
+        from purehr.envs import hrv
+
+        env = hrv.HRWritingEnv()
+        return Evaluation(env, env.default_params, hrv.heldout_evaluation)
+    raise ValueError(f"unknown task {task!r}; expected one of {sorted(POLICIES)}")
+
+
+def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Callable]:
+    """The restored PPO policy and the environment (held-out params) it was trained for."""
+    from purehr.run import restore
+
+    restored = restore(args.checkpoint, task=args.task, seed=args.seed, step=args.step)
+    evaluation = load_task(args.task)
+    return Evaluation(restored.env, restored.env_params, evaluation.heldout_evaluation), restored.pure_policy
+
+
+def build_policy(args: argparse.Namespace, evaluation: Evaluation) -> Callable:
+    """The ``policy(obs, t, key) -> action`` that ``args`` names."""
+    env, params = evaluation.env, evaluation.env_params
+    if args.task == "swing":
+        from purehr.envs import swing
+
+        return {"structured": lambda: swing.make_structured_policy(params),
+                "zero": lambda: swing.zero_policy,
+                "random": lambda: swing.random_policy}[args.policy]()
+    if args.task == "hrv":
+        from purehr.envs import hrv
+
+        return {"oracle": lambda: hrv.oracle_policy(env, params),
+                "random": lambda: hrv.random_policy(env, params)}[args.policy]()
+    raise ValueError(f"unknown task {args.task!r}")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Held-out evaluation of a policy on the fixed starts/targets of a task.")
+    parser.add_argument("--task", required=True, choices=sorted(POLICIES))
+    parser.add_argument("--policy", default=None,
+                        help="; ".join(f"{task}: {', '.join(p)}" for task, p in POLICIES.items()))
+    parser.add_argument("--checkpoint", default=None, metavar="RUN_DIR",
+                        help="evaluate the PPO policy saved in this run directory instead of --policy")
+    parser.add_argument("--seed", type=int, default=0, help="with --checkpoint: the training seed")
+    parser.add_argument("--step", default="latest",
+                        help="with --checkpoint: environment steps (actual or target) or 'latest'")
+    parser.add_argument("--num-episodes", type=int, default=100)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args(argv)
+    if args.checkpoint is not None:
+        if args.policy is not None:
+            parser.error("give either --policy or --checkpoint, not both")
+        if args.step != "latest":
+            try:
+                args.step = int(args.step)
+            except ValueError:
+                parser.error(f"--step {args.step!r}: expected an integer number of environment steps or 'latest'")
+        args.policy = "checkpoint"
+    elif args.policy is None:
+        parser.error("one of --policy or --checkpoint is required")
+    elif args.policy not in POLICIES[args.task]:
+        parser.error(f"--policy {args.policy!r} is not a {args.task} policy; "
+                     f"choose from {', '.join(POLICIES[args.task])}")
+    if args.num_episodes < 1:
+        parser.error(f"--num-episodes {args.num_episodes}: expected >= 1")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    import jax
+
+    if args.checkpoint is not None:
+        try:
+            evaluation, policy = load_checkpoint(args)
+        except (FileNotFoundError, ValueError, RuntimeError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    else:
+        evaluation = load_task(args.task)
+        policy = build_policy(args, evaluation)
+    start = time.perf_counter()
+    metrics = jax.jit(lambda: evaluation.heldout_evaluation(
+        evaluation.env, evaluation.env_params, policy, num_episodes=args.num_episodes))()
+    metrics = {name: float(value) for name, value in jax.device_get(metrics).items()}
+    wall = time.perf_counter() - start
+    if args.json:
+        # NaN (no successful episode) is not JSON: write null.
+        print(json.dumps({name: (None if math.isnan(v) else v) for name, v in metrics.items()}))
+    else:
+        print(f"{args.task} / {args.policy}: {args.num_episodes} held-out episodes "
+              f"({wall:.1f} s with compilation)")
+        for name, value in metrics.items():
+            print(f"  {name:24s} {value:.4g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

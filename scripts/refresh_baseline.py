@@ -1,0 +1,46 @@
+"""Re-evaluate only the baseline controllers of a run and redraw its figures.
+
+    python scripts/refresh_baseline.py --run-dir artifacts/protocol
+
+Touches no PPO checkpoint, training log or replay: only manifest.json's ``baselines`` and
+the learning figures / final metrics are rewritten (after a controller retune, say).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run-dir", type=Path, required=True)
+    args = parser.parse_args(argv)
+
+    from purehr.ppo.config import PPOConfig
+    from purehr.run.protocol import build_setups, evaluate_baselines
+    from purehr.run.run_dir import RunDirectory
+    from purehr.viz.render import render_figures_only
+
+    run_dir = RunDirectory(args.run_dir)
+    try:
+        manifest = run_dir.read_manifest()
+    except (FileNotFoundError, ValueError) as error:
+        parser.exit(2, f"error: {error}\n")
+    configs = {task: PPOConfig.from_dict(manifest["configs"][task]) for task in manifest["tasks"]}
+    baselines = evaluate_baselines(build_setups(manifest["tasks"], configs))
+    for task, baseline in baselines.items():
+        before = manifest.get("baselines", {}).get(task, {}).get("metrics", {}).get("success_rate")
+        print(f"{task}: {baseline['name']} success {baseline['metrics']['success_rate']:.3f} (was {before})")
+    manifest["baselines"] = baselines
+    run_dir.write_manifest(manifest)
+    for path in render_figures_only(run_dir.root):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

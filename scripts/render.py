@@ -1,0 +1,34 @@
+"""Render a run directory: learning figures, final metrics and the swing training replay.
+
+    python scripts/render.py --run-dir artifacts/<run> [--tasks swing hrv] [--no-replay]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from purehr.viz.render import render_run
+from purehr.viz.run_data import RunDirectoryError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", required=True, help="the run directory to render")
+    parser.add_argument("--tasks", nargs="+", default=None,
+                        help="tasks to render (default: every task of the run)")
+    parser.add_argument("--no-replay", action="store_true",
+                        help="skip the swing replay video and HTML player")
+    args = parser.parse_args(argv)
+    try:
+        written = render_run(args.run_dir, tasks=args.tasks, replay=not args.no_replay)
+    except RunDirectoryError as error:
+        print(f"render: {error}", file=sys.stderr)
+        return 2
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

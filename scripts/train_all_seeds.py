@@ -1,0 +1,116 @@
+"""Train every task for every seed in one compiled call, then evaluate and render.
+
+    python scripts/train_all_seeds.py                      # the full protocol (protocol.md)
+    python scripts/train_all_seeds.py --steps 100000 --seeds 0 1 --run-name quick
+    python scripts/train_all_seeds.py --run-name quick --resume
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _field_type(field: dataclasses.Field):
+    if field.type in ("int", int):
+        return int
+    if field.type in ("float", float):
+        return float
+    if field.type in ("bool", bool):
+        return lambda text: {"true": True, "false": False}[text.lower()]
+    if "tuple" in str(field.type):
+        return int
+    return str
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.ppo.config import PPOConfig
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=["swing", "hrv"], help="tasks to train (swing, hrv)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--steps", type=int, default=None,
+                        help="environment steps per task and seed (default: each task's protocol budget)")
+    parser.add_argument("--run-name", default="protocol", help="run directory name under artifacts/")
+    parser.add_argument("--run-dir", type=Path, default=None, help="run directory (overrides --run-name)")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
+    parser.add_argument("--overwrite", action="store_true", help="replace the run in --run-dir")
+    parser.add_argument("--no-render", action="store_true", help="skip figures and the replay")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--x64", action="store_true", help="enable float64 (about 2x slower; physics checks)")
+    parser.add_argument("--curriculum", default=None, metavar="{none,default,STAGES}",
+                        help="hrv difficulty schedule inside the scan: 'none', 'default' (hrv_env.md: "
+                             "0.2:0.3:0.1,0.4:0.6:0.05,0.4:0.9:0.02) or fraction:difficulty:precision "
+                             "stages, comma separated; evaluation uses the last stage. Not given: none "
+                             "for a new run, the recorded one on --resume")
+    group = parser.add_argument_group("PPO fields (applied to every task; protocol defaults per task otherwise)")
+    for field in dataclasses.fields(PPOConfig):
+        if field.name == "total_timesteps":
+            continue
+        kind = _field_type(field)
+        nargs = "+" if "tuple" in str(field.type) else None
+        group.add_argument(f"--{field.name.replace('_', '-')}", dest=f"ppo_{field.name}", type=kind, nargs=nargs,
+                           default=None, metavar=field.name.upper())
+    return parser
+
+
+def configs_from_args(args) -> dict:
+    from purehr.run.tasks import get_task
+
+    overrides = {name[len("ppo_"):]: value for name, value in vars(args).items()
+                 if name.startswith("ppo_") and value is not None}
+    overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
+    if args.steps is not None:
+        overrides["total_timesteps"] = args.steps
+    configs = {}
+    for task in args.tasks:
+        configs[task] = get_task(task).default_config.replace(**overrides)
+    return configs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.x64:
+        import jax
+        jax.config.update("jax_enable_x64", True)
+    from purehr.run.protocol import train_all_seeds
+
+    run_dir = args.run_dir or ROOT / "artifacts" / args.run_name
+    try:
+        configs = configs_from_args(args)
+        explicit = {task: config for task, config in configs.items()} if not args.resume or _has_overrides(args) else {}
+        curricula = _curricula_from_args(args)
+        summary = train_all_seeds(run_dir, tasks=args.tasks, seeds=args.seeds, configs=explicit,
+                                  resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
+                                  render=not args.no_render, command=sys.argv if argv is None else argv,
+                                  curricula=curricula)
+    except (ValueError, FileExistsError, FileNotFoundError) as error:
+        parser.exit(2, f"error: {error}\n")
+    print(f"finished {summary.run_dir} in {summary.wall_time_s:.1f} s (compile {summary.compile_s:.1f} s)")
+    return 0
+
+
+def _curricula_from_args(args) -> dict | None:
+    """None when --curriculum is not given (a resume then uses the recorded one)."""
+    if args.curriculum is None:
+        return None
+    from purehr.curriculum import Curriculum
+
+    if "hrv" not in args.tasks:
+        raise ValueError(f"--curriculum applies to the hrv task, which is not in --tasks {args.tasks}")
+    return {"hrv": Curriculum.parse(args.curriculum)}
+
+
+def _has_overrides(args) -> bool:
+    return args.steps is not None or any(value is not None for name, value in vars(args).items()
+                                         if name.startswith("ppo_"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

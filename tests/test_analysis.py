@@ -1,0 +1,162 @@
+"""The training-performance analysis on synthetic logs whose answers are known by hand."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+from purehr import analysis
+
+RAMP_THEN_PLATEAU = np.concatenate([np.linspace(0.0, 1.0, 40), np.ones(60)])
+
+
+def test_final_and_initial_reward_are_tail_and_head_means():
+    returns = np.arange(100.0)
+    assert analysis.final_reward(returns) == pytest.approx(94.5)     # mean of 90..99
+    assert analysis.initial_reward(returns) == pytest.approx(4.5)    # mean of 0..9
+    # the NaN (an update that completed no episode) is skipped: tail of (2, 4) is (4,)
+    assert analysis.final_reward(np.array([np.nan, 2.0, 4.0]), fraction=0.5) == 4.0
+
+
+def test_convergence_rate_of_ramp_then_plateau():
+    # window 10; the first window with zero spread starts at index 39, where the ramp ends
+    assert analysis.convergence_rate(RAMP_THEN_PLATEAU, threshold=1e-6) == pytest.approx(0.39)
+    # a looser threshold accepts windows that still hold the ramp's last steps: earlier
+    assert analysis.convergence_rate(RAMP_THEN_PLATEAU, threshold=0.05) < 0.39
+
+
+def test_convergence_rate_never_and_constant():
+    alternating = np.tile([0.0, 1.0], 50)
+    assert analysis.convergence_rate(alternating) == 1.0
+    assert analysis.convergence_rate(np.full(50, 3.0)) == 0.0
+
+
+def test_stability_score():
+    assert analysis.stability_score(np.full(100, -4.0)) == 1.0
+    tail = np.tile([9.0, 11.0], 5)                        # mean 10, std 1
+    assert analysis.stability_score(np.concatenate([np.zeros(90), tail])) == pytest.approx(0.9)
+    assert analysis.stability_score(np.tile([-1.0, 1.0], 50)) == 0.0   # mean 0, spread
+    assert analysis.stability_score(np.tile([-1.0, 3.0], 50)) == 0.0   # 1 - 2/1 clipped
+
+
+def test_improvement_ratio():
+    assert analysis.improvement_ratio(np.arange(100.0)) == pytest.approx((94.5 - 4.5) / 4.5)
+    assert analysis.improvement_ratio(np.linspace(-2.0, -1.0, 10), fraction=0.1) == \
+        pytest.approx((-1.0 + 2.0) / 2.0)
+    assert math.isfinite(analysis.improvement_ratio(np.concatenate([np.zeros(10), np.ones(90)])))
+
+
+def test_ratios_generalisation_robustness_consistency():
+    assert analysis.generalisation(0.8, 1.0) == pytest.approx(0.8)
+    assert math.isnan(analysis.generalisation(0.5, 0.0))
+    assert analysis.robustness(0.45, 0.9) == pytest.approx(0.5)
+    assert analysis.consistency(np.array([1.0, 2.0, 3.0])) == pytest.approx(1.0)
+    assert math.isnan(analysis.consistency(np.array([1.0])))
+    assert analysis.samples_per_second(np.array([0, 500, 1000]), np.array([0, 1, 4])) == 250
+
+
+def test_mean_confidence_interval_uses_student_t():
+    summary = analysis.mean_confidence_interval(np.array([1.0, 2.0, 3.0]))
+    half_width = 4.302652729911275 * 1.0 / math.sqrt(3)   # t(0.975, 2) * s / sqrt(n)
+    assert summary["mean"] == 2.0 and summary["n"] == 3
+    assert summary["ci_low"] == pytest.approx(2.0 - half_width)
+    assert summary["ci_high"] == pytest.approx(2.0 + half_width)
+    assert math.isnan(analysis.mean_confidence_interval(np.array([5.0]))["ci_low"])
+
+
+UPDATE_HEADER = ["update", "env_steps", "elapsed_s", "mean_step_reward", "mean_episode_return",
+                 "episodes_completed", "train_success_rate", "loss", "policy_loss",
+                 "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm",
+                 "mean_distance"]
+CHECKPOINT_HEADER = ["target_steps", "actual_steps", "update", "elapsed_s", "eval_success_rate",
+                     "eval_return_mean", "eval_return_std", "eval_final_distance",
+                     "eval_alignment", "eval_episode_length", "eval_noisy_success_rate",
+                     "checkpoint_path", "showcase_path"]
+
+
+def write_seed(run_dir, seed, returns, final_heldout_success):
+    seed_dir = run_dir / "hrv" / f"seed_{seed}"
+    seed_dir.mkdir(parents=True)
+    with (seed_dir / "updates.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(UPDATE_HEADER)
+        for update, episode_return in enumerate(returns):
+            steps = (update + 1) * 2048
+            writer.writerow([update, steps, (update + 1) * 0.5, 0.0, episode_return, 8, 0.8,
+                             0, 0, 0, 0, 0, 0, 0, 0.1])
+    with (seed_dir / "checkpoints.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(CHECKPOINT_HEADER)
+        writer.writerow([0, 0, 0, 0.0, 0.0, -1.0, 0.1, 1.0, 0.0, 100, 0.0,
+                         f"hrv/seed_{seed}/checkpoints/0", f"hrv/seed_{seed}/showcase/0.npz"])
+        writer.writerow([100_000, 204_800, 99, 50.0, final_heldout_success, 1.1, 0.1, 0.05,
+                         0.99, 6.5, final_heldout_success / 2,
+                         f"hrv/seed_{seed}/checkpoints/1", f"hrv/seed_{seed}/showcase/1.npz"])
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"tasks": ["hrv"], "seeds": [0, 1], "wall_time_s": 60.0, "peak_memory_bytes": 2**30}))
+    write_seed(tmp_path, 0, RAMP_THEN_PLATEAU, 0.8)
+    write_seed(tmp_path, 1, RAMP_THEN_PLATEAU + 2.0, 0.6)
+    return tmp_path
+
+
+def test_analyze_run_on_a_synthetic_run_directory(run_dir):
+    result = analysis.analyze_run(run_dir)
+    assert result["wall_time_s"] == 60.0 and result["peak_memory_bytes"] == 2**30
+    report = result["tasks"]["hrv"]
+    seed0, seed1 = report["seeds"][0], report["seeds"][1]
+    assert seed0["final_reward"] == pytest.approx(1.0)
+    assert seed1["final_reward"] == pytest.approx(3.0)
+    assert seed0["stability_score"] == 1.0
+    assert seed1["improvement_ratio"] == pytest.approx((3.0 - initial(2.0)) / initial(2.0))
+    assert seed0["generalisation"] == pytest.approx(0.8 / 0.8)
+    assert seed1["generalisation"] == pytest.approx(0.6 / 0.8)
+    assert seed0["robustness"] == pytest.approx(0.5)
+    assert seed0["hrv_alignment"] == pytest.approx(0.99)
+    assert seed0["samples_per_second"] == pytest.approx(100 * 2048 / 50.0)
+    assert seed0["training_time_s"] == 50.0
+    assert report["consistency"] == pytest.approx(math.sqrt(2.0))   # std(1, 3), ddof=1
+    aggregate = report["aggregate"]["generalisation"]
+    assert aggregate["mean"] == pytest.approx(0.875) and aggregate["n"] == 2
+    assert report["samples_per_second_all_seeds"] == pytest.approx(2 * 100 * 2048 / 50.0)
+    json.dumps(analysis.to_json_safe(result), allow_nan=False)   # strict JSON
+
+
+def initial(offset):
+    """Mean of the first 10 returns of the ramp (0, 1/39, ..., 9/39) plus an offset."""
+    return offset + sum(range(10)) / 39 / 10
+
+
+def test_analyze_run_reports_missing_pieces(tmp_path, run_dir):
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        analysis.analyze_run(tmp_path / "nowhere")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="manifest.json"):
+        analysis.analyze_run(empty)
+    (run_dir / "hrv" / "seed_1" / "updates.csv").write_text("update,env_steps\n0,1\n")
+    with pytest.raises(ValueError, match=r"seed_1.*updates\.csv.*elapsed_s"):
+        analysis.analyze_run(run_dir)
+
+
+def test_cli_prints_json(run_dir, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "analyze_run.py"
+    spec = importlib.util.spec_from_file_location("analyze_run_cli", script)
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    assert cli.main(["--run-dir", str(run_dir), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["tasks"]["hrv"]["seeds"]["0"]["final_reward"] == pytest.approx(1.0)
+    assert cli.main(["--run-dir", str(run_dir)]) == 0
+    assert "convergence_rate" in capsys.readouterr().out
+    assert cli.main(["--run-dir", str(run_dir / "missing")]) == 2

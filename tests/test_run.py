@@ -1,0 +1,215 @@
+"""train_all_seeds end to end: files, checkpoint steps, restore, kill-and-resume, refusals,
+corruption, rendering. One compiled program serves every in-process run here."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import imageio_ffmpeg
+import jax
+import numpy as np
+import pytest
+
+from purehr.run import restore
+from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
+from purehr.run.protocol import RunDirectoryInUse, train_all_seeds
+from purehr.run.run_dir import read_csv
+from purehr.run.tasks import get_task
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = [0, 1]
+TASKS = ["swing", "hrv"]
+SMALL = dict(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, num_epochs=2,
+             actor_hidden=(16,), critic_hidden=(16,), checkpoint_interval=3000, eval_episodes=4)
+CLI = ["--steps", "16384", "--num-envs", "4", "--num-steps", "128", "--minibatch-size", "128",
+       "--num-epochs", "2", "--actor-hidden", "16", "--critic-hidden", "16", "--checkpoint-interval", "3000",
+       "--eval-episodes", "4", "--seeds", "0", "1", "--no-render", "--no-progress"]
+# batch 512: targets 0, 3000, ..., 15000 are first reached at 0, 3072, 6144, ...; the last update saves too
+EXPECTED_TARGETS = [0, 3000, 6000, 9000, 12000, 15000, 16384]
+EXPECTED_ACTUAL = [0, 3072, 6144, 9216, 12288, 15360, 16384]
+
+
+def configs():
+    return {task: get_task(task).default_config.replace(**SMALL) for task in TASKS}
+
+
+def params_equal(a, b) -> bool:
+    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The reference run (in process, rendered) and, at the same time on the other core, a
+    subprocess run of the same protocol that is SIGKILLed after its third checkpoint."""
+    base = tmp_path_factory.mktemp("runs")
+    killed_dir = base / "killed"
+    child = subprocess.Popen([sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"),
+                              "--run-dir", str(killed_dir)] + CLI, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    killed = {}
+
+    def kill_after_third_checkpoint():
+        csv = killed_dir / "swing" / "seed_1" / "checkpoints.csv"
+        while child.poll() is None:
+            if csv.exists() and len(read_csv(csv)) >= 3:
+                child.send_signal(signal.SIGKILL)
+                killed["rows"] = len(read_csv(csv))
+                break
+            time.sleep(0.01)
+        child.wait()
+
+    watcher = threading.Thread(target=kill_after_third_checkpoint)
+    watcher.start()
+    reference = train_all_seeds(base / "reference", tasks=TASKS, seeds=SEEDS, configs=configs(), progress=False)
+    watcher.join(timeout=600)
+    output = child.stdout.read().decode()
+    return {"reference": reference, "killed_dir": killed_dir, "killed": killed, "child_output": output,
+            "child_returncode": child.returncode}
+
+
+def test_run_directory_has_every_file(runs):
+    root = runs["reference"].run_dir
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["status"] == "finished" and manifest["wall_time_s"] > 0
+    for key in ("versions", "git_revision", "platform", "devices", "configs", "protocol", "baselines"):
+        assert key in manifest, key
+    assert manifest["versions"]["jax"] == jax.__version__
+    assert manifest["baselines"]["swing"]["metrics"]["success_rate"] >= 0.95   # the structured controller
+    for task in TASKS:
+        assert manifest["configs"][task]["total_timesteps"] == 16384
+        for seed in SEEDS:
+            seed_dir = root / task / f"seed_{seed}"
+            updates = read_csv(seed_dir / "updates.csv")
+            assert [int(r["update"]) for r in updates] == list(range(1, 33))
+            for column in ("env_steps", "elapsed_s", "mean_step_reward", "mean_episode_return", "loss",
+                           "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm"):
+                assert column in updates[0]
+            diagnostic = "min_tension" if task == "swing" else "mean_distance"
+            assert diagnostic in updates[0]
+            rows = read_csv(seed_dir / "checkpoints.csv")
+            for row in rows:
+                assert (root / row["checkpoint_path"]).is_dir()
+                showcase = np.load(root / row["showcase_path"], allow_pickle=False)
+                assert showcase["reward"].ndim == 1 and len(showcase["reward"]) > 0
+    for name in ("swing_learning.png", "swing_learning.pdf", "hrv_learning.png", "hrv_learning.pdf",
+                 "replay.mp4", "replay_poster.png", "replay.html"):
+        assert (root / "figures" / name).stat().st_size > 5_000, name
+    assert (root / "figures" / "replay_timeline.json").stat().st_size > 200
+    assert len(read_csv(root / "final_metrics.csv")) == len(TASKS) * len(SEEDS)
+
+
+def test_checkpoints_are_the_first_updates_at_or_beyond_each_target(runs):
+    for task in TASKS:
+        rows = read_csv(runs["reference"].run_dir / task / "seed_0" / "checkpoints.csv")
+        assert [int(r["target_steps"]) for r in rows] == EXPECTED_TARGETS
+        assert [int(r["actual_steps"]) for r in rows] == EXPECTED_ACTUAL
+
+
+def test_rendered_replay_has_one_stop_and_one_video_segment_per_checkpoint(runs):
+    figures = runs["reference"].run_dir / "figures"
+    timeline = json.loads((figures / "replay_timeline.json").read_text())
+    entries = timeline["checkpoints"] if isinstance(timeline, dict) else timeline
+    assert [e["actual_steps"] for e in entries] == EXPECTED_ACTUAL
+    frames, _ = imageio_ffmpeg.count_frames_and_secs(str(figures / "replay.mp4"))
+    assert frames == sum(e["num_frames"] for e in entries) and frames > 7 * 10
+    html = (figures / "replay.html").read_text()
+    assert "data:video/mp4;base64," in html
+    assert html.count("<option") == len(EXPECTED_ACTUAL)
+
+
+def test_restore_in_a_fresh_process_returns_the_saved_parameters(runs):
+    root = runs["reference"].run_dir
+    script = (
+        "import sys, jax, numpy as np\n"
+        "from purehr.run import restore\n"
+        "from purehr.run.checkpoints import tree_digest\n"
+        f"r = restore({str(root)!r}, task='swing', seed=1, step=6000)\n"
+        "print(r.steps, tree_digest(r.runner))\n"
+        f"latest = restore({str(root)!r}, task='hrv', seed=1, step='latest')\n"
+        "np.savez(sys.argv[1], *[np.asarray(x) for x in jax.tree.leaves(latest.params)])\n"
+        "obs, _ = latest.env.reset(jax.random.PRNGKey(0), latest.env_params)\n"
+        "print(np.asarray(latest.policy(obs)).tolist())\n")
+    saved = root.parent / "restored_params.npz"
+    completed = subprocess.run([sys.executable, "-W", "ignore", "-c", script, str(saved)], capture_output=True,
+                               text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    steps, digest = completed.stdout.splitlines()[0].split()
+    row = [r for r in read_csv(root / "swing" / "seed_1" / "checkpoints.csv") if r["target_steps"] == "6000"][0]
+    assert int(steps) == 6144 and digest == row["state_digest"]
+    restored = np.load(saved, allow_pickle=False)
+    final = runs["reference"].final_runners["hrv"].params
+    for index, leaf in enumerate(jax.tree.leaves(final)):
+        assert np.array_equal(restored[f"arr_{index}"], np.asarray(leaf)[1])
+    action = json.loads(completed.stdout.splitlines()[1])
+    assert len(action) == 10 and all(0 <= a <= 4 for a in action)
+
+
+def test_killed_run_resumes_to_bit_identical_parameters(runs):
+    assert runs["killed"].get("rows", 0) >= 3, runs["child_output"][-2000:]
+    assert runs["child_returncode"] == -signal.SIGKILL
+    killed_dir = runs["killed_dir"]
+    assert json.loads((killed_dir / "manifest.json").read_text())["status"] == "running"
+    resumed = train_all_seeds(killed_dir, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    assert resumed.resumed_from["swing"] >= 3072
+    for task in TASKS:
+        assert params_equal(resumed.final_runners[task], runs["reference"].final_runners[task]), task
+        for seed in SEEDS:
+            rows = read_csv(killed_dir / task / f"seed_{seed}" / "checkpoints.csv")
+            reference_rows = read_csv(runs["reference"].run_dir / task / f"seed_{seed}" / "checkpoints.csv")
+            assert [r["state_digest"] for r in rows] == [r["state_digest"] for r in reference_rows]
+            updates = read_csv(killed_dir / task / f"seed_{seed}" / "updates.csv")
+            assert [int(r["update"]) for r in updates] == list(range(1, 33))
+
+
+def test_a_directory_holding_a_run_is_refused(runs):
+    root = runs["reference"].run_dir
+    before = sorted(p.name for p in root.iterdir())
+    with pytest.raises(RunDirectoryInUse, match="already holds a finished run"):
+        train_all_seeds(root, tasks=TASKS, seeds=SEEDS, configs=configs(), progress=False)
+    with pytest.raises(RunDirectoryInUse, match="finished run; nothing to resume"):
+        train_all_seeds(root, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
+    assert sorted(p.name for p in root.iterdir()) == before
+    completed = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"),
+                                "--run-dir", str(root)] + CLI, capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 2 and "--resume" in completed.stderr and "--overwrite" in completed.stderr
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(tasks=["swing", "pendulum"]), "unknown task 'pendulum'"),
+    (dict(seeds=[0, -1]), r"seeds=\[0, -1\]"),
+    (dict(seeds=[1, 1]), "each seed may appear once"),
+])
+def test_bad_requests_are_refused_before_any_work(tmp_path, changes, message):
+    arguments = dict(tasks=TASKS, seeds=SEEDS, progress=False)
+    arguments.update(changes)
+    with pytest.raises(ValueError, match=message):
+        train_all_seeds(tmp_path / "never", **arguments)
+    assert not (tmp_path / "never").exists()
+
+
+def test_corrupted_checkpoint_is_named_and_resume_falls_back(runs, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(runs["reference"].run_dir, copy)
+    latest = copy / "hrv" / "seed_0" / "checkpoints" / "16384"
+    data_files = sorted((p for p in latest.rglob("*") if p.is_file() and p.stat().st_size > 64),
+                        key=lambda p: p.stat().st_size)
+    victim = data_files[-1]
+    content = bytearray(victim.read_bytes())
+    content[len(content) // 2] ^= 0xFF                      # one flipped byte in the largest data file
+    victim.write_bytes(bytes(content))
+    with pytest.raises(CorruptCheckpointError, match="16384"):
+        restore(copy, task="hrv", seed=0, step="latest")
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["status"] = "running"                             # as if it had been killed at the end
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    resumed = train_all_seeds(copy, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    assert resumed.resumed_from["hrv"] == 15360
+    assert params_equal(resumed.final_runners["hrv"], runs["reference"].final_runners["hrv"])
+    assert any((copy / "hrv" / "seed_0" / "quarantine").iterdir())
+    assert tree_digest(restore(copy, task="hrv", seed=0, step="latest").runner) == \
+        read_csv(copy / "hrv" / "seed_0" / "checkpoints.csv")[-1]["state_digest"]
