@@ -52,9 +52,9 @@ def test_three_seeds_vmapped_equal_each_seed_alone(tiny_train):
 
 
 def test_metrics_are_per_update_only(tiny_train):
-    result = tiny_train(keys_for_seeds([0, 1]))
-    assert result.metrics["loss"].shape == (2, TINY.num_updates)
-    assert all(value.shape == (2, TINY.num_updates) for value in result.metrics.values())
+    result = tiny_train(keys_for_seeds([0, 1, 2]))      # three seeds: the program compiled above
+    assert result.metrics["loss"].shape == (3, TINY.num_updates)
+    assert all(value.shape == (3, TINY.num_updates) for value in result.metrics.values())
     assert np.array_equal(np.asarray(result.metrics["env_steps"][0]),
                           TINY.batch_size * np.arange(1, TINY.num_updates + 1))
 

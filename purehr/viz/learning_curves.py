@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,6 +179,8 @@ def draw_seed_curves(ax: Axes, logs: list[SeedLog], column: str, *,
 def draw_baseline(ax: Axes, value: float, definition: str) -> None:
     """Dashed line when the baseline fits without squeezing the curves below half the axis;
     otherwise an off-scale note in the legend (keeps the curves readable, hides nothing)."""
+    # the legend names the baseline; its full definition (module paths) lives in the manifest
+    definition = textwrap.shorten(definition.split(" (")[0], width=48, placeholder="...")
     low, high = ax.get_ylim()
     span = high - low
     if low - span <= value <= high + span:

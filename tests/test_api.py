@@ -1,0 +1,75 @@
+"""The seed API exactly as the mission states it, and its model object."""
+
+import jax
+import numpy as np
+import pytest
+
+from purehr import HRWritingEnv, PPOModel, train_hr_ppo
+
+
+@pytest.fixture(scope="module")
+def env():
+    return HRWritingEnv(hrv_dim=8)
+
+
+@pytest.fixture(scope="module")
+def model(env):
+    return train_hr_ppo(HRWritingEnv(hrv_dim=8), timesteps=5000)
+
+
+def test_seed_api_trains_the_requested_budget(model):
+    # 8 envs x 256 steps per update: 3 updates are the first to reach 5,000 steps
+    assert list(model.metrics["env_steps"]) == [2048, 4096, 6144]
+    assert model.config.minibatch_size == 64 and model.config.actor_hidden == (256, 128, 64)
+    assert np.all(np.isfinite(model.metrics["loss"]))
+
+
+def test_predict_one_observation_and_a_batch(model, env):
+    observation, _ = env.reset(jax.random.PRNGKey(3), env.default_params)
+    action = model.predict(observation)
+    assert action.shape == (10,) and action[0] in range(5) and np.all((action[1:] >= 0) & (action[1:] <= 2))
+    assert np.array_equal(action, model.predict(observation))          # deterministic
+    batch, _ = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(4), 6),
+                                                       env.default_params)
+    actions = model.predict(batch)
+    assert actions.shape == (6, 10)
+    first = jax.tree.map(lambda x: x[0], batch)
+    assert np.array_equal(actions[0], model.predict(first))
+
+
+def test_evaluate_reports_the_heldout_metrics(model):
+    metrics = model.evaluate(num_episodes=20)
+    assert set(metrics) >= {"success_rate", "return_mean", "final_distance", "alignment", "episode_length"}
+    assert 0.0 <= metrics["success_rate"] <= 1.0 and 1 <= metrics["episode_length"] <= 100
+
+
+def test_save_and_load_round_trip(model, env, tmp_path):
+    path = model.save(tmp_path / "model")
+    loaded = PPOModel.load(path)
+    for a, b in zip(jax.tree.leaves(model.params), jax.tree.leaves(loaded.params)):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+    observation, _ = env.reset(jax.random.PRNGKey(5), env.default_params)
+    assert np.array_equal(model.predict(observation), loaded.predict(observation))
+    assert np.array_equal(model.metrics["loss"], loaded.metrics["loss"])
+    assert loaded.config == model.config
+    with pytest.raises(FileExistsError, match="already holds a saved model"):
+        model.save(path)
+    with pytest.raises(FileNotFoundError, match="holds no saved model"):
+        PPOModel.load(tmp_path / "nothing")
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(batch_size=100), "minibatch_size=100"),
+    (dict(timesteps=0), "total_timesteps=0"),
+    (dict(learning_rate=-1.0), "learning_rate=-1.0"),
+    (dict(seed=-2), "seed=-2"),
+])
+def test_bad_arguments_are_refused_before_compiling(env, arguments, message):
+    arguments = dict(dict(timesteps=5000), **arguments)
+    with pytest.raises(ValueError, match=message):
+        train_hr_ppo(env, **arguments)
+
+
+def test_bad_hrv_dimension_is_refused():
+    with pytest.raises(ValueError, match="hrv_dim"):
+        HRWritingEnv(hrv_dim=0)
