@@ -26,9 +26,10 @@ import numpy as np
 
 TAIL_FRACTION = 0.1
 ROBUSTNESS_COLUMN = "eval_noisy_success_rate"
-"""checkpoints.csv column holding held-out success under observation noise (the runner
-writes it from ``heldout_evaluation(..., observation_noise=...)``); robustness is NaN
-without it."""
+"""checkpoints.csv column holding held-out success under observation noise (the hrv task's
+checkpoint evaluation, ``purehr.run.tasks.hrv_checkpoint_evaluation``, writes it with noise
+std ``HRV_OBSERVATION_NOISE_STD`` = 0.02 on the observed ``current_hrv``); robustness is NaN
+without it (e.g. the swing task)."""
 PEAK_MEMORY_KEY = "peak_memory_bytes"
 """manifest.json key of the run's peak memory; NaN when the manifest does not record it."""
 
@@ -153,8 +154,9 @@ def consistency(per_seed_final_rewards: np.ndarray) -> float:
 
 
 def samples_per_second(env_steps: np.ndarray, elapsed_s: np.ndarray) -> float:
-    """Environment steps per wall-clock second at the last update (compilation included,
-    as the log's elapsed time counts from the start of the call)."""
+    """Environment steps per wall-clock second at the last update. The log's elapsed time
+    counts from the start of the already-compiled call (``RunRecorder.start``), so
+    compilation is excluded; checkpoint evaluation and saving are included."""
     return _ratio(float(np.asarray(env_steps)[-1]), float(np.asarray(elapsed_s)[-1]))
 
 
@@ -269,7 +271,8 @@ def analyze_run(run_dir: str | Path) -> dict[str, Any]:
     """The analysis of a whole run directory (``docs/interfaces.md`` layout).
 
     Tasks are ``manifest["tasks"]`` (else every folder holding ``seed_<n>`` folders).
-    Returns ``{"run_dir", "wall_time_s", "peak_memory_bytes", "tasks": {task: {"seeds":
+    Returns ``{"run_dir", "wall_time_s", "peak_memory_bytes", "curricula" (the manifest's
+    difficulty schedules, {} for none), "tasks": {task: {"seeds":
     {seed: seed_metrics}, "aggregate": {metric: mean_confidence_interval}, "consistency",
     "samples_per_second_all_seeds"}}}``; ``samples_per_second_all_seeds`` is the task's
     steps over all seeds divided by the longest seed's elapsed time (seeds train together).
@@ -284,6 +287,7 @@ def analyze_run(run_dir: str | Path) -> dict[str, Any]:
         "run_dir": str(run_dir),
         "wall_time_s": _number(manifest.get("wall_time_s")),
         "peak_memory_bytes": _number(manifest.get(PEAK_MEMORY_KEY)),
+        "curricula": manifest.get("curricula") or {},
         "tasks": {},
     }
     for task in tasks:

@@ -299,7 +299,8 @@ def format_table(rows: list[dict[str, Any]], axes: Sequence[str], limit: int | N
 # --- the heat map -----------------------------------------------------------------------------
 
 def heatmap_axes(axes: Mapping[str, Sequence[float]], chosen: Sequence[str] | None = None) -> list[str]:
-    """The (up to) two axes of the heat map: ``chosen``, else the two with most values."""
+    """The (up to) two axes of the heat map: ``chosen``, else the two with most values
+    (an axis with a single value only when nothing else is swept)."""
     if chosen:
         for name in chosen:
             if name not in axes:
@@ -308,7 +309,8 @@ def heatmap_axes(axes: Mapping[str, Sequence[float]], chosen: Sequence[str] | No
             raise ValueError(f"heat-map axes {list(chosen)}: expected one or two distinct swept axes")
         return list(chosen)
     ordered = sorted(axes, key=lambda name: -len(axes[name]))     # stable: ties keep CLI order
-    return ordered[:2]
+    varied = [name for name in ordered if len(axes[name]) > 1]
+    return (varied or ordered)[:2]
 
 
 def plot_heatmap(groups: list[GroupResult], axes: Mapping[str, Sequence[float]], shown: Sequence[str],
@@ -326,7 +328,7 @@ def plot_heatmap(groups: list[GroupResult], axes: Mapping[str, Sequence[float]],
     y_name = shown[1] if len(shown) > 1 else None
     x_values = list(axes[x_name]) if x_name else [None]
     y_values = list(axes[y_name]) if y_name else [None]
-    metrics = [("success_rate", "held-out success", "%.0f%%", 100.0), ("return_mean", "held-out return", "%.2f", 1.0)]
+    metrics = [("success_rate", "held-out success", "%.0f%%", 100.0), ("return_mean", "held-out return", "%.3g", 1.0)]
     fig = Figure(figsize=(max(4.0, 1.1 * len(x_values) + 2.2) * len(groups), 2 * max(2.6, 0.75 * len(y_values) + 1.4)))
     grid = fig.subplots(len(metrics), len(groups), squeeze=False)
     for column, group in enumerate(groups):

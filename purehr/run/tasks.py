@@ -34,10 +34,6 @@ class Task:
     heldout_evaluation: Callable[..., dict[str, jax.Array]]
     record_showcase: Callable[[Environment, Any, Callable], dict[str, jax.Array]]
 
-    def evaluation_params(self, env: Environment, env_params):
-        """The held-out distribution (the curriculum's final stage for HRV)."""
-        return env_params
-
 
 def hrv_checkpoint_evaluation(env, env_params, policy, num_episodes: int = 100,
                               seed: int = hrv.HRV_EVAL_SEED,
