@@ -43,6 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-render", action="store_true", help="skip figures and the replay")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--x64", action="store_true", help="enable float64 (about 2x slower; physics checks)")
+    parser.add_argument("--devices", type=int, default=None, metavar="N",
+                        help="shard seeds (and environments, when devices outnumber seeds) over the first N "
+                             "devices (default: all visible; see purehr.distributed)")
+    parser.add_argument("--distributed", action="store_true",
+                        help="call jax.distributed.initialize() first (multi-host TPU pods, multi-GPU hosts)")
     parser.add_argument("--curriculum", default=None, metavar="{none,default,STAGES}",
                         help="hrv difficulty schedule inside the scan: 'none', 'default' (hrv_env.md: "
                              "0.2:0.3:0.1,0.4:0.6:0.05,0.4:0.9:0.02) or fraction:difficulty:precision "
@@ -76,6 +81,9 @@ def configs_from_args(args) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.distributed:
+        from purehr.distributed import initialize_distributed
+        initialize_distributed()
     if args.x64:
         import jax
         jax.config.update("jax_enable_x64", True)
@@ -84,12 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = args.run_dir or ROOT / "artifacts" / args.run_name
     try:
         configs = configs_from_args(args)
-        explicit = {task: config for task, config in configs.items()} if not args.resume or _has_overrides(args) else {}
+        # a resume without settings continues with the saved ones; given settings must match them
+        explicit = configs if not args.resume or _has_overrides(args) else {}
         curricula = _curricula_from_args(args)
         summary = train_all_seeds(run_dir, tasks=args.tasks, seeds=args.seeds, configs=explicit,
                                   resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
                                   render=not args.no_render, command=sys.argv if argv is None else argv,
-                                  curricula=curricula)
+                                  curricula=curricula, devices=args.devices)
     except (ValueError, FileExistsError, FileNotFoundError) as error:
         parser.exit(2, f"error: {error}\n")
     print(f"finished {summary.run_dir} in {summary.wall_time_s:.1f} s (compile {summary.compile_s:.1f} s)")

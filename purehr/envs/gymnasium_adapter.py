@@ -72,6 +72,29 @@ def _info_to_numpy(info: dict) -> dict[str, Any]:
     return converted
 
 
+_JITTED: dict[tuple[int, bool], tuple] = {}
+
+
+def _jitted_functions(env: Environment, flatten: bool):
+    """One jitted reset/step per (environment object, flatten): the copies in a vector env
+    (SB3's DummyVecEnv of n wrappers) share one compilation instead of compiling n times."""
+    cache_key = (id(env), flatten)
+    if cache_key not in _JITTED or _JITTED[cache_key][0] is not env:
+        shape = spaces.flatten_observation if flatten else (lambda observation: observation)
+
+        def reset_fn(key, env_params):
+            observation, state = env.reset(key, env_params)
+            return shape(observation), state
+
+        def step_fn(key, state, action, env_params):
+            key, step_key = jax.random.split(key)      # inside the jit: one dispatch per step
+            observation, state, reward, terminated, truncated, info = env.step(step_key, state, action, env_params)
+            return key, shape(observation), state, reward, terminated, truncated, info
+
+        _JITTED[cache_key] = (env, jax.jit(reset_fn), jax.jit(step_fn))
+    return _JITTED[cache_key][1:]
+
+
 def to_gymnasium(env: Environment, params=None, seed: int | None = None, *, flatten: bool = False):
     """A ``gymnasium.Env`` that runs ``env`` with ``params`` (default: its default params).
 
@@ -92,18 +115,7 @@ def to_gymnasium(env: Environment, params=None, seed: int | None = None, *, flat
             self.action_space = to_gymnasium_space(env.action_space(self.params))
             self.spec_max_episode_steps = env.max_episode_steps(self.params)
             self._pending_seed = seed
-            shape = spaces.flatten_observation if flatten else (lambda observation: observation)
-
-            def reset_fn(key, env_params):
-                observation, state = env.reset(key, env_params)
-                return shape(observation), state
-
-            def step_fn(key, state, action, env_params):
-                observation, state, reward, terminated, truncated, info = env.step(key, state, action, env_params)
-                return shape(observation), state, reward, terminated, truncated, info
-
-            self._reset = jax.jit(reset_fn)
-            self._step = jax.jit(step_fn)
+            self._reset, self._step = _jitted_functions(env, flatten)
             self._state = None
             self._key = None
             action_space = env.action_space(self.params)
@@ -122,10 +134,9 @@ def to_gymnasium(env: Environment, params=None, seed: int | None = None, *, flat
         def step(self, action):
             if self._state is None:
                 raise RuntimeError("call reset() before step()")
-            self._key, step_key = jax.random.split(self._key)
             action = jnp.asarray(np.asarray(action), self._action_dtype)
-            observation, self._state, reward, terminated, truncated, info = self._step(
-                step_key, self._state, action, self.params)
+            self._key, observation, self._state, reward, terminated, truncated, info = self._step(
+                self._key, self._state, action, self.params)
             observation, reward, terminated, truncated, info = jax.device_get(
                 (observation, reward, terminated, truncated, info))
             return (_to_numpy_observation(observation), float(reward), bool(terminated),

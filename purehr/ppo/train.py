@@ -284,7 +284,7 @@ def make_train(config: PPOConfig, env: Environment, env_params=None, *,
         metric_shapes = jax.eval_shape(jax.vmap(ppo.update), runner)[1]
 
         def skipped(runner):
-            return runner, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, jnp.float32)
+            return runner, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype)
                                         if jnp.issubdtype(s.dtype, jnp.floating)
                                         else jnp.zeros(s.shape, s.dtype), metric_shapes)
 

@@ -3,6 +3,7 @@ run directory. All validation happens before anything is compiled or written."""
 
 from __future__ import annotations
 
+import math
 import shutil
 import sys
 import time
@@ -15,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purehr.curriculum import Curriculum
+from purehr.distributed import describe_mesh, make_mesh, select_devices, shard_runner
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.train import keys_for_seeds, make_ppo
 from purehr.run.checkpoints import CorruptCheckpointError
@@ -64,13 +66,23 @@ _PROGRAMS: dict[tuple, Any] = {}
 
 
 def _compiled_program(setups: list[TaskSetup], num_seeds: int, runners: dict,
-                      curricula: dict[str, Curriculum] | None = None):
+                      curricula: dict[str, Curriculum] | None = None, mesh=None):
     curricula = curricula or {}
+    mesh_key = None if mesh is None else (tuple(mesh.shape.items()), tuple(d.id for d in mesh.devices.flat))
     key = (tuple((s.name, s.config, curricula.get(s.name)) for s in setups), num_seeds,
-           bool(jax.config.jax_enable_x64))
+           bool(jax.config.jax_enable_x64), mesh_key)
     if key not in _PROGRAMS:
         _PROGRAMS[key] = jax.jit(make_train_all(setups, _HANDLERS)).lower(runners).compile()
     return _PROGRAMS[key]
+
+
+def _protocol_mesh(setups: list[TaskSetup], seeds: list[int], devices):
+    """The device mesh for this run, or None on one device (every task shares it: the
+    environment axis is split only as far as every task's num_envs allows)."""
+    chosen = select_devices(devices)
+    if len(chosen) == 1:
+        return None
+    return make_mesh(len(seeds), math.gcd(*(s.config.num_envs for s in setups)), chosen)
 
 
 def peak_memory_bytes() -> int:
@@ -231,12 +243,16 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
                     configs: dict[str, PPOConfig] | None = None, resume: bool = False,
                     overwrite: bool = False, progress: bool = True, render: bool = True,
                     command: list[str] | None = None,
-                    curricula: dict[str, Curriculum | None] | None = None) -> RunSummary:
+                    curricula: dict[str, Curriculum | None] | None = None,
+                    devices: int | None = None) -> RunSummary:
     """Train every task x seed in one compiled call; see protocol.md for what it leaves.
 
     ``curricula`` maps a task (hrv) to its ``Curriculum`` (None: no schedule). It is recorded
     in the manifest; on ``resume`` the recorded one is used when ``curricula`` is None, and a
-    different one is refused."""
+    different one is refused.
+
+    ``devices`` (default: all visible) shards the seed axis, and the environment axis when
+    devices outnumber seeds, over a mesh (``purehr.distributed``); on one device nothing moves."""
     started = time.perf_counter()
     tasks, seeds = validate_request(tasks, seeds)
     if curricula is not None:
@@ -262,6 +278,7 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
         curricula = saved_curricula
     curricula = validate_curricula(tasks, curricula)
     setups = build_setups(tasks, configs, curricula)
+    mesh = _protocol_mesh(setups, seeds, devices)
 
     keys = keys_for_seeds(seeds)
     runners, resumed_from, elapsed_offset = {}, {}, 0.0
@@ -285,6 +302,7 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
             curricula={name: curriculum.to_dict() for name, curriculum in curricula.items()},
             baselines=evaluate_baselines(setups), wall_time_s=None)
     manifest.update(status="running")
+    manifest["mesh"] = None if mesh is None else describe_mesh(mesh)
     run_dir.write_manifest(manifest)
 
     bar = Progress({s.name: s.config.batch_size * len(seeds) for s in setups},
@@ -295,7 +313,9 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
                            checkpoint_rows=checkpoint_rows, progress=bar)
     compile_started = time.perf_counter()
     runners = jax.tree.map(lambda x: jnp.asarray(x, dtype=np.asarray(x).dtype), runners)
-    compiled = _compiled_program(setups, len(seeds), runners, curricula)
+    if mesh is not None:
+        runners = {name: shard_runner(runner, mesh) for name, runner in runners.items()}
+    compiled = _compiled_program(setups, len(seeds), runners, curricula, mesh)
     compile_s = time.perf_counter() - compile_started
     _HANDLERS.target = recorder
     message = f"compiled in {compile_s:.1f} s; training {', '.join(tasks)} x seeds {seeds}"

@@ -1,0 +1,72 @@
+"""benchmarks/: throughput.py --quick runs and reports every field; the Colab notebook is valid."""
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+THROUGHPUT = ROOT / "benchmarks" / "throughput.py"
+NOTEBOOK = ROOT / "benchmarks" / "colab_quickstart.ipynb"
+
+
+def _throughput_module():
+    spec = importlib.util.spec_from_file_location("throughput", THROUGHPUT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def quick_result(tmp_path_factory):
+    out = tmp_path_factory.mktemp("throughput") / "quick.json"
+    completed = subprocess.run([sys.executable, "-W", "ignore", str(THROUGHPUT), "--quick", "--json", str(out)],
+                               capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "steps/s" in completed.stdout           # the printed table
+    return json.loads(out.read_text())
+
+
+def test_quick_throughput_records_every_field_with_positive_numbers(quick_result):
+    module = _throughput_module()
+    records = quick_result["records"]
+    assert {r["mode"] for r in records} == set(module.MODES)
+    for record in records:
+        for field in module.RECORD_FIELDS:
+            value = record.get(field)
+            assert isinstance(value, (int, float)) and not isinstance(value, bool), (field, record)
+            assert value > 0, (field, record)
+        assert record["steps_per_s"] == pytest.approx(record["env_steps"] / record["run_s"], rel=0.02)
+        assert record["env_steps"] == record["seeds"] * record["envs"] * record["num_steps"] * record["updates"]
+    assert quick_result["machine"]["cpu_count"] > 0 and quick_result["machine"]["jax"]
+    assert all(g["ratio"] > 0 for g in quick_result["goals"]["training_over_simulation"])
+    assert quick_result["goals"]["training_over_simulation"], "training/simulation ratio missing"
+
+
+def test_goal_evaluation_reads_the_grid():
+    goals = _throughput_module().goals
+    record = dict(task="swing", dtype="float32", envs=8)
+    records = [dict(record, mode="simulation", seeds=1, steps_per_s=100.0, run_s=1.0),
+               dict(record, mode="training", seeds=1, steps_per_s=50.0, run_s=2.0),
+               dict(record, mode="simulation", seeds=5, steps_per_s=200.0, run_s=2.5),
+               dict(record, mode="training", seeds=5, steps_per_s=30.0, run_s=7.0)]
+    result = goals(records)
+    assert [g["ratio"] for g in result["training_over_simulation"]] == [0.5, 0.15]
+    assert result["swing_training_at_least_40pct_of_simulation"] is False
+    training = [g for g in result["seeds5_over_seeds1_wall"] if g["mode"] == "training"]
+    assert training[0]["ratio"] == 3.5 and result["five_seeds_at_most_3x_one_seed"] is False
+
+
+def test_colab_notebook_is_valid_nbformat_4():
+    notebook = json.loads(NOTEBOOK.read_text())
+    assert notebook["nbformat"] == 4 and notebook["cells"]
+    for cell in notebook["cells"]:
+        assert cell["cell_type"] in ("markdown", "code") and isinstance(cell["source"], list)
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and "execution_count" in cell
+    sources = "".join("".join(cell["source"]) for cell in notebook["cells"])
+    for needle in ('jax[cuda12]', 'jax[tpu]', "pip install -q -e .", "scripts/train_all_seeds.py", "replay.mp4"):
+        assert needle in sources
