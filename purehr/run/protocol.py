@@ -255,6 +255,7 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
     devices outnumber seeds, over a mesh (``purehr.distributed``); on one device nothing moves."""
     started = time.perf_counter()
     tasks, seeds = validate_request(tasks, seeds)
+    select_devices(devices)     # a bad --devices is refused before the run directory is touched
     if curricula is not None:
         validate_curricula(tasks, curricula)
     configs = dict(configs or {})
