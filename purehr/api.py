@@ -86,7 +86,10 @@ class PPOModel:
             raise FileNotFoundError(f"{path} holds no saved model (expected {path / 'model.json'})") from None
         if description.get("format") != MODEL_FORMAT:
             raise ValueError(f"{path / 'model.json'} has format {description.get('format')!r}; expected {MODEL_FORMAT!r}")
-        env = _make_env(description["env"]["class"], description["env"]["kwargs"])
+        env_kwargs = dict(description["env"]["kwargs"])
+        if description["env"]["class"] == "HRWritingEnv":
+            env_kwargs.setdefault("gap_features", False)    # saved before the observation had them
+        env = _make_env(description["env"]["class"], env_kwargs)
         config = PPOConfig.from_dict(description["config"])
         env_params = serialization.from_bytes(env.default_params, (path / "env_params.msgpack").read_bytes())
         template = make_ppo(config, env, env_params).init(jax.random.PRNGKey(0)).params
@@ -107,7 +110,8 @@ def _task_module(env: Environment):
 
 
 def _env_kwargs(env: Environment) -> dict[str, Any]:
-    return {name: getattr(env, name) for name in ("hrv_dim", "similarity", "reward_form") if hasattr(env, name)}
+    return {name: getattr(env, name) for name in ("hrv_dim", "similarity", "reward_form", "gap_features")
+            if hasattr(env, name)}
 
 
 def _make_env(class_name: str, kwargs: dict[str, Any]) -> Environment:
@@ -118,9 +122,11 @@ def _make_env(class_name: str, kwargs: dict[str, Any]) -> Environment:
     return classes[class_name](**kwargs)
 
 
-def train_hr_ppo(env: Environment, timesteps: int = 1_000_000, *, learning_rate: float = 3e-4,
-                 batch_size: int = 64, gamma: float = 0.99, clip_range: float = 0.2, ent_coef: float = 0.01,
-                 vf_coef: float = 0.5, seed: int = 0,
+def train_hr_ppo(env: Environment, timesteps: int = HRV_DEFAULTS.total_timesteps, *,
+                 learning_rate: float = HRV_DEFAULTS.learning_rate,
+                 batch_size: int = HRV_DEFAULTS.minibatch_size, gamma: float = HRV_DEFAULTS.gamma,
+                 clip_range: float = HRV_DEFAULTS.clip_range, ent_coef: float = HRV_DEFAULTS.ent_coef,
+                 vf_coef: float = HRV_DEFAULTS.vf_coef, seed: int = 0,
                  callback: Callable[[dict[str, float]], Any] | None = None,
                  env_params=None, curriculum=None, **config_overrides) -> PPOModel:
     """Train PPO with the HRV defaults of protocol.md. ``callback(metrics)`` runs on the host

@@ -43,7 +43,10 @@ so every checkpoint, seed and baseline is judged on the same episodes; it differ
 training seed the protocol uses (0..4)."""
 
 SIMILARITIES = ("hrv_similarity", "cosine")
-REWARD_FORMS = ("potential", "seed")
+REWARD_FORMS = ("distance", "progress", "potential", "seed")
+"""``distance`` (default) and ``progress`` are dense and not potential differences: PPO learns
+from them. ``potential`` (the first default) and ``seed`` stay for comparison; see
+docs/hrv_task.md for why the first design taught nothing."""
 
 Policy = Callable[[dict[str, jax.Array], jax.Array, jax.Array], jax.Array]
 
@@ -78,6 +81,8 @@ class HRVParams:
     stability_center: float = 0.7
     extreme_weight: float = 0.1     # - w * sum(max(0, |x - 0.5| - extreme_margin))
     extreme_margin: float = 0.4
+    progress_weight: float = 0.1    # reward_form="progress": weight of the L1 progress in steps
+    time_cost: float = 0.1          # reward_form="progress": cost of every step
     max_episode_length: int = struct.field(pytree_node=False, default=100)
 
 
@@ -137,6 +142,8 @@ def _validate_params(params: HRVParams, hrv_dim: int) -> None:
     require(number("gain_offset") >= 0, "gain_offset", ">= 0")
     require(number("target_precision") > 0, "target_precision", "> 0")
     require(0 < number("gamma") <= 1, "gamma", "in (0, 1]")
+    require(math.isfinite(number("progress_weight")), "progress_weight", "a finite number")
+    require(math.isfinite(number("time_cost")) and number("time_cost") >= 0, "time_cost", "a finite number >= 0")
     length = params.max_episode_length
     require(isinstance(length, (int, np.integer)) and not isinstance(length, bool)
             and length >= 1, "max_episode_length", "an int >= 1")
@@ -150,20 +157,24 @@ def context_gain(context: jax.Array, params: HRVParams) -> jax.Array:
 class HRWritingEnv(Environment[HRVState, HRVParams]):
     """Steer the HRV of a text toward a target (``hrv_env.md``).
 
-    ``similarity`` ("hrv_similarity" | "cosine") and ``reward_form`` ("potential" | "seed")
-    pick the reward; ``param_overrides`` replace fields of ``HRVParams``.
+    ``similarity`` ("hrv_similarity" | "cosine") and ``reward_form`` (one of ``REWARD_FORMS``)
+    pick the reward; ``gap_features`` adds the scaled gap ``(target - current) / step_size``
+    and the context gain to the observation (decisions live at the step scale, which the
+    raw vectors in [0, 1] hide); ``param_overrides`` replace fields of ``HRVParams``.
     """
 
     name = "hrv"
 
     def __init__(self, hrv_dim: int = 8, similarity: str = "hrv_similarity",
-                 reward_form: str = "potential", **param_overrides: Any):
+                 reward_form: str = "distance", gap_features: bool = True, **param_overrides: Any):
         if isinstance(hrv_dim, bool) or not isinstance(hrv_dim, (int, np.integer)) or hrv_dim < 1:
             raise ValueError(f"hrv_dim={hrv_dim!r}, expected an int >= 1")
         if similarity not in SIMILARITIES:
             raise ValueError(f"similarity={similarity!r}, expected one of {SIMILARITIES}")
         if reward_form not in REWARD_FORMS:
             raise ValueError(f"reward_form={reward_form!r}, expected one of {REWARD_FORMS}")
+        if not isinstance(gap_features, (bool, np.bool_)):
+            raise ValueError(f"gap_features={gap_features!r}, expected True or False")
         known = set(HRVParams.__dataclass_fields__)
         unknown = sorted(set(param_overrides) - known)
         if unknown:
@@ -171,6 +182,7 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         self.hrv_dim = int(hrv_dim)
         self.similarity = similarity
         self.reward_form = reward_form
+        self.gap_features = bool(gap_features)
         style_vectors, context_matrix = _fixed_directions(self.hrv_dim)
         fields = dict(style_vectors=style_vectors, context_matrix=context_matrix)
         fields.update(param_overrides)
@@ -186,13 +198,19 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
 
     def observation_space(self, params: HRVParams | None = None) -> spaces.Dict:
         unit = lambda n: spaces.Box(0.0, 1.0, (n,))  # noqa: E731
-        return spaces.Dict({
+        entries = {
             "current_hrv": unit(self.hrv_dim),
             "target_hrv": unit(self.hrv_dim),
             "content_stats": unit(NUM_CONTENT_STATS),
             "generation_context": spaces.Box(-np.inf, np.inf, (CONTEXT_DIM,)),
             "episode_fraction": unit(1),
-        })
+        }
+        if self.gap_features:
+            params = self.default_params if params is None else params
+            reach = 1.0 / float(params.step_size)
+            entries["gap"] = spaces.Box(-reach, reach, (self.hrv_dim,))
+            entries["gain"] = spaces.Box(float(params.gain_offset), float(params.gain_offset) + 1.0, (self.hrv_dim,))
+        return spaces.Dict(entries)
 
     def action_space(self, params: HRVParams | None = None) -> spaces.MultiDiscrete:
         return spaces.MultiDiscrete((NUM_STYLES, 3) + (3,) * self.hrv_dim)
@@ -228,6 +246,11 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
                success: jax.Array, params: HRVParams) -> jax.Array:
         """The step reward of the configured form (hrv_env.md, "Reward")."""
         bonus = params.success_bonus * success.astype(jnp.float32)
+        if self.reward_form == "distance":
+            return -jnp.linalg.norm(next_hrv - target) / math.sqrt(self.hrv_dim) + bonus
+        if self.reward_form == "progress":
+            progress = jnp.sum(jnp.abs(current - target) - jnp.abs(next_hrv - target)) / params.step_size
+            return params.progress_weight * progress - params.time_cost + bonus
         if self.reward_form == "seed":
             return (self.similarity_to_target(next_hrv, target)
                     - self.similarity_to_target(current, target)
@@ -239,13 +262,17 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
 
     def _observation(self, state: HRVState, params: HRVParams) -> dict[str, jax.Array]:
         fraction = state.time.astype(jnp.float32) / params.max_episode_length
-        return {
+        observation = {
             "current_hrv": state.current_hrv,
             "target_hrv": state.target_hrv,
             "content_stats": state.content_stats,
             "generation_context": state.context,
             "episode_fraction": fraction[None],
         }
+        if self.gap_features:
+            observation["gap"] = (state.target_hrv - state.current_hrv) / params.step_size
+            observation["gain"] = context_gain(state.context, params)
+        return observation
 
     def reset(self, key: jax.Array, params: HRVParams | None = None
               ) -> tuple[dict[str, jax.Array], HRVState]:
@@ -388,6 +415,8 @@ def heldout_evaluation(env: HRWritingEnv, env_params: HRVParams, policy: Policy,
             obs, state, done, episode_return, length, distance, success = carry
             t, policy_key, step_key, noise = per_step
             seen = dict(obs, current_hrv=obs["current_hrv"] + observation_noise * noise)
+            if "gap" in obs:    # the gap the policy sees is the one of the noisy reading
+                seen["gap"] = obs["gap"] - observation_noise * noise / env_params.step_size
             action = policy(seen, t, policy_key)
             next_obs, next_state, reward, terminated, truncated, info = env.step(
                 step_key, state, action, env_params)

@@ -115,7 +115,11 @@ class PPOConfig:
         return cls(**data)
 
 
-SWING_DEFAULTS = PPOConfig()
+# Per-task defaults, chosen by measurement (results/sweep, results/ablation; docs/protocol.md).
+# Wide batches learn both tasks and run several times faster per step than the first
+# defaults (8 envs x 256 steps, minibatch 256 / 64), which learned neither.
+SWING_DEFAULTS = PPOConfig(total_timesteps=10_000_000, num_envs=32, num_steps=128, minibatch_size=1024)
 HRV_DEFAULTS = PPOConfig(
-    gamma=0.99, ent_coef=0.01, minibatch_size=64,
+    total_timesteps=300_000, num_envs=64, num_steps=32, minibatch_size=512,
+    gamma=0.99, ent_coef=0.01,
     actor_hidden=(256, 128, 64), critic_hidden=(256, 128), activation="relu")

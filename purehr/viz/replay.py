@@ -175,8 +175,19 @@ class _ReplayCanvas:
         return np.asarray(self.canvas.buffer_rgba())[..., :3].copy()
 
 
+def replayed_rows(num_checkpoints: int, max_checkpoints: int) -> list[int]:
+    """At most ``max_checkpoints`` checkpoint rows, evenly spaced, first and last included: a
+    10M-step run has 201 checkpoints, and 3.5 s of video each would make a 12-minute replay
+    that takes longer to draw than the training took."""
+    if max_checkpoints < 1:
+        raise ValueError(f"max_checkpoints={max_checkpoints!r}: expected a positive integer")
+    count = min(num_checkpoints, max_checkpoints)
+    return sorted(set(np.round(np.linspace(0, num_checkpoints - 1, count)).astype(int).tolist()))
+
+
 def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
                   seed: int | None = None, seconds_per_checkpoint: float = 3.5,
+                  max_checkpoints: int = 24,
                   fps: int = 25, size_px: tuple[int, int] = (1280, 720),
                   draw_frame: DrawFrame | None = None, env_params: Any = None
                   ) -> ReplayOutputs:
@@ -204,7 +215,7 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
             pixelformat="yuv420p", quality=6, macro_block_size=16,
             ffmpeg_log_level="error", output_params=["-movflags", "+faststart"])
         with writer:
-            for row in range(showcase.num_checkpoints):
+            for row in replayed_rows(showcase.num_checkpoints, max_checkpoints):
                 trace_path = str(showcase.checkpoints["showcase_path"][row])
                 trace = load_showcase(run.run_dir, trace_path)
                 # rows after a success repeat it (recording.py): play the episode's own rows
