@@ -1,4 +1,4 @@
-"""The training-performance analysis of ``hrv_env.md``, computed from a run directory.
+"""The training-performance analysis of ``docs/hrv_task.md``, computed from a run directory.
 
 Pure NumPy functions on per-update logs (one array per ``updates.csv`` column) and on the
 held-out rows of ``checkpoints.csv``; ``analyze_run`` reads a run directory laid out as in

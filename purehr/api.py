@@ -129,10 +129,10 @@ def train_hr_ppo(env: Environment, timesteps: int = HRV_DEFAULTS.total_timesteps
                  vf_coef: float = HRV_DEFAULTS.vf_coef, seed: int = 0,
                  callback: Callable[[dict[str, float]], Any] | None = None,
                  env_params=None, curriculum=None, **config_overrides) -> PPOModel:
-    """Train PPO with the HRV defaults of protocol.md. ``callback(metrics)`` runs on the host
+    """Train PPO with the HRV defaults of docs/protocol.md. ``callback(metrics)`` runs on the host
     after every update; returning ``False`` ends training there, keeping the state reached.
     ``curriculum`` (a ``purehr.curriculum.Curriculum``, e.g. ``Curriculum()`` for the stages
-    of hrv_env.md) changes difficulty and precision inside the scan; the returned model's
+    of docs/hrv_task.md) changes difficulty and precision inside the scan; the returned model's
     ``env_params`` are then the final stage's (what ``model.evaluate`` uses).
     Other ``PPOConfig`` fields can be passed by name (e.g. ``num_envs``)."""
     if not isinstance(seed, int) or seed < 0:

@@ -1,4 +1,4 @@
-"""The HRV difficulty schedule of ``hrv_env.md``, applied inside the training scan.
+"""The HRV difficulty schedule of ``docs/hrv_task.md``, applied inside the training scan.
 
 A ``Curriculum`` is a list of stages ``(fraction of the training budget, difficulty,
 target precision)``; ``Curriculum()`` is the default of the spec (0.3 / 0.1 for the first

@@ -1,4 +1,4 @@
-"""Which HRV reward learns? Train every reward form x similarity of hrv_env.md with the same
+"""Which HRV reward learns? Train every reward form x similarity of docs/hrv_task.md with the same
 seeds and budget, and compare held-out success.
 
     python scripts/compare_rewards.py --steps 250000 --out results/reward_comparison \
@@ -8,7 +8,7 @@ seeds and budget, and compare held-out success.
 One compiled call per combination (the reward form and the similarity select code, so they
 are static): the scan over updates is outside, ``vmap(update)`` over seeds inside; before
 training, every ``--eval-every`` updates and after the last a ``lax.cond`` runs the held-out
-evaluation of hrv_env.md (100 fixed episodes, difficulty 0.9, precision 0.05, deterministic
+evaluation of docs/hrv_task.md (100 fixed episodes, difficulty 0.9, precision 0.05, deterministic
 policy; plus the same episodes with N(0, 0.02^2) noise on the observed current HRV) on the
 device, vmapped over seeds. Only those scalars leave the device.
 

@@ -1,6 +1,6 @@
 """Train every task for every seed in one compiled call, then evaluate and render.
 
-    python scripts/train_all_seeds.py                      # the full protocol (protocol.md)
+    python scripts/train_all_seeds.py                      # the full protocol (docs/protocol.md)
     python scripts/train_all_seeds.py --steps 100000 --seeds 0 1 --run-name quick
     python scripts/train_all_seeds.py --run-name quick --resume
 """
@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--distributed", action="store_true",
                         help="call jax.distributed.initialize() first (multi-host TPU pods, multi-GPU hosts)")
     parser.add_argument("--curriculum", default=None, metavar="{none,default,STAGES}",
-                        help="hrv difficulty schedule inside the scan: 'none', 'default' (hrv_env.md: "
+                        help="hrv difficulty schedule inside the scan: 'none', 'default' (docs/hrv_task.md: "
                              "0.2:0.3:0.1,0.4:0.6:0.05,0.4:0.9:0.02) or fraction:difficulty:precision "
                              "stages, comma separated; evaluation uses the last stage. Not given: none "
                              "for a new run, the recorded one on --resume")

@@ -1,4 +1,4 @@
-"""HRWritingEnv against hrv_env.md: hand-computed rewards, flags, clipping, shaping, oracle."""
+"""HRWritingEnv against docs/hrv_task.md: hand-computed rewards, flags, clipping, shaping, oracle."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ def test_hrv_and_content_stats_are_clipped_to_unit_interval():
 
 
 def numpy_potential(x, target):
-    """Phi of hrv_env.md written out independently of the environment."""
+    """Phi of docs/hrv_task.md written out independently of the environment."""
     x, target = np.asarray(x, np.float64), np.asarray(target, np.float64)
     similarity = 1 - np.linalg.norm(x - target) / np.sqrt(len(x))
     return (similarity + 0.1 * (1 - np.std(x)) + 0.05 * (1 - abs(np.mean(x) - 0.7))

@@ -21,7 +21,7 @@ def test_without_swing_rl_constructing_says_how_to_install(monkeypatch):
 
 
 class FakeSimulator:
-    """SwingRL's simulator interface (swing_model.md), backed by purehr's plant."""
+    """SwingRL's simulator interface (docs/swing_model.md), backed by purehr's plant."""
 
     summary_fields = ("time", "swing_angle", "seat_radius", "energy_norm", "tension",
                       "command_speed")

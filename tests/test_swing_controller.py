@@ -16,7 +16,7 @@ from purehr.envs.swing.controller import DEFAULT_CONTROLLER
 
 HOLD_STILL = ControllerParams(squat_gain=0.0, lean_gain=0.0)
 jitted_structured_action = jax.jit(structured_action)
-# An observation at 2.3 degrees, moving back slowly, neutral pose (layout of swing_model.md).
+# An observation at 2.3 degrees, moving back slowly, neutral pose (layout of docs/swing_model.md).
 OBS = jnp.array([math.cos(0.04), math.sin(0.04), -0.02, math.cos(0.04), math.sin(0.04), -0.02,
                  4e-4, 0.0, 0.0, 0.0, 0.0], jnp.float32)
 METRICS = {"success_rate", "return_mean", "return_std", "time_to_rotation", "effort",

@@ -1,4 +1,4 @@
-"""The swing plant against physics it must obey (swing_model.md)."""
+"""The swing plant against physics it must obey (docs/swing_model.md)."""
 
 from __future__ import annotations
 

@@ -45,5 +45,5 @@ class Environment(Generic[StateT, ParamsT]):
         raise NotImplementedError
 
     def diagnostics(self, info: dict[str, jax.Array]) -> dict[str, jax.Array]:
-        """Task-specific per-step scalars to average into the training log (see protocol.md)."""
+        """Task-specific per-step scalars to average into the training log (see docs/protocol.md)."""
         return {}

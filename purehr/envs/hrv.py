@@ -1,6 +1,6 @@
 """The HRV task: steer a piece of writing's human-resonance vector toward a target profile.
 
-Implements ``shared/design/hrv_env.md``. A piece of writing is summarised by ``hrv_dim``
+Implements ``docs/hrv_task.md``. A piece of writing is summarised by ``hrv_dim``
 numbers in [0, 1]; each step the agent picks a style adjustment, a content operation
 (condense / keep / expand) and a decrease / keep / increase nudge per dimension, and is
 rewarded for moving the vector toward the target. The audience (a 16-number context drawn
@@ -155,7 +155,7 @@ def context_gain(context: jax.Array, params: HRVParams) -> jax.Array:
 
 
 class HRWritingEnv(Environment[HRVState, HRVParams]):
-    """Steer the HRV of a text toward a target (``hrv_env.md``).
+    """Steer the HRV of a text toward a target (``docs/hrv_task.md``).
 
     ``similarity`` ("hrv_similarity" | "cosine") and ``reward_form`` (one of ``REWARD_FORMS``)
     pick the reward; ``gap_features`` adds the scaled gap ``(target - current) / step_size``
@@ -244,7 +244,7 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
 
     def reward(self, current: jax.Array, next_hrv: jax.Array, target: jax.Array,
                success: jax.Array, params: HRVParams) -> jax.Array:
-        """The step reward of the configured form (hrv_env.md, "Reward")."""
+        """The step reward of the configured form (docs/hrv_task.md, "Rewards")."""
         bonus = params.success_bonus * success.astype(jnp.float32)
         if self.reward_form == "distance":
             return -jnp.linalg.norm(next_hrv - target) / math.sqrt(self.hrv_dim) + bonus
@@ -338,7 +338,7 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
 # --- baselines ------------------------------------------------------------------------------
 
 def oracle_action(obs: dict[str, jax.Array], params: HRVParams) -> jax.Array:
-    """The greedy ceiling of ``hrv_env.md``: style 0; expand when every remaining gap exceeds
+    """The greedy ceiling of ``docs/hrv_task.md``: style 0; expand when every remaining gap exceeds
     two (keep-sized) steps, condense when all gaps are within one; then move each dimension
     whose gap exceeds half of the step it would actually take (step_scale of the chosen
     content op x step_size x gain(context)), so no move overshoots past the target."""

@@ -1,8 +1,8 @@
 """Separate actor and critic MLPs.
 
-Weights are Gaussian with std gain / sqrt(fan_in) (protocol.md), not orthogonal: an
+Weights are Gaussian with std gain / sqrt(fan_in) (docs/protocol.md), not orthogonal: an
 orthogonal init does a QR, and a QR vmapped over seeds deadlocks XLA's CPU thread pool
-(architecture.md)."""
+(docs/protocol.md, "Engine facts")."""
 
 from __future__ import annotations
 

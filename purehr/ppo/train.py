@@ -5,7 +5,7 @@ Read top to bottom, ``make_ppo`` is the whole algorithm: rollout (a scan over st
 auto-reset), GAE (a reverse scan), then epochs (a scan) of minibatches (a scan over a
 permutation). The multi-task runner in ``purehr.run`` reuses the same closures and puts its
 own checkpoint logic in the scan body, which is why the scan over updates is outside and the
-vmap over seeds inside (see architecture.md).
+vmap over seeds inside (see docs/protocol.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``train_all_seeds``: the protocol of protocol.md, from argument checks to the finished
+"""``train_all_seeds``: the protocol of docs/protocol.md, from argument checks to the finished
 run directory. All validation happens before anything is compiled or written."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from purehr.run.tasks import get_task
 
 DEFAULT_TASKS = ("swing", "hrv")
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
-PROTOCOL_TEXT = ("PPO per protocol.md: every task x seed trained in one jax.jit (scan over updates "
+PROTOCOL_TEXT = ("PPO per docs/protocol.md: every task x seed trained in one jax.jit (scan over updates "
                  "outside, vmap over seeds inside); checkpoint at the first update at or beyond each "
                  "multiple of checkpoint_interval (and at the last update) with held-out evaluation "
                  "on the device; deterministic policies for evaluation.")
@@ -245,7 +245,7 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
                     command: list[str] | None = None,
                     curricula: dict[str, Curriculum | None] | None = None,
                     devices: int | None = None) -> RunSummary:
-    """Train every task x seed in one compiled call; see protocol.md for what it leaves.
+    """Train every task x seed in one compiled call; see docs/protocol.md for what it leaves.
 
     ``curricula`` maps a task (hrv) to its ``Curriculum`` (None: no schedule). It is recorded
     in the manifest; on ``resume`` the recorded one is used when ``curricula`` is None, and a

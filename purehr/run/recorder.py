@@ -23,7 +23,7 @@ CHECKPOINT_TAIL = ["checkpoint_path", "showcase_path", "state_digest"]
 
 
 def update_columns(metric_names) -> list[str]:
-    """The fixed columns of protocol.md, then the task's own diagnostics."""
+    """The fixed columns of docs/protocol.md, then the task's own diagnostics."""
     return UPDATE_COLUMNS + sorted(set(metric_names) - set(UPDATE_COLUMNS))
 
 

@@ -1,4 +1,4 @@
-"""The run directory of protocol.md: paths, the manifest, and CSV/JSON written atomically
+"""The run directory of docs/protocol.md: paths, the manifest, and CSV/JSON written atomically
 (write a temporary file, then rename) so a kill never leaves half a file behind."""
 
 from __future__ import annotations

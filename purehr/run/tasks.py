@@ -83,7 +83,7 @@ TASKS: dict[str, Task] = {
         make_env=swing.SwingEnv,
         default_config=SWING_DEFAULTS,
         baseline_name="structured controller",
-        baseline_definition=("structured phase-law controller of swing_model.md "
+        baseline_definition=("structured phase-law controller of docs/swing_model.md "
                              "(purehr.envs.swing.controller, default ControllerParams)"),
         make_baseline_policy=lambda env, params: swing.make_structured_policy(params),
         heldout_evaluation=swing.heldout_evaluation,
@@ -94,7 +94,7 @@ TASKS: dict[str, Task] = {
         make_env=lambda: hrv.HRWritingEnv(hrv_dim=8),
         default_config=HRV_DEFAULTS,
         baseline_name="oracle",
-        baseline_definition="greedy oracle of hrv_env.md (purehr.envs.hrv.oracle_action)",
+        baseline_definition="greedy oracle of docs/hrv_task.md (purehr.envs.hrv.oracle_action)",
         make_baseline_policy=lambda env, params: hrv.oracle_policy(env, params),
         heldout_evaluation=hrv_checkpoint_evaluation,
         record_showcase=_record_hrv,

@@ -1,4 +1,4 @@
-"""Everything rendered from a run directory (protocol.md, "Rendering"), in one call.
+"""Everything rendered from a run directory (docs/protocol.md, "Rendering"), in one call.
 
 Rendering only reads the run directory, so it can be rerun at any time (after a resumed run,
 on another machine) without touching checkpoints or logs.

@@ -1,4 +1,4 @@
-"""The structured controller: the phase law PPO is judged against (``swing_model.md``).
+"""The structured controller: the phase law PPO is judged against (``docs/swing_model.md``).
 
 From the observation it estimates the CoM swing's amplitude
 ``A = arccos(clip(cos psi - (psi'/w0)^2 / 2, -1, 1))`` and phase

@@ -67,7 +67,7 @@ def swing_diagnostics(info: dict[str, jax.Array]) -> dict[str, jax.Array]:
 
 
 class SwingEnv(Environment[SwingState, SwingParams]):
-    """A standing rider pumping a rigid-rod swing over the top bar (``swing_model.md``).
+    """A standing rider pumping a rigid-rod swing over the top bar (``docs/swing_model.md``).
 
     Actions are squat and lean targets in [-1, 1]; success (terminal) is a full revolution,
     ``|swing_angle| >= 2 pi`` with the seat at ``>= 0.9 L``; the episode is truncated at

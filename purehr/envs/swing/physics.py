@@ -1,4 +1,4 @@
-"""The rigid-rod standing rider of ``swing_model.md``: parameters, geometry, RK4 plant.
+"""The rigid-rod standing rider of ``docs/swing_model.md``: parameters, geometry, RK4 plant.
 
 Everything here is a pure function of arrays and a ``SwingParams`` pytree, so it can be
 jitted, vmapped and differentiated. Body-coordinate derivatives (rho', alpha'', ...) come
@@ -24,7 +24,7 @@ RHO, ALPHA, BETA, INERTIA = 0, 1, 2, 3
 
 @struct.dataclass
 class SwingParams:
-    """Every constant of the swing task (defaults: the table of ``swing_model.md``).
+    """Every constant of the swing task (defaults: the table of ``docs/swing_model.md``).
 
     Reward coefficients (the potential-based shaping dominates): pumping from rest to the
     top is worth about ``k_shape`` = 10 of (discounted) shaping and success pays
@@ -235,7 +235,7 @@ def rk4_advance(plant: PlantState, target: jax.Array, params: SwingParams) -> Pl
 def energy(plant: PlantState, params: SwingParams) -> jax.Array:
     """E = 1/2 m |v_cm|^2 + 1/2 J (theta' + beta')^2 + m g y_cm.
 
-    Equal to the ``swing_model.md`` form 1/2 m (rho'^2 + rho^2 psi'^2) + ... - m g rho cos psi;
+    Equal to the ``docs/swing_model.md`` form 1/2 m (rho'^2 + rho^2 psi'^2) + ... - m g rho cos psi;
     v_cm comes from the CoM position by jvp.
     """
     position, velocity = jax.jvp(lambda th, c: com_position(th, c, params),
@@ -275,7 +275,7 @@ def command_speed(plant: PlantState) -> jax.Array:
 
 
 def observation(plant: PlantState, params: SwingParams) -> jax.Array:
-    """The 11 numbers of ``swing_model.md``, all of order one."""
+    """The 11 numbers of ``docs/swing_model.md``, all of order one."""
     w0 = natural_frequency(params)
     geometry, rate = jax.jvp(lambda c: body_geometry(c, params),
                              (plant.command,), (plant.command_rate,))

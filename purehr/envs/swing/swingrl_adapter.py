@@ -2,7 +2,7 @@
 
 SwingRL (github.com/pierrelux/swing-rl) is not on PyPI and not a dependency: this module
 imports without it, and constructing ``SwingRLEnv`` without it raises ``ImportError`` with
-the install command. Only the simulator interface listed at the end of ``swing_model.md``
+the install command. Only the simulator interface listed at the end of ``docs/swing_model.md``
 is used (``initial_state, advance, summary, summary_fields, n_free, n_actions,
 spec.nominal_length``); the reward, success and truncation are purehr's (``env.py``), so a
 policy can be compared on both plants. The adapter is jittable exactly when SwingRL's
