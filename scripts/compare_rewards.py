@@ -34,8 +34,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-COMBINATIONS = (("potential", "hrv_similarity"), ("potential", "cosine"),
+COMBINATIONS = (("distance", "hrv_similarity"), ("progress", "hrv_similarity"),
+                ("potential", "hrv_similarity"), ("potential", "cosine"),
                 ("seed", "hrv_similarity"), ("seed", "cosine"))
+"""The similarity enters only the potential and seed forms (distance and progress measure
+the gap directly), so those two are run once."""
 EVAL_METRICS = ("success_rate", "noisy_success_rate", "return_mean", "final_distance", "alignment",
                 "episode_length")
 FINAL_CSV = "final_metrics.csv"
@@ -291,7 +294,7 @@ def plot(out: Path, curves: list[dict], summary: list[dict], names: list[str],
 
     from purehr.viz.learning_curves import OKABE_ITO, save_figure, t_interval
 
-    colours = [OKABE_ITO[c] for c in ("blue", "orange", "green", "purple")]
+    colours = [OKABE_ITO[c] for c in ("blue", "orange", "green", "purple", "vermillion", "sky_blue")]
     panels = [("eval_success_rate", "held-out success rate", (-0.03, 1.03)),
               ("eval_final_distance", "held-out final L2 distance to target", None),
               ("eval_alignment", "held-out HRV alignment (Pearson r)", (-1.05, 1.05))]

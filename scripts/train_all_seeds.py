@@ -101,7 +101,15 @@ def main(argv: list[str] | None = None) -> int:
                                   curricula=curricula, devices=args.devices)
     except (ValueError, FileExistsError, FileNotFoundError) as error:
         parser.exit(2, f"error: {error}\n")
+    from purehr.results_table import goals_met, results_table
+
     print(f"finished {summary.run_dir} in {summary.wall_time_s:.1f} s (compile {summary.compile_s:.1f} s)")
+    print("\nheld-out metrics of the last checkpoint (mean [95% t interval] over seeds):\n")
+    print(results_table(summary.run_dir))
+    for task, verdict in goals_met(summary.run_dir).items():
+        print(f"{task} goal {'met' if verdict['met'] else 'NOT met'}: "
+              + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in verdict.items() if k != "met"))
     return 0
 
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from purehr import HRWritingEnv, PPOModel, train_hr_ppo
+from purehr.ppo.config import HRV_DEFAULTS
 
 
 @pytest.fixture(scope="module")
@@ -18,9 +19,10 @@ def model(env):
 
 
 def test_seed_api_trains_the_requested_budget(model):
-    # 8 envs x 256 steps per update: 3 updates are the first to reach 5,000 steps
+    # 2,048 steps per update (the HRV default batch): 3 updates are the first to reach 5,000
+    assert HRV_DEFAULTS.batch_size == 2048
     assert list(model.metrics["env_steps"]) == [2048, 4096, 6144]
-    assert model.config.minibatch_size == 64 and model.config.actor_hidden == (256, 128, 64)
+    assert model.config == HRV_DEFAULTS.replace(total_timesteps=5000)   # every other default is the task's
     assert np.all(np.isfinite(model.metrics["loss"]))
 
 

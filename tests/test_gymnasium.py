@@ -32,7 +32,8 @@ def test_spaces_convert():
     assert isinstance(hrv.action_space, gymnasium.spaces.MultiDiscrete)
     assert list(hrv.action_space.nvec) == [5, 3] + [3] * 8
     flat = to_gymnasium(HRWritingEnv(hrv_dim=8), flatten=True)
-    assert flat.observation_space.shape == (8 + 8 + 4 + 16 + 1,)
+    # current, target, content stats, context, episode fraction, scaled gap, context gain
+    assert flat.observation_space.shape == (8 + 8 + 4 + 16 + 1 + 8 + 8,)
 
 
 def test_episode_runs_to_truncation_and_is_reproducible():

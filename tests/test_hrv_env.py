@@ -67,17 +67,54 @@ def test_reward_matches_hand_computation(similarity, reward_form, expected):
     np.testing.assert_allclose(float(info["distance"]), math.sqrt(0.04 + 0.0025), rtol=1e-5)
 
 
+@pytest.mark.parametrize("reward_form, expected", [
+    # distance: -||next - target|| / sqrt(3) = -sqrt(0.2^2 + 0^2 + 0.05^2) / sqrt(3)
+    ("distance", -math.sqrt(0.04 + 0.0025) / math.sqrt(3)),
+    # progress: 0.1 * [(0.3 - 0.2) + (0.1 - 0.0) + (0.05 - 0.05)] / 0.1 - 0.1 = 0.1
+    ("progress", 0.1 * (0.1 + 0.1 + 0.0) / 0.1 - 0.1),
+])
+def test_dense_rewards_match_hand_computation(reward_form, expected):
+    env = HRWritingEnv(3, reward_form=reward_form, step_size=0.1, noise_scale=0.0)
+    state = make_state([0.5, 0.5, 0.95], [0.8, 0.4, 0.9])
+    _, _, reward, terminated, _, _ = step(env, state, [0, 1, 2, 0, 1])
+    assert not terminated
+    np.testing.assert_allclose(float(reward), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_default_reward_is_dense_and_pays_the_bonus_on_success():
+    """At the target the distance cost is zero and only the bonus remains: 1.0."""
+    env = HRWritingEnv(3, noise_scale=0.0)
+    assert env.reward_form == "distance"
+    _, _, reward, terminated, _, _ = step(env, make_state([0.5] * 3, [0.5] * 3), KEEP_ACTION)
+    assert bool(terminated)
+    np.testing.assert_allclose(float(reward), 1.0, atol=1e-7)
+
+
+def test_gap_features_are_the_gap_in_steps_and_the_context_gain():
+    env = HRWritingEnv(3, step_size=0.1, noise_scale=0.0)
+    state = make_state([0.5, 0.5, 0.95], [0.8, 0.4, 0.9])
+    obs, next_state, *_ = step(env, state, [0, 1, 2, 0, 1])
+    # next (0.6, 0.4, 0.95): gap (0.2, 0.0, -0.05) / 0.1; zero context -> gain 0.5 + 0.5 = 1
+    np.testing.assert_allclose(obs["gap"], [2.0, 0.0, -0.5], atol=1e-5)
+    np.testing.assert_allclose(obs["gain"], [1.0, 1.0, 1.0], atol=1e-7)
+    assert spaces.flat_dim(env.observation_space()) == len(spaces.flatten_observation(obs))
+    plain = HRWritingEnv(3, gap_features=False)
+    plain_obs, _ = plain.reset(jax.random.key(0))
+    assert "gap" not in plain_obs and "gain" not in plain_obs
+    assert spaces.flat_dim(plain.observation_space()) == spaces.flat_dim(env.observation_space()) - 6
+
+
 def test_success_flag_exactly_at_precision_and_bonus():
     # target 0.5, current 0.5625 in every dimension (binary-exact), keep: every error is
     # exactly 0.0625 and the L2 distance / sqrt(3) is 0.0625 too.
     state = make_state([0.5625] * 3, [0.5] * 3)
-    env = HRWritingEnv(3, noise_scale=0.0, target_precision=0.0625)
+    env = HRWritingEnv(3, reward_form="potential", noise_scale=0.0, target_precision=0.0625)
     _, _, reward, terminated, truncated, info = step(env, state, KEEP_ACTION)
     assert bool(terminated) and bool(info["success"]) and not bool(truncated)
     # Phi = (1 - 0.0625) + 0.1 * (1 - std 0) + 0.05 * (1 - |0.5625 - 0.7|) = 1.080625
     np.testing.assert_allclose(float(reward), 0.99 * 1.080625 - 1.080625 + 1.0, rtol=1e-6)
 
-    stricter = HRWritingEnv(3, noise_scale=0.0, target_precision=0.0624)
+    stricter = HRWritingEnv(3, reward_form="potential", noise_scale=0.0, target_precision=0.0624)
     _, _, reward, terminated, _, info = step(stricter, state, KEEP_ACTION)
     assert not bool(terminated) and not bool(info["success"])
     np.testing.assert_allclose(float(reward), 0.99 * 1.080625 - 1.080625, rtol=1e-5)
@@ -121,7 +158,7 @@ def numpy_potential(x, target):
 @pytest.mark.parametrize("policy_name, precision", [("oracle", 0.05), ("random", 0.005)])
 def test_potential_shaping_telescopes(policy_name, precision):
     """Oracle: an episode ending in success (bonus); random: one truncated at 30 steps."""
-    env = HRWritingEnv(SMALL_DIM, max_episode_length=30, target_precision=precision)
+    env = HRWritingEnv(SMALL_DIM, reward_form="potential", max_episode_length=30, target_precision=precision)
     params = env.default_params
     policy = (oracle_policy if policy_name == "oracle" else random_policy)(env, params)
     key = jax.random.key(11)
@@ -152,7 +189,8 @@ def test_spaces_describe_observation_and_action():
     space = env.observation_space()
     assert isinstance(space, spaces.Dict) and set(space.spaces) == set(obs)
     assert bool(space.contains(obs))
-    assert spaces.flatten_observation(obs).shape == (space.flat_dim,) == (3 + 3 + 4 + 16 + 1,)
+    # current, target, content stats, context, episode fraction, gap, gain
+    assert spaces.flatten_observation(obs).shape == (space.flat_dim,) == (3 + 3 + 4 + 16 + 1 + 3 + 3,)
     assert env.action_space().nvec == (5, 3, 3, 3, 3)
     assert env.max_episode_steps() == 100
 
@@ -161,6 +199,8 @@ def test_spaces_describe_observation_and_action():
     (dict(hrv_dim=0), "hrv_dim=0"),
     (dict(similarity="euclid"), "'euclid'"),
     (dict(reward_form="dense"), "'dense'"),
+    (dict(gap_features="yes"), "gap_features='yes'"),
+    (dict(time_cost=-0.1), "time_cost=-0.1"),
     (dict(step_sise=0.1), "step_sise"),
     (dict(difficulty=1.5), "difficulty=1.5"),
     (dict(max_episode_length=0), "max_episode_length=0"),

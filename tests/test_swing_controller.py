@@ -20,7 +20,7 @@ jitted_structured_action = jax.jit(structured_action)
 OBS = jnp.array([math.cos(0.04), math.sin(0.04), -0.02, math.cos(0.04), math.sin(0.04), -0.02,
                  4e-4, 0.0, 0.0, 0.0, 0.0], jnp.float32)
 METRICS = {"success_rate", "return_mean", "return_std", "time_to_rotation", "effort",
-           "min_tension_mean", "min_tension_worst", "negative_tension_rate"}
+           "min_tension_mean", "min_tension_worst", "negative_tension_rate", "peak_energy"}
 
 
 @pytest.fixture(scope="module")
@@ -56,6 +56,9 @@ def test_zero_action_never_rotates(evaluate, env):
     assert float(metrics["success_rate"]) == 0.0
     assert math.isnan(float(metrics["time_to_rotation"]))
     assert float(metrics["effort"]) == 0.0 and float(metrics["negative_tension_rate"]) == 0.0
+    # holding still only loses energy: the peak is the start's, at most 5 deg and 0.1 rad/s
+    # from the bottom, i.e. energy_norm <= (1 - cos 5 deg) / 2 + small kinetic part < 0.003
+    assert 0.0 <= float(metrics["peak_energy"]) < 0.003
 
 
 def test_heldout_starts_fixed_and_in_range():

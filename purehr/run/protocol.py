@@ -110,14 +110,16 @@ def validate_request(tasks, seeds) -> tuple[list[str], list[int]]:
 
 
 def build_setups(tasks: list[str], configs: dict[str, PPOConfig],
-                 curricula: dict[str, Curriculum] | None = None) -> list[TaskSetup]:
+                 curricula: dict[str, Curriculum] | None = None,
+                 manifest: dict | None = None) -> list[TaskSetup]:
     """One setup per task. A task with a curriculum trains under its schedule (in the scan)
-    and is evaluated (checkpoints and baseline) on the curriculum's final stage."""
+    and is evaluated (checkpoints and baseline) on the curriculum's final stage. A resumed
+    run (``manifest``) rebuilds the environments it recorded."""
     curricula = validate_curricula(tasks, curricula)
     setups = []
     for name in tasks:
         task = get_task(name)
-        env = task.make_env()
+        env = task.make_env() if manifest is None else task.env_from_manifest(manifest)
         config = configs.get(name, task.default_config)
         curriculum = curricula.get(name)
         schedule = None if curriculum is None else curriculum.schedule(config.num_updates)
@@ -154,13 +156,20 @@ def manifest_curricula(manifest: dict) -> dict[str, Curriculum]:
 
 
 def evaluate_baselines(setups: list[TaskSetup]) -> dict[str, Any]:
+    """The baseline (structured controller / oracle) and the floor policies (doing nothing,
+    acting at random) of every task, on the held-out protocol PPO is judged on."""
     baselines = {}
     for setup in setups:
-        policy = setup.task.make_baseline_policy(setup.env, setup.eval_env_params)
-        metrics = jax.jit(lambda: setup.task.heldout_evaluation(
-            setup.env, setup.eval_env_params, policy, num_episodes=setup.config.eval_episodes))()
-        baselines[setup.name] = {"name": setup.task.baseline_name, "definition": setup.task.baseline_definition,
-                                 "metrics": {k: float(v) for k, v in metrics.items()}}
+        def heldout(policy):
+            metrics = jax.jit(lambda: setup.task.heldout_evaluation(
+                setup.env, setup.eval_env_params, policy, num_episodes=setup.config.eval_episodes))()
+            return {k: float(v) for k, v in metrics.items()}
+
+        baselines[setup.name] = {
+            "name": setup.task.baseline_name, "definition": setup.task.baseline_definition,
+            "metrics": heldout(setup.task.make_baseline_policy(setup.env, setup.eval_env_params)),
+            "floors": {name: heldout(make(setup.env, setup.eval_env_params))
+                       for name, make in setup.task.floor_policies.items()}}
     return baselines
 
 
@@ -278,7 +287,7 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
                              "resume with the original settings (or omit --curriculum)")
         curricula = saved_curricula
     curricula = validate_curricula(tasks, curricula)
-    setups = build_setups(tasks, configs, curricula)
+    setups = build_setups(tasks, configs, curricula, manifest)
     mesh = _protocol_mesh(setups, seeds, devices)
 
     keys = keys_for_seeds(seeds)
@@ -300,6 +309,7 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
         manifest.update(
             status="running", tasks=tasks, seeds=seeds, command=command,
             configs={s.name: s.config.to_dict() for s in setups}, protocol=PROTOCOL_TEXT,
+            environments={s.name: s.task.env_kwargs(s.env) for s in setups},
             curricula={name: curriculum.to_dict() for name, curriculum in curricula.items()},
             baselines=evaluate_baselines(setups), wall_time_s=None)
     manifest.update(status="running")
@@ -343,6 +353,12 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
     run_dir.write_manifest(manifest)
     if render:
         from purehr.viz.render import render_run
+        render_started = time.perf_counter()
         render_run(run_dir.root)
+        manifest = run_dir.read_manifest()
+        manifest.update(render_s=time.perf_counter() - render_started,
+                        wall_time_with_render_s=time.perf_counter() - started + previous_wall)
+        run_dir.write_manifest(manifest)
+        wall = time.perf_counter() - started
     return RunSummary(run_dir.root, wall, compile_s, resumed_from, recorder.seconds_in_checkpoint_callbacks,
                       recorder.seconds_in_evaluation, jax.tree.map(np.asarray, final))

@@ -92,7 +92,9 @@ class RunRecorder:
         if self.progress is not None:
             self.progress.on_update(task, metrics)
 
-    def on_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict) -> None:
+    def on_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None) -> None:
+        """``showcase`` is None at checkpoints with a quick evaluation (no episode recorded;
+        the row's ``showcase_path`` is empty)."""
         entered = time.perf_counter()
         self.seconds_in_evaluation += entered - self.last_update_time[task]
         setup = self.setups[task]
@@ -105,12 +107,14 @@ class RunRecorder:
                 steps // config.checkpoint_interval * config.checkpoint_interval
             state = seed_slice(runner, index)
             digest = self.checkpoints[task][seed].save(steps, state)
-            showcase_path = self.run_dir.showcase_path(task, seed, steps)
-            write_npz(showcase_path, {name: np.asarray(value)[index] for name, value in showcase.items()})
+            showcase_path = None
+            if showcase is not None:
+                showcase_path = self.run_dir.showcase_path(task, seed, steps)
+                write_npz(showcase_path, {name: np.asarray(value)[index] for name, value in showcase.items()})
             row = {"target_steps": target, "actual_steps": steps, "update": update, "elapsed_s": now}
             row.update({f"eval_{name}": _scalar(value[index]) for name, value in evaluation.items()})
             row.update(checkpoint_path=str(self.checkpoints[task][seed].path(steps).relative_to(self.run_dir.root)),
-                       showcase_path=str(showcase_path.relative_to(self.run_dir.root)),
+                       showcase_path="" if showcase_path is None else str(showcase_path.relative_to(self.run_dir.root)),
                        state_digest=digest)
             self.checkpoint_rows[task][seed].append(row)
         self.flush(task)

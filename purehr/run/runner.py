@@ -6,7 +6,8 @@
         per task: cond(still has updates) -> vmap(update) over seeds   <- vmap inside
                   io_callback(log this update's metrics)
                   cond(update crossed a checkpoint target, or was the last)
-                    -> held-out evaluation + showcase episode, vmapped over seeds, on device
+                    -> held-out evaluation (full, with a showcase episode, at every
+                       full_eval_interval-th target; quick between), vmapped over seeds, on device
                     -> io_callback(save every seed's full state)
 
 Predicates come from the update counter alone, which is the same for every seed of a task,
@@ -44,10 +45,18 @@ class TaskSetup:
     def name(self) -> str:
         return self.task.name
 
-    def evaluate(self, network_params) -> dict[str, jax.Array]:
+    def evaluate(self, network_params, num_episodes: int | None = None) -> dict[str, jax.Array]:
         policy = self.ppo.policy(network_params)
-        return self.task.heldout_evaluation(self.env, self.eval_env_params, policy,
-                                            num_episodes=self.config.eval_episodes)
+        episodes = self.config.eval_episodes if num_episodes is None else num_episodes
+        metrics = self.task.heldout_evaluation(self.env, self.eval_env_params, policy, num_episodes=episodes)
+        return dict(metrics, episodes=jnp.asarray(episodes, jnp.int32))
+
+    def full_evaluation_due(self, update_index: jax.Array) -> jax.Array:
+        """The initial state, every ``full_eval_interval``-th target and the last update get the
+        full evaluation and a showcase; the targets between a quick one."""
+        target_index = update_index * self.config.batch_size // self.config.checkpoint_interval
+        return ((update_index == 0) | (update_index == self.ppo.num_updates)
+                | (target_index % self.config.full_eval_interval == 0))
 
     def showcase(self, network_params) -> dict[str, jax.Array]:
         return self.task.record_showcase(self.env, self.eval_env_params, self.ppo.policy(network_params))
@@ -63,7 +72,7 @@ class TaskSetup:
 
 class HostHandlers(Protocol):
     def on_update(self, task: str, metrics: dict) -> None: ...
-    def on_checkpoint(self, task: str, runner: RunnerState, evaluation: dict, showcase: dict) -> None: ...
+    def on_checkpoint(self, task: str, runner: RunnerState, evaluation: dict, showcase: dict | None) -> None: ...
 
 
 def make_train_all(setups: list[TaskSetup], handlers: HostHandlers) -> Callable[[dict], dict]:
@@ -72,11 +81,24 @@ def make_train_all(setups: list[TaskSetup], handlers: HostHandlers) -> Callable[
     longest = max(setup.ppo.num_updates for setup in setups)
 
     def checkpoint(setup: TaskSetup):
+        def full(params):
+            return jax.vmap(setup.evaluate)(params), jax.vmap(setup.showcase)(params), jnp.bool_(True)
+
+        def quick(params):
+            episodes = setup.config.quick_eval_episodes
+            no_showcase = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
+                                       jax.eval_shape(jax.vmap(setup.showcase), params))
+            return jax.vmap(lambda p: setup.evaluate(p, episodes))(params), no_showcase, jnp.bool_(False)
+
         def save(runner: RunnerState) -> None:
-            evaluation = jax.vmap(setup.evaluate)(runner.params)
-            showcase = jax.vmap(setup.showcase)(runner.params)
-            io_callback(lambda r, e, s: handlers.on_checkpoint(setup.name, r, e, s), None,
-                        runner, evaluation, showcase, ordered=True)
+            if setup.config.full_eval_interval == 1:
+                evaluation, showcase, recorded = full(runner.params)
+            else:   # a real branch: the predicate comes from the update counter, the same for all seeds
+                evaluation, showcase, recorded = jax.lax.cond(
+                    setup.full_evaluation_due(runner.update_index[0]), full, quick, runner.params)
+            io_callback(lambda r, e, s, has_showcase: handlers.on_checkpoint(
+                setup.name, r, e, s if bool(has_showcase) else None), None,
+                runner, evaluation, showcase, recorded, ordered=True)
         return save
 
     def skip(_):

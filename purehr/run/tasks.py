@@ -3,6 +3,7 @@ and showcase recorder, so the runner can treat them alike."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -26,13 +27,24 @@ step. The greedy oracle keeps 100% success at precision 0.05 and 99% at 0.02 und
 @dataclass(frozen=True)
 class Task:
     name: str
-    make_env: Callable[..., Environment]
+    make_env: Callable[..., Environment]          # make_env(**env_kwargs)
     default_config: PPOConfig
     baseline_name: str
     baseline_definition: str
     make_baseline_policy: Callable[[Environment, Any], Callable]
     heldout_evaluation: Callable[..., dict[str, jax.Array]]
     record_showcase: Callable[[Environment, Any, Callable], dict[str, jax.Array]]
+    floor_policies: dict[str, Callable[[Environment, Any], Callable]] = dataclasses.field(default_factory=dict)
+    """Policies PPO must beat by a wide margin (doing nothing, acting at random), evaluated
+    on the same held-out protocol and recorded beside the baseline."""
+    env_kwargs: Callable[[Environment], dict[str, Any]] = lambda env: {}
+    """What a run records in its manifest to rebuild the same environment (restore, resume)."""
+    legacy_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The environment of runs recorded before manifests named it (the first task designs)."""
+
+    def env_from_manifest(self, manifest: dict) -> Environment:
+        recorded = (manifest.get("environments") or {}).get(self.name)
+        return self.make_env(**(self.legacy_env_kwargs if recorded is None else recorded))
 
 
 def hrv_checkpoint_evaluation(env, env_params, policy, num_episodes: int = 100,
@@ -77,6 +89,12 @@ def _record_hrv(env, env_params, policy):
     return rows
 
 
+def _hrv_no_op(env):
+    """Style none, keep the length, keep every dimension: the text drifts only with noise."""
+    action = jnp.asarray([hrv.STYLE_NONE, hrv.CONTENT_KEEP] + [hrv.MOD_KEEP] * env.hrv_dim, jnp.int32)
+    return lambda obs, t, key: action
+
+
 TASKS: dict[str, Task] = {
     "swing": Task(
         name="swing",
@@ -88,16 +106,24 @@ TASKS: dict[str, Task] = {
         make_baseline_policy=lambda env, params: swing.make_structured_policy(params),
         heldout_evaluation=swing.heldout_evaluation,
         record_showcase=_record_swing,
+        floor_policies={"zero action": lambda env, params: swing.zero_policy,
+                        "random": lambda env, params: swing.random_policy},
+        legacy_env_kwargs={"params": swing.SwingParams(reset_noise=0.01)},
     ),
     "hrv": Task(
         name="hrv",
-        make_env=lambda: hrv.HRWritingEnv(hrv_dim=8),
+        make_env=lambda **kwargs: hrv.HRWritingEnv(**{"hrv_dim": 8, **kwargs}),
         default_config=HRV_DEFAULTS,
         baseline_name="oracle",
         baseline_definition="greedy oracle of docs/hrv_task.md (purehr.envs.hrv.oracle_action)",
         make_baseline_policy=lambda env, params: hrv.oracle_policy(env, params),
         heldout_evaluation=hrv_checkpoint_evaluation,
         record_showcase=_record_hrv,
+        floor_policies={"no-op": lambda env, params: _hrv_no_op(env),
+                        "random": lambda env, params: hrv.random_policy(env, params)},
+        env_kwargs=lambda env: {"hrv_dim": env.hrv_dim, "similarity": env.similarity,
+                                "reward_form": env.reward_form, "gap_features": env.gap_features},
+        legacy_env_kwargs={"hrv_dim": 8, "reward_form": "potential", "gap_features": False},
     ),
 }
 

@@ -215,7 +215,9 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
             pixelformat="yuv420p", quality=6, macro_block_size=16,
             ffmpeg_log_level="error", output_params=["-movflags", "+faststart"])
         with writer:
-            for row in replayed_rows(showcase.num_checkpoints, max_checkpoints):
+            recorded = [row for row in range(showcase.num_checkpoints)
+                        if str(showcase.checkpoints["showcase_path"][row])]
+            for row in [recorded[i] for i in replayed_rows(len(recorded), max_checkpoints)]:
                 trace_path = str(showcase.checkpoints["showcase_path"][row])
                 trace = load_showcase(run.run_dir, trace_path)
                 # rows after a success repeat it (recording.py): play the episode's own rows

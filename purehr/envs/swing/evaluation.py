@@ -82,7 +82,9 @@ def heldout_evaluation(env: SwingEnv, env_params: SwingParams | None, policy: Po
 
     ``return_std`` is the population standard deviation over episodes; ``effort`` is the
     mean over episodes of sum(command_speed * dt); ``negative_tension_rate`` pools all
-    episode steps. An episode stops accumulating after its successful step.
+    episode steps; ``peak_energy`` is the mean over episodes of the highest ``energy_norm``
+    reached (0 hanging still, 1 at the top), a learning signal before any rotation. An
+    episode stops accumulating after its successful step.
     """
     env = _swing_env(env)
     env_params = env.default_params if env_params is None else env_params
@@ -102,6 +104,7 @@ def heldout_evaluation(env: SwingEnv, env_params: SwingParams | None, policy: Po
     min_tension = jnp.min(jnp.where(active, rows["tension"], jnp.inf), axis=1)
     effort = jnp.sum(jnp.where(active, rows["command_speed"], 0.0), axis=1) * env_params.dt
     negative = jnp.sum(active & (rows["tension"] < 0)) / jnp.sum(active)
+    peak_energy = jnp.max(jnp.where(active, rows["energy_norm"], -jnp.inf), axis=1)
     return {
         "success_rate": jnp.mean(succeeded.astype(dtype)),
         "return_mean": jnp.mean(returns),
@@ -113,4 +116,5 @@ def heldout_evaluation(env: SwingEnv, env_params: SwingParams | None, policy: Po
         "min_tension_mean": jnp.mean(min_tension),
         "min_tension_worst": jnp.min(min_tension),
         "negative_tension_rate": negative.astype(dtype),
+        "peak_energy": jnp.mean(peak_energy),
     }

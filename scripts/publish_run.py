@@ -1,0 +1,30 @@
+"""Copy a finished run into a small record for results/ (final checkpoints only).
+
+    python scripts/publish_run.py artifacts/protocol results/protocol
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", type=Path, help="a finished run directory")
+    parser.add_argument("record_dir", type=Path, help="where to write the record (must not exist)")
+    args = parser.parse_args(argv)
+    from purehr.run.publish import publish_run
+
+    try:
+        written = publish_run(args.run_dir, args.record_dir)
+    except (ValueError, FileExistsError, FileNotFoundError) as error:
+        parser.exit(2, f"error: {error}\n")
+    size = sum(path.stat().st_size for path in written)
+    print(f"wrote {len(written)} files ({size / 1e6:.1f} MB) to {args.record_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
