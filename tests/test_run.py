@@ -26,13 +26,17 @@ ROOT = Path(__file__).resolve().parents[1]
 SEEDS = [0, 1]
 TASKS = ["swing", "hrv"]
 SMALL = dict(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, num_epochs=2,
-             actor_hidden=(16,), critic_hidden=(16,), checkpoint_interval=3000, eval_episodes=4)
+             actor_hidden=(16,), critic_hidden=(16,), checkpoint_interval=3000, eval_episodes=4,
+             full_eval_interval=2, quick_eval_episodes=2)
 CLI = ["--steps", "16384", "--num-envs", "4", "--num-steps", "128", "--minibatch-size", "128",
        "--num-epochs", "2", "--actor-hidden", "16", "--critic-hidden", "16", "--checkpoint-interval", "3000",
-       "--eval-episodes", "4", "--seeds", "0", "1", "--no-render", "--no-progress"]
+       "--eval-episodes", "4", "--full-eval-interval", "2", "--quick-eval-episodes", "2",
+       "--seeds", "0", "1", "--no-render", "--no-progress"]
 # batch 512: targets 0, 3000, ..., 15000 are first reached at 0, 3072, 6144, ...; the last update saves too
 EXPECTED_TARGETS = [0, 3000, 6000, 9000, 12000, 15000, 16384]
 EXPECTED_ACTUAL = [0, 3072, 6144, 9216, 12288, 15360, 16384]
+# every second target (0, 6000, 12000) and the last get the full evaluation and a showcase
+EXPECTED_FULL = [0, 6144, 12288, 16384]
 
 
 def configs():
@@ -94,6 +98,11 @@ def test_run_directory_has_every_file(runs):
             rows = read_csv(seed_dir / "checkpoints.csv")
             for row in rows:
                 assert (root / row["checkpoint_path"]).is_dir()
+                full = int(row["actual_steps"]) in EXPECTED_FULL
+                assert int(row["eval_episodes"]) == (4 if full else 2)
+                if not full:
+                    assert row["showcase_path"] == ""
+                    continue
                 showcase = np.load(root / row["showcase_path"], allow_pickle=False)
                 assert showcase["reward"].ndim == 1 and len(showcase["reward"]) > 0
     for name in ("swing_learning.png", "swing_learning.pdf", "hrv_learning.png", "hrv_learning.pdf",
@@ -110,16 +119,16 @@ def test_checkpoints_are_the_first_updates_at_or_beyond_each_target(runs):
         assert [int(r["actual_steps"]) for r in rows] == EXPECTED_ACTUAL
 
 
-def test_rendered_replay_has_one_stop_and_one_video_segment_per_checkpoint(runs):
+def test_rendered_replay_has_one_stop_and_one_video_segment_per_recorded_checkpoint(runs):
     figures = runs["reference"].run_dir / "figures"
     timeline = json.loads((figures / "replay_timeline.json").read_text())
     entries = timeline["checkpoints"] if isinstance(timeline, dict) else timeline
-    assert [e["actual_steps"] for e in entries] == EXPECTED_ACTUAL
+    assert [e["actual_steps"] for e in entries] == EXPECTED_FULL     # the checkpoints with a showcase
     frames, _ = imageio_ffmpeg.count_frames_and_secs(str(figures / "replay.mp4"))
-    assert frames == sum(e["num_frames"] for e in entries) and frames > 7 * 10
+    assert frames == sum(e["num_frames"] for e in entries) and frames > 4 * 10
     html = (figures / "replay.html").read_text()
     assert "data:video/mp4;base64," in html
-    assert html.count("<option") == len(EXPECTED_ACTUAL)
+    assert html.count("<option") == len(EXPECTED_FULL)
 
 
 def test_restore_in_a_fresh_process_returns_the_saved_parameters(runs):

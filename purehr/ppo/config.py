@@ -63,7 +63,7 @@ class PPOConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer")
-        if self.quick_eval_episodes > self.eval_episodes:
+        if self.full_eval_interval > 1 and self.quick_eval_episodes > self.eval_episodes:
             raise ValueError(f"PPOConfig.quick_eval_episodes={self.quick_eval_episodes}: expected at most "
                              f"eval_episodes={self.eval_episodes}")
         if self.batch_size % self.minibatch_size:
