@@ -6,6 +6,7 @@ saves, a task that starts over. Built by editing a copy of a finished run, so no
 The configs match tests/test_run.py, so in one pytest process the compiled program is shared."""
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from purehr.run.checkpoints import SeedCheckpoints
 from purehr.run.protocol import RunFailed, train_all_seeds
-from purehr.run.run_dir import read_csv, write_csv
+from purehr.run.run_dir import RunDirectory, RunDirectoryBusy, read_csv, write_csv
 from purehr.run.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,3 +167,36 @@ def test_a_failed_checkpoint_save_stops_the_run_and_marks_it_failed(reference, t
     monkeypatch.setattr(SeedCheckpoints, "save", original)
     summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
     assert_matches_reference(summary, reference, run)
+
+
+def test_resume_is_refused_while_another_process_still_trains_in_the_directory(reference, tmp_path):
+    """A kill that reaches a wrapper (``timeout``) but not the trainer leaves it running; a
+    resume beside it would save the same checkpoints again (the FileExistsError of issue 14)."""
+    run = killed_copy(reference, tmp_path)
+    truncate_index(run, "hrv", 0, 3072)
+    before = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
+    still_training = RunDirectory(run).lock()          # what the live trainer holds
+    try:
+        with pytest.raises(RunDirectoryBusy, match=f"in use by another running process \\(pid {os.getpid()}\\)"):
+            train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+        with pytest.raises(RunDirectoryBusy):
+            train_all_seeds(run, tasks=TASKS, seeds=SEEDS, configs=configs(), overwrite=True, progress=False)
+    finally:
+        still_training.release()
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == before      # nothing moved
+
+
+def test_resume_of_a_run_stopped_before_its_manifest_starts_it_and_anything_else_is_refused(tmp_path):
+    """Killed while evaluating baselines: only the lock is there, nothing was trained."""
+    from purehr.run.protocol import prepare_run_directory
+
+    started = RunDirectory(tmp_path / "started")
+    started.lock().release()
+    assert prepare_run_directory(started, resume=True, overwrite=False) is False
+    for foreign in (tmp_path / "missing", tmp_path / "foreign"):
+        if foreign.name == "foreign":
+            foreign.mkdir()
+            (foreign / ".lock").write_text("")
+            (foreign / "notes.txt").write_text("not a purehr run\n")
+        with pytest.raises(FileNotFoundError, match="holds no run to resume"):
+            prepare_run_directory(RunDirectory(foreign), resume=True, overwrite=False)

@@ -169,7 +169,8 @@ def evaluate_baselines(setups: list[TaskSetup]) -> dict[str, Any]:
     return baselines
 
 
-def prepare_run_directory(run_dir: RunDirectory, resume: bool, overwrite: bool) -> None:
+def prepare_run_directory(run_dir: RunDirectory, resume: bool, overwrite: bool) -> bool:
+    """Refuses what must not be touched; returns whether there is a run to continue."""
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
     holder = run_dir.holder()
@@ -177,9 +178,13 @@ def prepare_run_directory(run_dir: RunDirectory, resume: bool, overwrite: bool) 
         raise RunDirectoryBusy(f"{run_dir.root} is in use by another running process (pid {holder}); wait for "
                                "it to end or stop it before --resume or --overwrite")
     if resume:
-        if not run_dir.holds_run():
-            raise FileNotFoundError(f"--resume: {run_dir.root} holds no run to resume (no manifest.json)")
-        return
+        if run_dir.holds_run():
+            return True
+        if _stopped_before_manifest(run_dir):
+            print(f"--resume: {run_dir.root} has no manifest.json yet: the process that started the run was "
+                  "stopped before training began; starting it from scratch", file=sys.stderr)
+            return False
+        raise FileNotFoundError(f"--resume: {run_dir.root} holds no run to resume (no manifest.json)")
     if run_dir.holds_run():
         status = run_dir.read_manifest().get("status", "unknown")
         if not overwrite:
@@ -190,6 +195,16 @@ def prepare_run_directory(run_dir: RunDirectory, resume: bool, overwrite: bool) 
         shutil.rmtree(run_dir.root)
     elif run_dir.root.exists() and any(run_dir.root.iterdir()):
         raise RunDirectoryInUse(f"{run_dir.root} is not empty and holds no purehr run; choose another --run-dir")
+    return False
+
+
+def _stopped_before_manifest(run_dir: RunDirectory) -> bool:
+    """Only the lock (and perhaps a half-written manifest) is there: a purehr process took the
+    directory and was stopped while evaluating baselines or before, so nothing was trained."""
+    if not run_dir.lock_path.exists():
+        return False
+    return all(entry.name in (run_dir.lock_path.name, f".{run_dir.manifest_path.name}.tmp")
+               for entry in run_dir.root.iterdir())
 
 
 def check_resume_configs(manifest: dict, tasks: list[str], seeds: list[int],
@@ -345,7 +360,7 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
     if unknown:
         raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
     run_dir = RunDirectory(Path(run_dir))
-    prepare_run_directory(run_dir, resume, overwrite)
+    resume = prepare_run_directory(run_dir, resume, overwrite)
     lock = run_dir.lock()
     try:
         return _train_locked(run_dir, started, tasks, seeds, configs, resume, progress, render, command,
