@@ -135,6 +135,7 @@ def test_a_task_that_starts_over_keeps_its_intact_step_0(reference, tmp_path, ca
 
 
 def test_a_failed_checkpoint_save_stops_the_run_and_marks_it_failed(reference, tmp_path, monkeypatch, capfd):
+    """Through the CLI: one line on stderr, exit 1, "failed" in the manifest; then resumable."""
     run = killed_copy(reference, tmp_path)
     for task in TASKS:
         for seed in SEEDS:
@@ -156,14 +157,13 @@ def test_a_failed_checkpoint_save_stops_the_run_and_marks_it_failed(reference, t
     with pytest.raises(SystemExit) as stopped:
         script.main(["--run-dir", str(run), "--resume", "--tasks", *TASKS, "--seeds", "0", "1",
                      "--no-render", "--no-progress"])
-    assert stopped.value.code == 1
+    assert stopped.value.code == 1 and isinstance(stopped.value.__context__, RunFailed)
+    assert "marked failed" in str(stopped.value.__context__)
     err = capfd.readouterr().err
     assert "error: training stopped: saving a hrv checkpoint failed: OSError" in err
     assert "No space left on device" in err and "Traceback" not in err
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "failed" and "No space left on device" in manifest["error"]
-    with pytest.raises(RunFailed, match="marked failed"):
-        train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
     monkeypatch.setattr(SeedCheckpoints, "save", original)
     summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
     assert_matches_reference(summary, reference, run)
