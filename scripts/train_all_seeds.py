@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.x64:
         import jax
         jax.config.update("jax_enable_x64", True)
-    from purehr.run.protocol import train_all_seeds
+    from purehr.run.protocol import RunAlreadyFinished, RunFailed, train_all_seeds
 
     run_dir = args.run_dir or ROOT / "artifacts" / args.run_name
     try:
@@ -99,18 +99,45 @@ def main(argv: list[str] | None = None) -> int:
                                   resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
                                   render=not args.no_render, command=sys.argv if argv is None else argv,
                                   curricula=curricula, devices=args.devices)
+    except RunAlreadyFinished:
+        # a run killed after training (before or while rendering) is finished: finish its files
+        print(f"{run_dir} holds a finished run: nothing left to train", file=sys.stderr)
+        if not args.no_render and missing_figures(run_dir):
+            from purehr.viz.render import render_run
+
+            print("rendering the figures it is missing", file=sys.stderr)
+            render_run(run_dir)
+        report(run_dir)
+        return 0
     except (ValueError, FileExistsError, FileNotFoundError) as error:
         parser.exit(2, f"error: {error}\n")
+    except RunFailed as error:      # the manifest says "failed"; one line, not the callback's traceback
+        parser.exit(1, f"error: {error}\n")
+    print(f"finished {summary.run_dir} in {summary.wall_time_s:.1f} s (compile {summary.compile_s:.1f} s)")
+    report(summary.run_dir)
+    return 0
+
+
+def report(run_dir: Path) -> None:
+    """The held-out table of the last checkpoints against the baselines, and the goals."""
     from purehr.results_table import goals_met, results_table
 
-    print(f"finished {summary.run_dir} in {summary.wall_time_s:.1f} s (compile {summary.compile_s:.1f} s)")
     print("\nheld-out metrics of the last checkpoint (mean [95% t interval] over seeds):\n")
-    print(results_table(summary.run_dir))
-    for task, verdict in goals_met(summary.run_dir).items():
+    print(results_table(run_dir))
+    for task, verdict in goals_met(run_dir).items():
         print(f"{task} goal {'met' if verdict['met'] else 'NOT met'}: "
               + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                           for k, v in verdict.items() if k != "met"))
-    return 0
+
+
+def missing_figures(run_dir: Path) -> bool:
+    from purehr.run.run_dir import RunDirectory
+    from purehr.viz.render import FIGURES_DIRECTORY
+
+    tasks = RunDirectory(Path(run_dir)).read_manifest()["tasks"]
+    figures = Path(run_dir) / FIGURES_DIRECTORY
+    expected = [f"{task}_learning.png" for task in tasks] + (["replay.html"] if "swing" in tasks else [])
+    return not all((figures / name).exists() for name in expected)
 
 
 def _curricula_from_args(args) -> dict | None:

@@ -64,12 +64,29 @@ class SeedCheckpoints:
             raise CorruptCheckpointError(f"checkpoint {path} does not match the digest recorded when it was saved")
         return state
 
+    def unfinished(self) -> list[str]:
+        """Names in the folder that are not completed checkpoints: saves a killed process left
+        half-written (``<steps>.orbax-checkpoint-tmp-*``) and anything else Orbax would not list."""
+        finished = {str(steps) for steps in self._manager.all_steps()}
+        return sorted(entry.name for entry in self.directory.iterdir() if entry.name not in finished)
+
     def quarantine(self, steps: int, reason: str) -> Path:
         """Moves a checkpoint out of Orbax's sight (never deletes it) and says where."""
-        target = self.directory.parent / "quarantine" / f"{steps}-{time.strftime('%Y%m%dT%H%M%S')}"
+        return self.quarantine_entry(str(steps), reason)
+
+    def quarantine_entry(self, name: str, reason: str) -> Path:
+        """Moves ``<checkpoints>/<name>`` (a checkpoint, a half-written save) to the seed's
+        ``quarantine/`` under a name no earlier resume used, with the reason beside it."""
+        stamp = time.strftime('%Y%m%dT%H%M%S')
+        target = self.directory.parent / "quarantine" / f"{name}-{stamp}"
+        number = 1
+        while target.exists():
+            target = target.with_name(f"{name}-{stamp}-{number}")
+            number += 1
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(self.path(steps)), str(target))
-        (target / "REASON.txt").write_text(reason + "\n")
+        shutil.move(str(self.directory / name), str(target))
+        note = target / "REASON.txt" if target.is_dir() else target.with_name(target.name + ".REASON.txt")
+        note.write_text(reason + "\n")
         self._manager.reload()
         return target
 

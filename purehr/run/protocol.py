@@ -19,10 +19,10 @@ from purehr.curriculum import Curriculum
 from purehr.distributed import describe_mesh, make_mesh, select_devices, shard_runner
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.train import keys_for_seeds, make_ppo
-from purehr.run.checkpoints import CorruptCheckpointError
+from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
 from purehr.run.progress import Progress
-from purehr.run.recorder import RunRecorder, parse_row
-from purehr.run.run_dir import RunDirectory, environment_description, read_csv
+from purehr.run.recorder import RunRecorder, parse_row, seed_slice
+from purehr.run.run_dir import RunDirectory, RunDirectoryBusy, environment_description, read_csv
 from purehr.run.runner import TaskSetup, make_train_all
 from purehr.run.tasks import get_task
 
@@ -36,6 +36,15 @@ PROTOCOL_TEXT = ("PPO per docs/protocol.md: every task x seed trained in one jax
 
 class RunDirectoryInUse(FileExistsError):
     pass
+
+
+class RunAlreadyFinished(RunDirectoryInUse):
+    """``resume`` on a run that has nothing left to train (killed after training, say)."""
+
+
+class RunFailed(RuntimeError):
+    """Training stopped on an error (a checkpoint that could not be saved); the manifest says
+    "failed" with the reason, and the run can be continued with ``resume``."""
 
 
 @dataclass(frozen=True)
@@ -173,13 +182,22 @@ def evaluate_baselines(setups: list[TaskSetup]) -> dict[str, Any]:
     return baselines
 
 
-def prepare_run_directory(run_dir: RunDirectory, resume: bool, overwrite: bool) -> None:
+def prepare_run_directory(run_dir: RunDirectory, resume: bool, overwrite: bool) -> bool:
+    """Refuses what must not be touched; returns whether there is a run to continue."""
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
+    holder = run_dir.holder()
+    if holder is not None:
+        raise RunDirectoryBusy(f"{run_dir.root} is in use by another running process (pid {holder}); wait for "
+                               "it to end or stop it before --resume or --overwrite")
     if resume:
-        if not run_dir.holds_run():
-            raise FileNotFoundError(f"--resume: {run_dir.root} holds no run to resume (no manifest.json)")
-        return
+        if run_dir.holds_run():
+            return True
+        if _stopped_before_manifest(run_dir):
+            print(f"--resume: {run_dir.root} has no manifest.json yet: the process that started the run was "
+                  "stopped before training began; starting it from scratch", file=sys.stderr)
+            return False
+        raise FileNotFoundError(f"--resume: {run_dir.root} holds no run to resume (no manifest.json)")
     if run_dir.holds_run():
         status = run_dir.read_manifest().get("status", "unknown")
         if not overwrite:
@@ -190,6 +208,16 @@ def prepare_run_directory(run_dir: RunDirectory, resume: bool, overwrite: bool) 
         shutil.rmtree(run_dir.root)
     elif run_dir.root.exists() and any(run_dir.root.iterdir()):
         raise RunDirectoryInUse(f"{run_dir.root} is not empty and holds no purehr run; choose another --run-dir")
+    return False
+
+
+def _stopped_before_manifest(run_dir: RunDirectory) -> bool:
+    """Only the lock (and perhaps a half-written manifest) is there: a purehr process took the
+    directory and was stopped while evaluating baselines or before, so nothing was trained."""
+    if not run_dir.lock_path.exists():
+        return False
+    return all(entry.name in (run_dir.lock_path.name, f".{run_dir.manifest_path.name}.tmp")
+               for entry in run_dir.root.iterdir())
 
 
 def check_resume_configs(manifest: dict, tasks: list[str], seeds: list[int],
@@ -206,46 +234,119 @@ def check_resume_configs(manifest: dict, tasks: list[str], seeds: list[int],
     return saved
 
 
-def restore_task(run_dir: RunDirectory, setup: TaskSetup, seeds: list[int], recorder_rows: dict):
-    """The newest checkpoint every seed has intact, stacked over seeds; corrupted or newer
-    ones are moved to ``quarantine/`` with a note. Returns (runner or None, steps, elapsed)."""
+@dataclass(frozen=True)
+class TaskResume:
+    """Where one task continues: the same point for every seed, so the rows, the checkpoints
+    on disk and the states the program goes on from all describe one prefix of the run."""
+    runner: Any | None                   # stacked over seeds; None: the task starts over
+    steps: int                           # env steps of the resume point (0: starting over)
+    elapsed_s: float
+    kept: dict[int, dict[int, str]]      # seed -> {steps: digest} kept that the program saves again
+
+
+def restore_task(run_dir: RunDirectory, setup: TaskSetup, seeds: list[int], recorder_rows: dict,
+                 initial: Any = None) -> TaskResume:
+    """The newest checkpoint every seed has intact (on disk, listed in checkpoints.csv with a
+    matching digest, its updates logged) is the task's resume point. Everything newer, listed
+    or not, half-written saves and damaged ones are moved to ``quarantine/`` with a note (never
+    deleted); the rows in ``recorder_rows`` are trimmed to what stays on disk. With no such
+    checkpoint beyond step 0 the task starts over from ``initial`` (the stacked initial states),
+    keeping each seed's step-0 checkpoint when it holds exactly that state."""
     from purehr.run.checkpoints import SeedCheckpoints
 
-    rows = {seed: [parse_row(r) for r in read_csv(run_dir.checkpoints_csv(setup.name, seed))] for seed in seeds}
-    managers = {seed: SeedCheckpoints(run_dir.checkpoint_dir(setup.name, seed)) for seed in seeds}
-    common = set.intersection(*(set(r["actual_steps"] for r in rows[seed]) for seed in seeds)) if seeds else set()
-    abstract = jax.eval_shape(setup.ppo.init, jax.random.PRNGKey(0))
-    chosen, states = None, None
-    # step 0 is the initial state, which the keys rebuild exactly: resuming there is a fresh start
-    for steps in sorted(common - {0}, reverse=True):
-        try:
-            states = [managers[seed].restore(steps, abstract, _row_at(rows[seed], steps)["state_digest"])
-                      for seed in seeds]
-            chosen = steps
-            break
-        except CorruptCheckpointError as error:
-            print(f"resume: {error}; falling back to the previous checkpoint", file=sys.stderr)
-    for seed in seeds:
-        for steps in managers[seed].steps():
-            if chosen is None or steps > chosen:
-                where = managers[seed].quarantine(steps, f"newer than the resume point {chosen} or damaged")
-                print(f"resume: moved {setup.name} seed {seed} checkpoint {steps} to {where}", file=sys.stderr)
-        managers[seed].finish()
-    if chosen is None:
+    name = setup.name
+    managers = {seed: SeedCheckpoints(run_dir.checkpoint_dir(name, seed)) for seed in seeds}
+    try:
+        for seed in seeds:      # before anything reads the folder: saves the killed process left half-written
+            for entry in managers[seed].unfinished():
+                _quarantine(managers[seed], name, seed, entry, "a save that never completed: the process "
+                            "stopped while writing it")
+        rows = {seed: _unique_rows(read_csv(run_dir.checkpoints_csv(name, seed))) for seed in seeds}
+        updates = {seed: [parse_row(r) for r in read_csv(run_dir.updates_csv(name, seed))] for seed in seeds}
+        usable = [{r["actual_steps"] for r in rows[seed].values()
+                   if r["actual_steps"] in managers[seed].steps() and _updates_logged(updates[seed], r["update"])}
+                  for seed in seeds]
+        abstract = jax.eval_shape(setup.ppo.init, jax.random.PRNGKey(0))
+        chosen, states = 0, None
+        # step 0 is the initial state, which the keys rebuild exactly: resuming there is starting over
+        for steps in sorted(set.intersection(*usable) - {0}, reverse=True):
+            try:
+                states = [managers[seed].restore(steps, abstract, rows[seed][steps]["state_digest"])
+                          for seed in seeds]
+                chosen = steps
+                break
+            except CorruptCheckpointError as error:
+                print(f"resume: {error}; falling back to the previous checkpoint", file=sys.stderr)
+        kept = {seed: {} for seed in seeds}
+        if chosen == 0:
+            print(f"resume: {name} starts over from step 0 (no checkpoint beyond step 0 that every seed "
+                  f"{seeds} has intact and listed)", file=sys.stderr)
+            for index, seed in enumerate(seeds):
+                if _initial_state_kept(managers[seed], rows[seed].get(0), abstract,
+                                       None if initial is None else seed_slice(initial, index)):
+                    kept[seed][0] = rows[seed][0]["state_digest"]
         for seed in seeds:
-            recorder_rows["checkpoints"][seed], recorder_rows["updates"][seed] = [], []
-        return None, 0, 0.0
-    for seed in seeds:
-        last = _row_at(rows[seed], chosen)
-        recorder_rows["checkpoints"][seed] = [r for r in rows[seed] if r["actual_steps"] <= chosen]
-        updates = [parse_row(r) for r in read_csv(run_dir.updates_csv(setup.name, seed))]
-        recorder_rows["updates"][seed] = [r for r in updates if r["update"] <= last["update"]]
+            for steps in managers[seed].steps():
+                if steps > chosen:
+                    reason = (f"newer than the resume point {chosen} of {name}, the newest checkpoint every "
+                              f"seed {seeds} has intact")
+                elif steps not in rows[seed]:
+                    reason = f"not listed in {run_dir.checkpoints_csv(name, seed).name}"
+                elif chosen == 0 and steps not in kept[seed]:
+                    reason = ("damaged: it does not hold the initial state this seed rebuilds; the task "
+                              "starts over and saves step 0 again")
+                else:
+                    continue
+                _quarantine(managers[seed], name, seed, str(steps), reason)
+            on_disk = set(managers[seed].steps())
+            for steps in sorted(set(rows[seed]) - on_disk):
+                if steps <= chosen:
+                    print(f"resume: {name} seed {seed}: dropping the row for checkpoint {steps}, which is not "
+                          f"on disk", file=sys.stderr)
+            recorder_rows["checkpoints"][seed] = [row for steps, row in sorted(rows[seed].items())
+                                                  if steps in on_disk]
+            last_update = rows[seed][chosen]["update"] if chosen else 0
+            recorder_rows["updates"][seed] = [r for r in updates[seed] if r["update"] <= last_update]
+    finally:
+        for manager in managers.values():
+            manager.finish()
+    if chosen == 0:
+        return TaskResume(None, 0, 0.0, kept)
     runner = jax.tree.map(lambda *leaves: np.stack(leaves), *states)
-    return runner, chosen, _row_at(rows[seeds[0]], chosen)["elapsed_s"]
+    return TaskResume(runner, chosen, rows[seeds[0]][chosen]["elapsed_s"], kept)
 
 
-def _row_at(rows: list[dict], steps: int) -> dict:
-    return next(r for r in rows if r["actual_steps"] == steps)
+def _initial_state_kept(manager, row: dict | None, abstract: Any, initial: Any) -> bool:
+    """A task starting over saves its initial state again at update 0: an intact step-0
+    checkpoint holding exactly that state stays (and is not rewritten)."""
+    if initial is None or row is None or 0 not in manager.steps():
+        return False
+    digest = tree_digest(initial)
+    if row["state_digest"] != digest:
+        return False
+    try:
+        manager.restore(0, abstract, digest)
+    except CorruptCheckpointError:
+        return False
+    return True
+
+
+def _quarantine(manager, task: str, seed: int, entry: str, reason: str) -> None:
+    where = manager.quarantine_entry(entry, reason)
+    print(f"resume: moved {task} seed {seed} checkpoint {entry} to {where} ({reason})", file=sys.stderr)
+
+
+def _unique_rows(rows: list[dict[str, str]]) -> dict[int, dict]:
+    """checkpoints.csv as {actual steps: row}; a step listed twice keeps its first row."""
+    unique: dict[int, dict] = {}
+    for row in map(parse_row, rows):
+        unique.setdefault(row["actual_steps"], row)
+    return unique
+
+
+def _updates_logged(updates: list[dict], last: int) -> bool:
+    """updates.csv holds every update 1..last, in order: resuming after ``last`` leaves no gap."""
+    return [r["update"] for r in updates if r["update"] <= last] == list(range(1, last + 1))
 
 
 def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_SEEDS,
@@ -272,12 +373,24 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
     if unknown:
         raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
     run_dir = RunDirectory(Path(run_dir))
-    prepare_run_directory(run_dir, resume, overwrite)
+    resume = prepare_run_directory(run_dir, resume, overwrite)
+    lock = run_dir.lock()
+    try:
+        return _train_locked(run_dir, started, tasks, seeds, configs, resume, progress, render, command,
+                             curricula, devices)
+    finally:
+        lock.release()
+
+
+def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds: list[int],
+                  configs: dict[str, PPOConfig], resume: bool, progress: bool, render: bool,
+                  command: list[str] | None, curricula, devices) -> RunSummary:
+    """``train_all_seeds`` once this process holds the run directory."""
     manifest = run_dir.read_manifest() if resume else None
     if manifest is not None:
         if manifest.get("status") == "finished":
-            raise RunDirectoryInUse(f"{run_dir.root} holds a finished run; nothing to resume "
-                                    "(use --overwrite to train it again, or another --run-dir)")
+            raise RunAlreadyFinished(f"{run_dir.root} holds a finished run; nothing to resume "
+                                     "(use --overwrite to train it again, or another --run-dir)")
         configs = check_resume_configs(manifest, tasks, seeds, configs)
         saved_curricula = manifest_curricula(manifest)
         if curricula is not None and validate_curricula(tasks, curricula) != saved_curricula:
@@ -294,15 +407,18 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
     runners, resumed_from, elapsed_offset = {}, {}, 0.0
     update_rows = {name: {seed: [] for seed in seeds} for name in tasks}
     checkpoint_rows = {name: {seed: [] for seed in seeds} for name in tasks}
+    kept = {name: {seed: {} for seed in seeds} for name in tasks}
     for setup in setups:
-        restored = None
+        initial = jax.jit(jax.vmap(setup.ppo.init))(keys)
+        runners[setup.name] = initial
         if resume:
             task_rows = {"updates": update_rows[setup.name], "checkpoints": checkpoint_rows[setup.name]}
-            restored, steps, elapsed = restore_task(run_dir, setup, seeds, task_rows)
-            if restored is not None:
-                resumed_from[setup.name] = steps
-                elapsed_offset = max(elapsed_offset, elapsed)
-        runners[setup.name] = restored if restored is not None else jax.jit(jax.vmap(setup.ppo.init))(keys)
+            restored = restore_task(run_dir, setup, seeds, task_rows, initial)
+            kept[setup.name] = restored.kept
+            if restored.runner is not None:
+                runners[setup.name] = restored.runner
+                resumed_from[setup.name] = restored.steps
+                elapsed_offset = max(elapsed_offset, restored.elapsed_s)
 
     if manifest is None:
         manifest = environment_description()
@@ -321,7 +437,7 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
                    done_steps=sum(runners[s.name].update_index[0] * s.config.batch_size * len(seeds)
                                   for s in setups)) if progress else None
     recorder = RunRecorder(run_dir, setups, seeds, elapsed_offset=elapsed_offset, update_rows=update_rows,
-                           checkpoint_rows=checkpoint_rows, progress=bar)
+                           checkpoint_rows=checkpoint_rows, progress=bar, kept=kept)
     compile_started = time.perf_counter()
     runners = jax.tree.map(lambda x: jnp.asarray(x, dtype=np.asarray(x).dtype), runners)
     if mesh is not None:
@@ -334,14 +450,27 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
         message += f" (resumed at {resumed_from})"
     print(message, file=sys.stderr, flush=True)
     recorder.start()
+    error = None
     try:
         final = compiled(runners)
         jax.block_until_ready(final)
+    except Exception as raised:     # an error in a host callback arrives as a JaxRuntimeError here
+        error = raised
     finally:
         _HANDLERS.target = None
-        recorder.finish()
-
+        try:
+            recorder.finish()
+        except Exception as raised:
+            error = error or raised
     wall = time.perf_counter() - started
+    if error is not None:
+        reason = recorder.failure or f"{type(error).__name__}: {error}"
+        manifest = run_dir.read_manifest()
+        manifest.update(status="failed", error=reason, wall_time_s=(manifest.get("wall_time_s") or 0.0) + wall)
+        run_dir.write_manifest(manifest)
+        raise RunFailed(f"training stopped: {reason}. {run_dir.root} is marked failed in manifest.json; "
+                        "fix the cause, then continue it with --resume") from error
+
     manifest = run_dir.read_manifest()
     previous_wall = manifest.get("wall_time_s") or 0.0
     manifest.update(status="finished", wall_time_s=previous_wall + wall, compile_s=compile_s,

@@ -12,7 +12,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from purehr.run.checkpoints import SeedCheckpoints
+from purehr.run.checkpoints import SeedCheckpoints, tree_digest
 from purehr.run.run_dir import RunDirectory, atomic_write_text, write_csv
 
 UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", "mean_step_reward", "mean_episode_return",
@@ -55,7 +55,7 @@ class RunRecorder:
     prefix of the run that a resume can continue from."""
 
     def __init__(self, run_dir: RunDirectory, setups, seeds: list[int], *, elapsed_offset: float = 0.0,
-                 update_rows=None, checkpoint_rows=None, progress=None):
+                 update_rows=None, checkpoint_rows=None, progress=None, kept=None):
         self.run_dir = run_dir
         self.setups = {setup.name: setup for setup in setups}
         self.seeds = seeds
@@ -70,6 +70,10 @@ class RunRecorder:
         self.seconds_in_checkpoint_callbacks = 0.0
         self.seconds_in_evaluation = 0.0
         self.checkpoints_written = 0
+        # task -> seed -> {steps: digest}: checkpoints a resume kept that the program reaches
+        # again (a task starting over saves its initial state at update 0): verified, not rewritten
+        self.kept = kept or {}
+        self.failure: str | None = None     # what stopped the run, said once
 
     def start(self) -> None:
         """Called when the compiled program starts running (compilation is not training time)."""
@@ -83,6 +87,8 @@ class RunRecorder:
 
     # --- callbacks --------------------------------------------------------------------------
     def on_update(self, task: str, metrics: dict) -> None:
+        if self.failure is not None:
+            return
         now = self.elapsed()
         for index, seed in enumerate(self.seeds):
             row = {name: _scalar(value[index]) for name, value in metrics.items()}
@@ -93,8 +99,19 @@ class RunRecorder:
             self.progress.on_update(task, metrics)
 
     def on_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None) -> None:
-        """``showcase`` is None at checkpoints with a quick evaluation (no episode recorded;
-        the row's ``showcase_path`` is empty)."""
+        """Saves every seed's state and row. An error here must stop the run (it propagates out
+        of the io_callback); it is kept in ``failure`` so the caller can say what went wrong.
+        ``showcase`` is None at checkpoints with a quick evaluation (no episode recorded; the
+        row's ``showcase_path`` is empty)."""
+        if self.failure is not None:
+            return
+        try:
+            self._checkpoint(task, runner, evaluation, showcase)
+        except Exception as error:
+            self.failure = f"saving a {task} checkpoint failed: {type(error).__name__}: {error}"
+            raise
+
+    def _checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None) -> None:
         entered = time.perf_counter()
         self.seconds_in_evaluation += entered - self.last_update_time[task]
         setup = self.setups[task]
@@ -106,6 +123,14 @@ class RunRecorder:
             target = config.total_timesteps if update == setup.ppo.num_updates else \
                 steps // config.checkpoint_interval * config.checkpoint_interval
             state = seed_slice(runner, index)
+            kept = self.kept.get(task, {}).get(seed, {})
+            if steps in kept:
+                if tree_digest(state) != kept[steps]:
+                    raise RuntimeError(
+                        f"{task} seed {seed}: the state at {steps} steps differs from the kept checkpoint "
+                        f"{self.checkpoints[task][seed].path(steps)} (digest {kept[steps][:12]}...); "
+                        "expected the same initial state for the same seed")
+                continue                    # its row is already in checkpoint_rows
             digest = self.checkpoints[task][seed].save(steps, state)
             showcase_path = None
             if showcase is not None:
@@ -138,12 +163,24 @@ class RunRecorder:
                               checkpoints)
 
     def finish(self) -> None:
-        for managers in self.checkpoints.values():
-            for manager in managers.values():
-                manager.finish()
+        """Waits for the asynchronous saves and writes the CSVs; every manager is closed even
+        when one save failed, and the first failure is raised afterwards."""
+        first_error = None
+        for task, managers in self.checkpoints.items():
+            for seed, manager in managers.items():
+                try:
+                    manager.finish()
+                except Exception as error:
+                    if first_error is None:
+                        first_error = error
+                        if self.failure is None:
+                            self.failure = (f"completing a {task} seed {seed} checkpoint failed: "
+                                            f"{type(error).__name__}: {error}")
         self.flush()
         if self.progress is not None:
             self.progress.close()
+        if first_error is not None:
+            raise first_error
 
 
 def parse_row(row: dict[str, str]) -> dict[str, Any]:

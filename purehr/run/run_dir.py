@@ -16,7 +16,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+try:
+    import fcntl
+except ImportError:     # Windows: no advisory locks; one process per run directory is on the user
+    fcntl = None
+
 MANIFEST = "manifest.json"
+LOCK = ".lock"
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "distrax", "chex", "orbax-checkpoint", "numpy",
             "matplotlib", "imageio", "imageio-ffmpeg")
 
@@ -99,6 +105,59 @@ class RunDirectory:
 
     def holds_run(self) -> bool:
         return self.manifest_path.exists()
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / LOCK
+
+    def holder(self) -> str | None:
+        """The pid (as text) of a live process training in this directory, else None. The
+        kernel drops the lock when its holder dies, SIGKILL included, so a stale file is free."""
+        if fcntl is None or not self.lock_path.exists():
+            return None
+        with open(self.lock_path, "a+") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                return handle.read().strip() or "unknown"
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return None
+
+    def lock(self) -> "RunLock":
+        """Holds the directory for this process until ``release``: a second process training
+        into it at the same time would save the same checkpoints twice and mix their rows."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        handle = open(self.lock_path, "a+")
+        if fcntl is not None:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                pid = handle.read().strip() or "unknown"
+                handle.close()
+                raise RunDirectoryBusy(
+                    f"{self.root} is in use by another running process (pid {pid}); wait for it to end "
+                    "or stop it, then --resume") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        return RunLock(handle)
+
+
+class RunDirectoryBusy(FileExistsError):
+    """Another live process is training in the run directory."""
+
+
+@dataclass(frozen=True)
+class RunLock:
+    handle: Any
+
+    def release(self) -> None:
+        if fcntl is not None:
+            fcntl.flock(self.handle.fileno(), fcntl.LOCK_UN)
+        self.handle.close()
 
 
 def environment_description() -> dict[str, Any]:

@@ -1,0 +1,203 @@
+"""Resume of a two-task, two-seed run from directory states a kill can leave: tasks at
+different checkpoints, seeds that disagree, newer folders the index does not list, half-written
+saves, a task that starts over. Built by editing a copy of a finished run, so no real SIGKILL
+(and no timing) is involved; and a failed checkpoint save that must not end as "finished".
+
+The configs match tests/test_run.py, so in one pytest process the compiled program is shared."""
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from purehr.run.checkpoints import SeedCheckpoints
+from purehr.run.protocol import RunFailed, train_all_seeds
+from purehr.run.run_dir import RunDirectory, RunDirectoryBusy, read_csv, write_csv
+from purehr.run.tasks import get_task
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS = [0, 1]
+TASKS = ["swing", "hrv"]
+SMALL = dict(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, num_epochs=2,
+             actor_hidden=(16,), critic_hidden=(16,), checkpoint_interval=3000, eval_episodes=4,
+             full_eval_interval=2, quick_eval_episodes=2)     # as tests/test_run.py: one compiled program
+CHECKPOINTS = [0, 3072, 6144, 9216, 12288, 15360, 16384]       # batch 512: update = steps // 512
+
+
+def configs():
+    return {task: get_task(task).default_config.replace(**SMALL) for task in TASKS}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    return train_all_seeds(tmp_path_factory.mktemp("resume") / "reference", tasks=TASKS, seeds=SEEDS,
+                           configs=configs(), progress=False, render=False)
+
+
+def killed_copy(reference, tmp_path: Path) -> Path:
+    copy = tmp_path / "killed"
+    shutil.copytree(reference.run_dir, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["status"] = "running"
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    return copy
+
+
+def truncate_index(run: Path, task: str, seed: int, last_steps: int | None) -> None:
+    """The CSVs as the killed process last wrote them: rows up to the checkpoint at
+    ``last_steps`` (None: no file at all), whatever folders stay on disk."""
+    seed_dir = run / task / f"seed_{seed}"
+    if last_steps is None:
+        (seed_dir / "checkpoints.csv").unlink()
+        (seed_dir / "updates.csv").unlink()
+        return
+    for name, keep in (("checkpoints.csv", lambda r: int(r["actual_steps"]) <= last_steps),
+                       ("updates.csv", lambda r: int(r["update"]) <= last_steps // 512)):
+        rows = read_csv(seed_dir / name)
+        columns = list(rows[0])
+        write_csv(seed_dir / name, columns, [r for r in rows if keep(r)])
+
+
+def half_written(run: Path, task: str, seed: int, steps: int) -> None:
+    """Turns a finished checkpoint folder into what a kill during its asynchronous save leaves."""
+    folder = run / task / f"seed_{seed}" / "checkpoints" / str(steps)
+    folder.rename(folder.with_name(f"{steps}.orbax-checkpoint-tmp-1764480000000000"))
+
+
+def assert_matches_reference(summary, reference, run: Path) -> None:
+    for task in TASKS:
+        for leaf, expected in zip(jax.tree.leaves(summary.final_runners[task].params),
+                                  jax.tree.leaves(reference.final_runners[task].params)):
+            assert np.array_equal(np.asarray(leaf), np.asarray(expected)), task
+        for seed in SEEDS:
+            seed_dir = run / task / f"seed_{seed}"
+            rows = read_csv(seed_dir / "checkpoints.csv")
+            reference_rows = read_csv(reference.run_dir / task / f"seed_{seed}" / "checkpoints.csv")
+            assert [r["state_digest"] for r in rows] == [r["state_digest"] for r in reference_rows], (task, seed)
+            on_disk = sorted(int(p.name) for p in (seed_dir / "checkpoints").iterdir())
+            assert on_disk == [int(r["actual_steps"]) for r in rows] == CHECKPOINTS, (task, seed)
+            assert [int(r["update"]) for r in read_csv(seed_dir / "updates.csv")] == list(range(1, 33))
+    assert json.loads((run / "manifest.json").read_text())["status"] == "finished"
+
+
+def quarantined(run: Path, task: str, seed: int) -> list[str]:
+    folder = run / task / f"seed_{seed}" / "quarantine"
+    return sorted(p.name.split("-")[0] for p in folder.iterdir() if p.is_dir()) if folder.exists() else []
+
+
+def test_tasks_killed_at_different_checkpoints_resume_to_the_reference(reference, tmp_path, capsys):
+    run = killed_copy(reference, tmp_path)
+    # swing: the index ends at 9216 while every newer folder stays; seed 1's 12288 was being
+    # written and its 15360 never started, seed 0 has both (written after the last row)
+    truncate_index(run, "swing", 0, 9216)
+    truncate_index(run, "swing", 1, 9216)
+    half_written(run, "swing", 1, 12288)
+    shutil.rmtree(run / "swing" / "seed_1" / "checkpoints" / "15360")
+    shutil.rmtree(run / "swing" / "seed_1" / "checkpoints" / "16384")
+    # hrv: killed between the two seeds' CSV writes, seed 1 one checkpoint ahead of seed 0
+    truncate_index(run, "hrv", 0, 3072)
+    truncate_index(run, "hrv", 1, 6144)
+    summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    assert summary.resumed_from == {"swing": 9216, "hrv": 3072}
+    assert_matches_reference(summary, reference, run)
+    assert quarantined(run, "swing", 0) == ["12288", "15360", "16384"]
+    assert quarantined(run, "swing", 1) == ["12288.orbax"]
+    assert quarantined(run, "hrv", 1) == ["12288", "15360", "16384", "6144", "9216"]
+    for folder in (run / "hrv" / "seed_1" / "quarantine").iterdir():
+        assert "newer than the resume point 3072" in (folder / "REASON.txt").read_text()
+    assert "FileExistsError" not in capsys.readouterr().err
+
+
+def test_a_task_that_starts_over_keeps_its_intact_step_0(reference, tmp_path, capsys):
+    run = killed_copy(reference, tmp_path)
+    truncate_index(run, "swing", 0, 15360)
+    truncate_index(run, "swing", 1, 15360)
+    # hrv: only step 0 listed for seed 0; seed 1 was killed while saving step 0 (no CSV yet);
+    # every newer folder of seed 0 stays on disk, unlisted
+    truncate_index(run, "hrv", 0, 0)
+    truncate_index(run, "hrv", 1, None)
+    for steps in CHECKPOINTS[1:]:
+        shutil.rmtree(run / "hrv" / "seed_1" / "checkpoints" / str(steps))
+    half_written(run, "hrv", 1, 0)
+    summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    assert summary.resumed_from == {"swing": 15360}
+    assert_matches_reference(summary, reference, run)
+    assert quarantined(run, "hrv", 0) == ["12288", "15360", "16384", "3072", "6144", "9216"]
+    assert quarantined(run, "hrv", 1) == ["0.orbax"]
+    err = capsys.readouterr().err
+    assert "hrv starts over from step 0" in err
+    assert "checkpoint 0 to" not in err.replace("checkpoint 0.orbax", "")    # the intact step 0 stays
+    assert "damaged" not in err
+
+
+def test_a_failed_checkpoint_save_stops_the_run_and_marks_it_failed(reference, tmp_path, monkeypatch, capfd):
+    """Through the CLI: one line on stderr, exit 1, "failed" in the manifest; then resumable."""
+    run = killed_copy(reference, tmp_path)
+    for task in TASKS:
+        for seed in SEEDS:
+            truncate_index(run, task, seed, 3072)
+    original = SeedCheckpoints.save
+
+    def save(self, steps, state):
+        if steps == 9216 and "hrv" in self.directory.parts:
+            raise OSError(28, "No space left on device (simulated)")
+        return original(self, steps, state)
+
+    monkeypatch.setattr(SeedCheckpoints, "save", save)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import train_all_seeds as script
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    capfd.readouterr()
+    with pytest.raises(SystemExit) as stopped:
+        script.main(["--run-dir", str(run), "--resume", "--tasks", *TASKS, "--seeds", "0", "1",
+                     "--no-render", "--no-progress"])
+    assert stopped.value.code == 1 and isinstance(stopped.value.__context__, RunFailed)
+    assert "marked failed" in str(stopped.value.__context__)
+    err = capfd.readouterr().err
+    assert "error: training stopped: saving a hrv checkpoint failed: OSError" in err
+    assert "No space left on device" in err and "Traceback" not in err
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "failed" and "No space left on device" in manifest["error"]
+    monkeypatch.setattr(SeedCheckpoints, "save", original)
+    summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    assert_matches_reference(summary, reference, run)
+
+
+def test_resume_is_refused_while_another_process_still_trains_in_the_directory(reference, tmp_path):
+    """A kill that reaches a wrapper (``timeout``) but not the trainer leaves it running; a
+    resume beside it would save the same checkpoints again (the FileExistsError of issue 14)."""
+    run = killed_copy(reference, tmp_path)
+    truncate_index(run, "hrv", 0, 3072)
+    before = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
+    still_training = RunDirectory(run).lock()          # what the live trainer holds
+    try:
+        with pytest.raises(RunDirectoryBusy, match=f"in use by another running process \\(pid {os.getpid()}\\)"):
+            train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+        with pytest.raises(RunDirectoryBusy):
+            train_all_seeds(run, tasks=TASKS, seeds=SEEDS, configs=configs(), overwrite=True, progress=False)
+    finally:
+        still_training.release()
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == before      # nothing moved
+
+
+def test_resume_of_a_run_stopped_before_its_manifest_starts_it_and_anything_else_is_refused(tmp_path):
+    """Killed while evaluating baselines: only the lock is there, nothing was trained."""
+    from purehr.run.protocol import prepare_run_directory
+
+    started = RunDirectory(tmp_path / "started")
+    started.lock().release()
+    assert prepare_run_directory(started, resume=True, overwrite=False) is False
+    for foreign in (tmp_path / "missing", tmp_path / "foreign"):
+        if foreign.name == "foreign":
+            foreign.mkdir()
+            (foreign / ".lock").write_text("")
+            (foreign / "notes.txt").write_text("not a purehr run\n")
+        with pytest.raises(FileNotFoundError, match="holds no run to resume"):
+            prepare_run_directory(RunDirectory(foreign), resume=True, overwrite=False)
