@@ -53,7 +53,7 @@ def results_table(run_dir: str | Path) -> str:
     run_dir = Path(run_dir)
     manifest = _load_manifest(run_dir)
     seeds = list(manifest["seeds"])
-    lines = ["| task | policy | held-out success | speed of a success | held-out return | per seed success |",
+    lines = ["| task | policy | held-out success | speed of a success | held-out return | per seed: success (speed) |",
              "|---|---|---|---|---|---|"]
     for task in manifest["tasks"]:
         metric, label, digits = GOAL_METRIC.get(task, ("return_mean", "return", 2))
@@ -61,7 +61,7 @@ def results_table(run_dir: str | Path) -> str:
         steps = int(ppo["steps"][0])
         lines.append(f"| {task} | PPO, {len(seeds)} seeds, {steps:,} steps | {_interval(ppo['success_rate'], 2)} | "
                      f"{label}: {_interval(ppo[metric], digits)} | {_interval(ppo['return_mean'], 2)} | "
-                     f"{' '.join(f'{v:.2f}' for v in ppo['success_rate'])} |")
+                     f"{', '.join(f'{v:.2f} ({p:.{digits}f})' for v, p in zip(ppo['success_rate'], ppo[metric]))} |")
         baseline = manifest.get("baselines", {}).get(task, {})
         references = {baseline.get("name", "baseline"): baseline.get("metrics", {})}
         references.update(baseline.get("floors", {}))
