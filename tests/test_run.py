@@ -186,6 +186,13 @@ def test_a_directory_holding_a_run_is_refused(runs):
     completed = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"),
                                 "--run-dir", str(root)] + CLI, capture_output=True, text=True, timeout=120)
     assert completed.returncode == 2 and "--resume" in completed.stderr and "--overwrite" in completed.stderr
+    # the CLI's --resume of a finished run trains nothing, has no figure to add, reports, exits 0
+    resumed = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"),
+                              "--run-dir", str(root), "--resume"] + CLI, capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "nothing left to train" in resumed.stderr and "rendering" not in resumed.stderr
+    assert "| swing | PPO, 2 seeds, 16,384 steps |" in resumed.stdout
+    assert sorted(p.name for p in root.iterdir()) == before
 
 
 @pytest.mark.parametrize("changes, message", [

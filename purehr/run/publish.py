@@ -12,6 +12,7 @@ missing.
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
 
@@ -27,9 +28,7 @@ def publish_run(run_dir: str | Path, record_dir: str | Path, max_replayed: int =
     """Copy ``run_dir`` (a finished run) to ``record_dir`` (which must not exist yet), with
     the showcase traces of the lowest seed that a replay of ``max_replayed`` checkpoints
     plays. Returns the files written."""
-    import json
-
-    from purehr.viz.replay import replayed_rows
+    from purehr.viz.replay import replayed_rows     # viz only to pick the replayed rows
 
     source, target = Path(run_dir), Path(record_dir)
     manifest = json.loads((source / MANIFEST).read_text())
