@@ -229,3 +229,25 @@ def test_corrupted_checkpoint_is_named_and_resume_falls_back(runs, tmp_path):
     assert any((copy / "hrv" / "seed_0" / "quarantine").iterdir())
     assert tree_digest(restore(copy, task="hrv", seed=0, step="latest").runner) == \
         read_csv(copy / "hrv" / "seed_0" / "checkpoints.csv")[-1]["state_digest"]
+
+
+def test_a_published_record_keeps_only_the_final_checkpoints_and_restores_them(runs, tmp_path):
+    from purehr.run.publish import publish_run
+
+    source = runs["reference"].run_dir
+    record = tmp_path / "record"
+    publish_run(source, record)
+    for task in TASKS:
+        for seed in SEEDS:
+            assert sorted(p.name for p in (record / task / f"seed_{seed}" / "checkpoints").iterdir()) == ["16384"]
+            restored = restore(record, task=task, seed=seed, step="latest")
+            assert restored.steps == 16384
+            assert params_equal(restored.params, restore(source, task=task, seed=seed, step="latest").params)
+    # the lowest seed keeps the showcases the replay plays (the full evaluations), the others none
+    assert sorted(p.name for p in (record / "swing" / "seed_0" / "showcase").iterdir()) == [
+        f"steps_{steps}.npz" for steps in sorted(EXPECTED_FULL, key=str)]
+    assert not (record / "swing" / "seed_1" / "showcase").exists()
+    with pytest.raises(CorruptCheckpointError, match="missing"):
+        restore(record, task="hrv", seed=0, step=3072)
+    with pytest.raises(FileExistsError):
+        publish_run(source, record)

@@ -1,0 +1,81 @@
+"""The headline table and goal verdicts of a run, from hand-written files (no training), and
+the environments a manifest rebuilds (recorded, or the first designs for older runs)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+
+from purehr.results_table import final_checkpoint_metrics, goals_met, results_table
+from purehr.run.tasks import get_task
+
+SWING_SUCCESS = [0.98, 0.98, 1.0, 1.0, 0.14]
+SWING_TIMES = [15.2, 16.0, 15.9, 15.1, 27.7]
+HRV_LENGTHS = [4.4, 4.4, 4.2, 4.5, 4.2]
+
+
+def _write_run(root, swing_success=SWING_SUCCESS, swing_times=SWING_TIMES, hrv_lengths=HRV_LENGTHS):
+    root.mkdir(parents=True, exist_ok=True)
+    seeds = list(range(len(swing_success)))
+    manifest = {"tasks": ["swing", "hrv"], "seeds": seeds, "baselines": {
+        "swing": {"name": "structured controller", "metrics": {"success_rate": 1.0, "time_to_rotation": 13.95,
+                                                               "return_mean": 12.59},
+                  "floors": {"zero action": {"success_rate": 0.0, "time_to_rotation": math.nan,
+                                             "return_mean": -1.66}}},
+        "hrv": {"name": "oracle", "metrics": {"success_rate": 1.0, "episode_length": 6.2, "return_mean": 0.48},
+                "floors": {}}}}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    for task, rows in (("swing", [{"eval_success_rate": s, "eval_time_to_rotation": t, "eval_return_mean": 12.0}
+                                  for s, t in zip(swing_success, swing_times)]),
+                       ("hrv", [{"eval_success_rate": 1.0, "eval_episode_length": n, "eval_return_mean": 0.7}
+                                for n in hrv_lengths])):
+        for seed, last in zip(seeds, rows):
+            folder = root / task / f"seed_{seed}"
+            folder.mkdir(parents=True)
+            earlier = {name: 0.0 for name in last}
+            with (folder / "checkpoints.csv").open("w", newline="") as handle:
+                writer = csv.DictWriter(handle, ["actual_steps", *last])
+                writer.writeheader()
+                writer.writerow({"actual_steps": 0, **earlier})          # only the last row counts
+                writer.writerow({"actual_steps": 4096, **last})
+    return root
+
+
+def test_the_last_checkpoint_of_every_seed_is_reported(tmp_path):
+    run = _write_run(tmp_path)
+    metrics = final_checkpoint_metrics(run, "swing", [0, 1, 2, 3, 4])
+    assert metrics["success_rate"].tolist() == SWING_SUCCESS and metrics["steps"].tolist() == [4096] * 5
+    table = results_table(run)
+    # success mean 0.82; sample std 0.38026, t(0.975, 4) = 2.7764 -> half width 0.4722
+    assert "| swing | PPO, 5 seeds, 4,096 steps | 0.82 [0.35, 1.29] |" in table
+    assert "| swing | zero action | 0.00 | time to rotation (s): - | -1.66 | |" in table
+    assert "| hrv | oracle | 1.00 | episode length (steps): 6.2 | 0.48 | |" in table
+
+
+def test_goal_verdicts_follow_the_protocol_rules(tmp_path):
+    verdicts = goals_met(_write_run(tmp_path / "a"))
+    # swing: 4 of 5 seeds >= 0.95 but the median time 15.9 s > 13.95 s; hrv: 4.34 <= 1.2 x 6.2
+    assert verdicts["swing"]["seeds_at_0.95"] == 4 and verdicts["swing"]["median_time_to_rotation"] == 15.9
+    assert not verdicts["swing"]["met"]
+    assert verdicts["hrv"]["met"] and verdicts["hrv"]["mean_episode_length"] == pytest.approx(4.34)
+    fast = goals_met(_write_run(tmp_path / "b", swing_times=[13.0, 13.5, 13.9, 14.5, 27.7],
+                                hrv_lengths=[7.0, 7.5, 7.9, 7.8, 7.6]))
+    assert fast["swing"]["met"]                           # median 13.9 <= 13.95
+    assert not fast["hrv"]["met"]                         # mean 7.56 > 7.44
+
+
+def test_manifests_rebuild_their_environments():
+    hrv_task, swing_task = get_task("hrv"), get_task("swing")
+    recorded = hrv_task.env_from_manifest({"environments": {"hrv": {"hrv_dim": 8, "similarity": "cosine",
+                                                                    "reward_form": "progress",
+                                                                    "gap_features": True}}})
+    assert (recorded.similarity, recorded.reward_form, recorded.gap_features) == ("cosine", "progress", True)
+    legacy = hrv_task.env_from_manifest({})               # a run recorded with the first design
+    assert (legacy.reward_form, legacy.gap_features) == ("potential", False)
+    assert swing_task.env_from_manifest({}).default_params.reset_noise == 0.01
+    assert swing_task.env_from_manifest({"environments": {"swing": {}}}).default_params.reset_noise == 1.0
+    assert hrv_task.env_kwargs(hrv_task.make_env()) == {"hrv_dim": 8, "similarity": "hrv_similarity",
+                                                         "reward_form": "distance", "gap_features": True}
