@@ -61,11 +61,21 @@ class RunData:
         return list(self.logs[task])
 
     def baseline(self, task: str) -> tuple[str, dict[str, float]] | None:
-        """(definition, metrics) of the task's reference controller, if the manifest has one."""
+        """(name, metrics) of the task's reference controller, if the manifest has one; the
+        name is the manifest's short ``name`` (else its ``definition``, whose module paths the
+        figures leave to the manifest)."""
         entry = (self.manifest.get("baselines") or {}).get(task)
         if not entry or "metrics" not in entry:
             return None
-        return str(entry.get("definition", "baseline")), dict(entry["metrics"])
+        name = entry.get("name") or str(entry.get("definition", "baseline")).split(" (")[0]
+        return str(name), dict(entry["metrics"])
+
+    def floors(self, task: str) -> dict[str, dict[str, float]]:
+        """The levels of doing nothing useful, ``baselines[task]["floors"]`` in the manifest
+        (swing: zero action, random; hrv: no-op, random), name -> metrics; {} when absent."""
+        entry = (self.manifest.get("baselines") or {}).get(task) or {}
+        floors = entry.get("floors") or {}
+        return {str(name): dict(metrics) for name, metrics in floors.items() if isinstance(metrics, dict)}
 
 
 def _parse_cell(text: str) -> float | None:
