@@ -16,7 +16,7 @@ import numpy as np
 from flax import serialization
 
 from purehr.envs.base import Environment
-from purehr.envs.spaces import flat_dim, flatten_observation
+from purehr.envs.spaces import observation_batch_size
 from purehr.ppo.config import HRV_DEFAULTS, PPOConfig
 from purehr.ppo.train import PPO, keys_for_seeds, make_ppo, make_train
 
@@ -42,10 +42,9 @@ class PPOModel:
     def predict(self, observation, deterministic: bool = True, key: jax.Array | None = None) -> np.ndarray:
         """Action for one observation, or for a batch (a leading axis on every leaf)."""
         key = jax.random.PRNGKey(0) if key is None else key
-        size = int(np.prod(np.shape(flatten_observation(jax.tree.map(jnp.asarray, observation)))))
-        if size == flat_dim(self.env.observation_space(self.env_params)):
+        batch = observation_batch_size(observation, self.env.observation_space(self.env_params))
+        if batch is None:
             return np.asarray(self._act(self.params, observation, key, deterministic))
-        batch = jax.tree.leaves(observation)[0].shape[0]
         keys = jax.random.split(key, batch)
         return np.asarray(jax.vmap(self._act, in_axes=(None, 0, 0, None))(
             self.params, observation, keys, deterministic))
@@ -91,12 +90,26 @@ class PPOModel:
             env_kwargs.setdefault("gap_features", False)    # saved before the observation had them
         env = _make_env(description["env"]["class"], env_kwargs)
         config = PPOConfig.from_dict(description["config"])
-        env_params = serialization.from_bytes(env.default_params, (path / "env_params.msgpack").read_bytes())
+        env_params = _with_template_types(
+            env.default_params,
+            serialization.from_bytes(env.default_params, (path / "env_params.msgpack").read_bytes()))
         template = make_ppo(config, env, env_params).init(jax.random.PRNGKey(0)).params
-        params = serialization.from_bytes(template, (path / "params.msgpack").read_bytes())
+        params = _with_template_types(
+            template, serialization.from_bytes(template, (path / "params.msgpack").read_bytes()))
         with np.load(path / "metrics.npz", allow_pickle=False) as data:
             metrics = {name: data[name] for name in data.files}
         return cls(env, env_params, config, params, metrics, description["seed"])
+
+
+def _with_template_types(template, loaded):
+    """``from_bytes`` gives NumPy leaves where the template had jax arrays; a model must hold
+    the types it was saved with (an environment indexing its params with a traced action,
+    ``params.style_vectors[style]``, fails on a NumPy array inside ``jit``)."""
+    def restore_leaf(template_leaf, loaded_leaf):
+        if isinstance(template_leaf, jax.Array):
+            return jnp.asarray(loaded_leaf, dtype=template_leaf.dtype)
+        return loaded_leaf
+    return jax.tree.map(restore_leaf, template, loaded)
 
 
 def _task_module(env: Environment):

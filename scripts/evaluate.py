@@ -5,7 +5,8 @@
     python scripts/evaluate.py --checkpoint artifacts/protocol --task swing --seed 0 --step latest --json
 
 Policies by task: swing {structured, zero, random}; hrv {oracle, random}; or a trained PPO
-policy restored from a run directory's checkpoint (deterministic: the mode of the policy).
+policy restored from a run directory's checkpoint (deterministic: the mode of the policy);
+the output names the checkpoint's seed and step (with --json, under "checkpoint").
 """
 
 from __future__ import annotations
@@ -45,13 +46,27 @@ def load_task(task: str) -> Evaluation:
     raise ValueError(f"unknown task {task!r}; expected one of {sorted(POLICIES)}")
 
 
-def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Callable]:
-    """The restored PPO policy and the environment (held-out params) it was trained for."""
+def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Callable, dict]:
+    """The restored PPO policy, the environment (held-out params) it was trained for, and
+    which checkpoint it is (``--step latest`` names no step: the output must)."""
     from purehr.run import restore
 
     restored = restore(args.checkpoint, task=args.task, seed=args.seed, step=args.step)
     evaluation = load_task(args.task)
-    return Evaluation(restored.env, restored.env_params, evaluation.heldout_evaluation), restored.pure_policy
+    checkpoint = {"run_dir": str(args.checkpoint), "seed": restored.seed,
+                  "actual_steps": restored.steps, "target_steps": restored.target_steps,
+                  "requested_step": args.step}
+    return (Evaluation(restored.env, restored.env_params, evaluation.heldout_evaluation),
+            restored.pure_policy, checkpoint)
+
+
+def describe_policy(args: argparse.Namespace, checkpoint: dict | None) -> str:
+    """What was evaluated, in words: a baseline's name, or the checkpoint's run, seed and step."""
+    if checkpoint is None:
+        return args.policy
+    latest = ", the latest" if checkpoint["requested_step"] == "latest" else ""
+    return (f"PPO checkpoint of {checkpoint['run_dir']}, seed {checkpoint['seed']}, step "
+            f"{checkpoint['actual_steps']:,}{latest} (saved for target {checkpoint['target_steps']:,})")
 
 
 def build_policy(args: argparse.Namespace, evaluation: Evaluation) -> Callable:
@@ -108,9 +123,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import jax
 
+    checkpoint = None
     if args.checkpoint is not None:
         try:
-            evaluation, policy = load_checkpoint(args)
+            evaluation, policy, checkpoint = load_checkpoint(args)
         except (FileNotFoundError, ValueError, RuntimeError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -124,10 +140,14 @@ def main(argv=None) -> int:
     wall = time.perf_counter() - start
     if args.json:
         # NaN (no successful episode) is not JSON: write null.
-        print(json.dumps({name: (None if math.isnan(v) else v) for name, v in metrics.items()}))
+        output = {name: (None if math.isnan(v) else v) for name, v in metrics.items()}
+        if checkpoint is not None:
+            output["checkpoint"] = {key: checkpoint[key] for key in
+                                    ("run_dir", "seed", "actual_steps", "target_steps")}
+        print(json.dumps(output))
     else:
-        print(f"{args.task} / {args.policy}: {args.num_episodes} held-out episodes "
-              f"({wall:.1f} s with compilation)")
+        print(f"{args.task} / {describe_policy(args, checkpoint)}: {args.num_episodes} "
+              f"held-out episodes ({wall:.1f} s with compilation)")
         for name, value in metrics.items():
             print(f"  {name:24s} {value:.4g}")
     return 0
