@@ -43,28 +43,36 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", required=True, choices=["hrv", "swing"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=200_000, help="environment steps per run (default 200000)")
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
-    parser.add_argument("--overwrite", action="store_true", help="replace a sweep already in --out")
+    from purehr.cli import HelpFormatter
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--task", required=True, choices=["hrv", "swing"], help="task to sweep")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
+                        help="training seeds of every setting (distinct, >= 0)")
+    parser.add_argument("--steps", type=int, default=200_000, help="environment steps per run")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="output directory: new, empty, or holding a sweep to replace with --overwrite")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the sweep already in --out (only its own files; anything else is refused)")
     parser.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes (default: the task's)")
     parser.add_argument("--curriculum", default=None, metavar="{none,default,STAGES}",
                         help="hrv only: difficulty schedule (see train_all_seeds.py); evaluation on its last stage")
     parser.add_argument("--heatmap", nargs="+", default=None, metavar="AXIS",
                         help="one or two swept axes for the heat map (default: the two with most values)")
     parser.add_argument("--heatmap-reduce", choices=["max", "mean"], default="max",
-                        help="how the heat map reduces the axes it does not show (default max)")
-    parser.add_argument("--top", type=int, default=20, help="rows of the ranking to print (default 20)")
+                        help="how the heat map reduces the axes it does not show")
+    parser.add_argument("--top", type=int, default=20, help="rows of the ranking to print")
     group = parser.add_argument_group("swept hyperparameters (vmapped: one compiled call for the whole grid)")
     for name in HYPERPARAMETER_FLAGS:
         group.add_argument(f"--{name.replace('_', '-')}", dest=f"axis_{name}", type=float, nargs="+",
-                           default=None, metavar="VALUE")
+                           default=None, metavar="VALUE",
+                           help=f"values of {name} to sweep (default: the task's protocol value)")
     group = parser.add_argument_group("shape choices (one compiled group per combination)")
     for name, kind in SHAPE_FLAGS.items():
         group.add_argument(f"--{name.replace('_', '-')}", dest=f"shape_{name}", nargs="+", default=None,
-                           type=_sizes if kind == "sizes" else kind, metavar="SIZES" if kind == "sizes" else "N")
+                           type=_sizes if kind == "sizes" else kind, metavar="SIZES" if kind == "sizes" else "N",
+                           help=f"{name} choices{', each written 64,64' if kind == 'sizes' else ''} "
+                                "(default: the task's protocol value)")
     return parser
 
 
