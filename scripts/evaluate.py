@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from purehr.cli import MAX_HELDOUT_EPISODES as MAX_EPISODES, HelpFormatter
+
 POLICIES = {"swing": ("structured", "zero", "random"), "hrv": ("oracle", "random")}
-MAX_EPISODES = 100_000
-"""The held-out evaluation runs every episode at once (vmapped); 10^8 swing episodes asked XLA
-for 354 GB (about 3.5 kB each), so the limit keeps a request near 0.35 GB."""
 
 
 @dataclass(frozen=True)
@@ -76,8 +75,6 @@ def build_policy(args: argparse.Namespace, evaluation: Evaluation) -> Callable:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--task", required=True, choices=sorted(POLICIES), help="task to evaluate on")
     parser.add_argument("--policy", default=None,

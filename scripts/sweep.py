@@ -13,7 +13,8 @@ policy is then evaluated on the task's held-out protocol (vmapped, on the device
 Writes to --out: ranking.csv (mean and two-sided 95% t interval over seeds of held-out
 success and return per setting, best first), runs.csv (every run), heatmap.png/.pdf (two
 axes, --heatmap), sweep.json (command, machine, configs, timing). A directory that already
-holds a sweep is refused unless --overwrite.
+holds a sweep is refused unless --overwrite (which then replaces only the sweep's own files,
+once the new results exist); a non-empty directory that holds no sweep is always refused.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from purehr.run.tasks import get_task
 
     try:
+        seeds = sweep.validate_seeds(args.seeds)
         axes = sweep.validate_axes(axes)
         if args.heatmap:
             sweep.heatmap_axes(axes, args.heatmap)
@@ -108,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
                 base.replace(**{name: value})
         for setting in sweep.grid_settings(axes):
             base.replace(**setting)
-        sweep.prepare_out_dir(args.out, args.overwrite)
+        settings = sweep.sweep_settings(args.task, base, axes, choices, seeds, curriculum)
+        sweep.prepare_out_dir(args.out, args.overwrite, settings)
     except (ValueError, FileExistsError) as error:
         parser.exit(2, f"error: {error}\n")
 
     started = time.perf_counter()
-    groups = sweep.run_task_sweep(args.task, base, axes, args.seeds, choices, curriculum=curriculum,
+    groups = sweep.run_task_sweep(args.task, base, axes, seeds, choices, curriculum=curriculum,
                                   log=lambda text: print(text, file=sys.stderr, flush=True))
     wall = time.perf_counter() - started
     names = list(axes)
@@ -123,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         command=["python", "scripts/sweep.py", *(sys.argv[1:] if argv is None else argv)],
         task=args.task, axes=axes, shape_choices={k: [list(x) if isinstance(x, tuple) else x for x in v]
                                                   for k, v in choices.items()},
-        seeds=args.seeds, steps_per_run=args.steps,
+        seeds=seeds, steps_per_run=args.steps, settings=settings,
         curriculum=None if curriculum is None else curriculum.to_dict(),
         wall_time_s=wall, heatmap_reduce=args.heatmap_reduce)
     paths = sweep.write_outputs(args.out, groups, axes, ranking, description, args.heatmap, args.heatmap_reduce)
