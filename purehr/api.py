@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
