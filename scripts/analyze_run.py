@@ -42,12 +42,18 @@ def _print_table(analysis: dict) -> None:
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli import HelpFormatter
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--run-dir", required=True, help="run directory (manifest.json, "
                         "<task>/seed_<n>/updates.csv and checkpoints.csv)")
     parser.add_argument("--json", action="store_true", help="print JSON (NaN as null)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         analysis = analyze_run(args.run_dir)
     except (FileNotFoundError, ValueError) as error:

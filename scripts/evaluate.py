@@ -17,7 +17,10 @@ import math
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
+
+from purehr.cli import MAX_HELDOUT_EPISODES as MAX_EPISODES, HelpFormatter
 
 POLICIES = {"swing": ("structured", "zero", "random"), "hrv": ("oracle", "random")}
 
@@ -86,19 +89,26 @@ def build_policy(args: argparse.Namespace, evaluation: Evaluation) -> Callable:
     raise ValueError(f"unknown task {args.task!r}")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Held-out evaluation of a policy on the fixed starts/targets of a task.")
-    parser.add_argument("--task", required=True, choices=sorted(POLICIES))
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--task", required=True, choices=sorted(POLICIES), help="task to evaluate on")
     parser.add_argument("--policy", default=None,
-                        help="; ".join(f"{task}: {', '.join(p)}" for task, p in POLICIES.items()))
+                        help="a baseline policy, by task: "
+                             + "; ".join(f"{task}: {', '.join(p)}" for task, p in POLICIES.items())
+                             + " (default: not set; give --policy or --checkpoint)")
     parser.add_argument("--checkpoint", default=None, metavar="RUN_DIR",
                         help="evaluate the PPO policy saved in this run directory instead of --policy")
     parser.add_argument("--seed", type=int, default=0, help="with --checkpoint: the training seed")
     parser.add_argument("--step", default="latest",
                         help="with --checkpoint: environment steps (actual or target) or 'latest'")
-    parser.add_argument("--num-episodes", type=int, default=100)
+    parser.add_argument("--num-episodes", type=int, default=100,
+                        help=f"held-out episodes, 1 to {MAX_EPISODES:,}")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.checkpoint is not None:
         if args.policy is not None:
@@ -114,8 +124,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     elif args.policy not in POLICIES[args.task]:
         parser.error(f"--policy {args.policy!r} is not a {args.task} policy; "
                      f"choose from {', '.join(POLICIES[args.task])}")
-    if args.num_episodes < 1:
-        parser.error(f"--num-episodes {args.num_episodes}: expected >= 1")
+    if not 1 <= args.num_episodes <= MAX_EPISODES:
+        parser.error(f"--num-episodes {args.num_episodes}: expected 1 to {MAX_EPISODES:,} (every episode's "
+                     "trajectory is held on the device at once)")
+    if args.checkpoint is not None and not Path(args.checkpoint).is_dir():
+        state = "is a file" if Path(args.checkpoint).exists() else "does not exist"
+        parser.error(f"--checkpoint {args.checkpoint} {state}; expected a run directory (one that holds "
+                     "manifest.json)")
     return args
 
 

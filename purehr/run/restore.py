@@ -59,7 +59,7 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     schedule = None if curriculum is None else curriculum.schedule(config.num_updates)
     ppo = make_ppo(config, env, env.default_params, schedule)
     abstract = jax.eval_shape(ppo.init, jax.random.PRNGKey(0))
-    checkpoints = SeedCheckpoints(run.checkpoint_dir(task, seed), asynchronous=False)
+    checkpoints = SeedCheckpoints(run.checkpoint_dir(task, seed), read_only=True)
     try:
         runner = checkpoints.restore(row["actual_steps"], abstract, row["state_digest"])
     finally:
