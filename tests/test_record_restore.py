@@ -57,7 +57,7 @@ def test_evaluate_names_the_checkpoint_step_it_evaluated(capsys):
 
 def test_evaluate_text_output_names_the_step():
     evaluate = load("evaluate")
-    args = evaluate.parse_args(["--checkpoint", "runs/x", "--task", "swing", "--seed", "3"])
+    args = evaluate.build_parser().parse_args(["--checkpoint", "runs/x", "--task", "swing", "--seed", "3"])
     checkpoint = {"run_dir": "runs/x", "seed": 3, "actual_steps": 10_002_432,
                   "target_steps": 10_000_000, "requested_step": "latest"}
     assert evaluate.describe_policy(args, checkpoint) == (
