@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import imageio_ffmpeg
@@ -69,10 +70,13 @@ def runs(tmp_path_factory):
 
     watcher = threading.Thread(target=kill_after_third_checkpoint)
     watcher.start()
-    reference = train_all_seeds(base / "reference", tasks=TASKS, seeds=SEEDS, configs=configs(), progress=False)
+    with warnings.catch_warnings(record=True) as caught:     # rendering included
+        warnings.simplefilter("always")
+        reference = train_all_seeds(base / "reference", tasks=TASKS, seeds=SEEDS, configs=configs(),
+                                    progress=False)
     watcher.join(timeout=600)
     output = child.stdout.read().decode()
-    return {"reference": reference, "killed_dir": killed_dir, "killed": killed, "child_output": output,
+    return {"reference": reference, "warnings": [str(w.message) for w in caught], "killed_dir": killed_dir, "killed": killed, "child_output": output,
             "child_returncode": child.returncode}
 
 
@@ -110,6 +114,12 @@ def test_run_directory_has_every_file(runs):
         assert (root / "figures" / name).stat().st_size > 5_000, name
     assert (root / "figures" / "replay_timeline.json").stat().st_size > 200
     assert len(read_csv(root / "final_metrics.csv")) == len(TASKS) * len(SEEDS)
+
+
+def test_a_rendered_run_forks_no_python_process(runs):
+    """JAX warns at every os.fork of its multithreaded process (imageio-ffmpeg's preexec_fn did
+    it for every video); training, checkpoints and rendering must start no such fork."""
+    assert [message for message in runs["warnings"] if "fork" in message] == []
 
 
 def test_checkpoints_are_the_first_updates_at_or_beyond_each_target(runs):
