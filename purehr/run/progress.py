@@ -247,9 +247,9 @@ class Progress:
         """The bar appears once compilation has ended, so its times are training times."""
         self.started = self.last_event = self.clock()
         self.last_refresh = -math.inf
-        self.bar = tqdm(total=BAR_RESOLUTION, file=self.file, dynamic_ncols=True,
+        self.bar = tqdm(total=BAR_RESOLUTION, file=self.file, dynamic_ncols=True, desc=self.line(),
                         bar_format="{percentage:3.0f}%|{bar:12}| {desc}", mininterval=0)
-        self._refresh(force=True)
+        self.last_refresh = self.clock()
 
     def _elapsed_since_last_event(self) -> float:
         now = self.clock()

@@ -489,6 +489,7 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
     run_dir.write_manifest(manifest)
     if render:
         from purehr.viz.render import render_run
+        print("rendering the figures and the replay ...", file=sys.stderr, flush=True)
         render_started = time.perf_counter()
         render_run(run_dir.root)
         manifest = run_dir.read_manifest()
