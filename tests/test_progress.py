@@ -92,6 +92,13 @@ def test_time_left_adds_each_task_updates_and_checkpoints_at_their_own_cost():
     assert remaining_seconds(plans, {"swing": 10, "hrv": 1}, {"swing": swing, "hrv": hrv}) == pytest.approx(56.5)
     swing.checkpoints[False].append(1.0)          # now timed: 33 + 12 + 2 x 1; hrv has finished
     assert remaining_seconds(plans, {"swing": 10, "hrv": 2}, {"swing": swing, "hrv": hrv}) == pytest.approx(47.0)
+    swing.checkpoints[True] += [2.0, 3.0]         # the first (warm-up) left out again: 2.5 s per full one
+    assert remaining_seconds(plans, {"swing": 10, "hrv": 2}, {"swing": swing, "hrv": hrv}) == pytest.approx(42.5)
+    untimed = Timings()
+    untimed.updates.append(1.0)
+    untimed.initial_checkpoint = 7.0              # only the step-0 checkpoint: it stands in for both kinds
+    # after update 29: 3 updates, the quick checkpoint at 30 and the full one at 32
+    assert remaining_seconds({"hrv": plans["swing"]}, {"hrv": 29}, {"hrv": untimed}) == pytest.approx(3 + 7 + 7)
 
 
 # ------------------------------------------------------------------ falls
@@ -132,10 +139,10 @@ def test_progress_counts_steps_per_task_and_seed_and_estimates_from_measured_cos
     progress.on_checkpoint("hrv", {"success_rate": np.array([0.5, 1.0]), "return_mean": np.ones(2)}, full=False)
     # 6 updates of 512 steps per seed: 3,072 (not x 2 seeds, not summed with the other task)
     assert progress.line() == ("swing 3,072/16.4k, held-out success 0.00, return 4 | hrv 3,072/16.4k, held-out "
-                               "success 0.75, return 4 | 43 s elapsed, about 1:43 left")
-    # swing: 26 updates x 2 s + 5 checkpoints, none timed yet (0) = 52; hrv: 26 x 1 s + 5 checkpoints x 5 s
-    # (the quick cost stands in for the untimed full one) = 51
-    assert progress.remaining_s() == pytest.approx(52.0 + 51.0)
+                               "success 0.75, return 4 | 43 s elapsed, about 2:33 left")
+    # swing: 26 updates x 2 s + 5 checkpoints, none timed but the step-0 one (10 s, an upper bound) = 102;
+    # hrv: 26 x 1 s + 5 checkpoints x 5 s (the quick cost stands in for the untimed full one) = 51
+    assert progress.remaining_s() == pytest.approx(102.0 + 51.0)
     progress.close()
     text = out.getvalue()
     assert "nan" not in text.lower() and "3,072/16.4k" in text

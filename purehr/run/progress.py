@@ -115,21 +115,26 @@ class TaskPlan:
 
 class Timings:
     """Seconds per plain update and per checkpoint (full, quick) of one task, measured
-    between consecutive callbacks. The first update after the start is left out of the
-    mean while later ones exist (it carries warm-up); the update mean uses the latest 50."""
+    between consecutive callbacks. The first of each kind is left out of its mean while
+    later ones exist (it carries warm-up: the first run of that branch of the program);
+    the update mean uses the latest 50, so it follows a machine whose load changes."""
 
     def __init__(self):
         self.updates: deque[float] = deque(maxlen=51)
         self.checkpoints: dict[bool, list[float]] = {True: [], False: []}
+        self.initial_checkpoint: float | None = None   # the step-0 one, start-up costs included
 
     def seconds_per_update(self) -> float | None:
         values = list(self.updates)[1:] or list(self.updates)
         return float(np.mean(values)) if values else None
 
     def seconds_per_checkpoint(self, full: bool) -> float | None:
-        """Unmeasured kinds borrow the other kind's cost (an upper bound for quick ones)."""
+        """An untimed kind borrows the other kind's cost (an upper bound for quick ones);
+        with neither timed yet, the step-0 checkpoint's (an upper bound: start-up included)."""
         values = self.checkpoints[full] or self.checkpoints[not full]
-        return float(np.mean(values)) if values else None
+        if not values:
+            return self.initial_checkpoint
+        return float(np.mean(values[1:] or values))
 
 
 def remaining_seconds(plans: dict[str, TaskPlan], done_updates: dict[str, int],
@@ -268,8 +273,10 @@ class Progress:
     def on_checkpoint(self, task: str, evaluation: dict, full: bool = True) -> None:
         """``full``: the full held-out evaluation (with a showcase); else the quick one."""
         seconds = self._elapsed_since_last_event()
-        if self.done_updates[task] > 0:         # the step-0 checkpoint also carries start-up costs
+        if self.done_updates[task] > 0:
             self.timings[task].checkpoints[full].append(seconds)
+        else:                                   # the step-0 checkpoint also carries start-up costs
+            self.timings[task].initial_checkpoint = seconds
         success = np.asarray(evaluation["success_rate"], dtype=float)
         self.success[task] = float(np.mean(success))
         if full:
