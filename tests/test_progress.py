@@ -66,6 +66,7 @@ def test_a_value_that_does_not_exist_yet_is_left_out_not_shown_as_nan():
     assert format_task("hrv", 301_056, 301_056, 1.0, -3.0) == "hrv done (301k), held-out success 1.00"
     assert format_line(["hrv done (301k)"], 65, None) == "hrv done (301k) | 1:05 elapsed"
     assert format_line(["a", "b"], 65, 485) == "a | b | 1:05 elapsed, about 8:05 left"
+    assert format_line(["a"], 65, 485, settled=False) == "a | 1:05 elapsed, up to 8:05 left"
 
 
 # ------------------------------------------------------------------ plan and time left
@@ -139,10 +140,16 @@ def test_progress_counts_steps_per_task_and_seed_and_estimates_from_measured_cos
     progress.on_checkpoint("hrv", {"success_rate": np.array([0.5, 1.0]), "return_mean": np.ones(2)}, full=False)
     # 6 updates of 512 steps per seed: 3,072 (not x 2 seeds, not summed with the other task)
     assert progress.line() == ("swing 3,072/16.4k, held-out success 0.00, return 4 | hrv 3,072/16.4k, held-out "
-                               "success 0.75, return 4 | 43 s elapsed, about 2:33 left")
+                               "success 0.75, return 4 | 43 s elapsed, up to 2:33 left")     # swing: step 0 only
     # swing: 26 updates x 2 s + 5 checkpoints, none timed but the step-0 one (10 s, an upper bound) = 102;
     # hrv: 26 x 1 s + 5 checkpoints x 5 s (the quick cost stands in for the untimed full one) = 51
     assert progress.remaining_s() == pytest.approx(102.0 + 51.0)
+    clock[0] += 2.0
+    progress.on_update("swing", no_return)
+    clock[0] += 4.0
+    progress.on_checkpoint("swing", {"success_rate": np.ones(2), "return_mean": np.ones(2)}, full=False)
+    # swing has timed a checkpoint: 25 updates x 2 s + 5 checkpoints (12, 18, 24, 30, 32) x 4 s = 70; hrv 51
+    assert progress.line().endswith("49 s elapsed, about 2:01 left")
     progress.close()
     text = out.getvalue()
     assert "nan" not in text.lower() and "3,072/16.4k" in text

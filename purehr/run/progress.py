@@ -74,11 +74,12 @@ def format_task(name: str, done_steps: int, total_steps: int, success: float | N
     return text
 
 
-def format_line(tasks: list[str], elapsed_s: float, remaining_s: float | None) -> str:
-    """The whole line after the bar: the tasks, then elapsed and (when estimated) left."""
+def format_line(tasks: list[str], elapsed_s: float, remaining_s: float | None, settled: bool = True) -> str:
+    """The whole line after the bar: the tasks, then elapsed and (when estimated) left;
+    "up to" while the estimate still stands on the step-0 checkpoint's cost (an upper bound)."""
     timing = f"{format_duration(elapsed_s)} elapsed"
     if remaining_s is not None:
-        timing += f", about {format_duration(remaining_s)} left"
+        timing += f", {'about' if settled else 'up to'} {format_duration(remaining_s)} left"
     return " | ".join(tasks + [timing])
 
 
@@ -156,6 +157,14 @@ def remaining_seconds(plans: dict[str, TaskPlan], done_updates: dict[str, int],
             if count:
                 total += count * (timings[task].seconds_per_checkpoint(is_full) or 0.0)
     return total
+
+
+def estimate_settled(plans: dict[str, TaskPlan], done_updates: dict[str, int], timings: dict[str, Timings]) -> bool:
+    """False while a task with checkpoints to come has timed none after step 0 (its estimate
+    then uses the step-0 checkpoint, whose start-up costs make it an upper bound)."""
+    return all(sum(plan.checkpoints_after(done_updates[task])) == 0
+               or timings[task].checkpoints[True] or timings[task].checkpoints[False]
+               for task, plan in plans.items())
 
 
 # ----------------------------------------------------------------------------- falls
@@ -245,7 +254,8 @@ class Progress:
                              self.success[task], self.training_return[task])
                  for task, plan in self.plans.items()]
         elapsed = 0.0 if self.started is None else self.clock() - self.started
-        return format_line(tasks, elapsed, self.remaining_s())
+        return format_line(tasks, elapsed, self.remaining_s(),
+                           estimate_settled(self.plans, self.done_updates, self.timings))
 
     # the callbacks ----------------------------------------------------------------------
     def start(self) -> None:
