@@ -152,21 +152,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"error: {error}\n")
     except RunFailed as error:      # the manifest says "failed"; one line, not the callback's traceback
         parser.exit(1, f"error: {error}\n")
-    print(f"finished {summary.run_dir} in {summary.wall_time_s:.1f} s (compile {summary.compile_s:.1f} s)")
     report(summary.run_dir)
     return 0
 
 
 def report(run_dir: Path) -> None:
-    """The held-out table of the last checkpoints against the baselines, and the goals."""
-    from purehr.results_table import goals_met, results_table
+    """The run's summary: wall time with rendering, the held-out table of the last checkpoints
+    against the baselines, the goals, the figures and the commands to go on with."""
+    from purehr.run.messages import final_summary
 
-    print("\nheld-out metrics of the last checkpoint (mean [95% t interval] over seeds):\n")
-    print(results_table(run_dir))
-    for task, verdict in goals_met(run_dir).items():
-        print(f"{task} goal {'met' if verdict['met'] else 'NOT met'}: "
-              + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                          for k, v in verdict.items() if k != "met"))
+    print("\n" + final_summary(run_dir, scripts_dir=ROOT / "scripts"), end="")
 
 
 def missing_figures(run_dir: Path) -> bool:

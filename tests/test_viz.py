@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import imageio.v2 as imageio_v2
 import imageio.v3 as iio
 import imageio_ffmpeg
 import numpy as np
@@ -32,6 +31,7 @@ from purehr.viz.learning_curves import (
 from purehr.viz.render import render_run
 from purehr.viz.replay import _ReplayCanvas, checkpoint_label, frame_indices, render_replay
 from purehr.viz.run_data import RunDirectoryError, load_run
+from purehr.viz.video import first_frame, video_stream
 
 REPO = Path(__file__).resolve().parents[1]
 UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", "mean_step_reward",
@@ -276,10 +276,8 @@ def test_replay_video_is_h264_with_the_expected_frame_count(rendered):
     assert video.stat().st_size > 10_000
     num_frames, _ = imageio_ffmpeg.count_frames_and_secs(str(video))
     assert num_frames == sum(expected_frames_per_checkpoint())
-    with imageio_v2.get_reader(video, format="FFMPEG") as reader:
-        meta = reader.get_meta_data()
-        first = reader.get_data(0)
-    assert meta["codec"] == "h264" and meta["pix_fmt"].startswith("yuv420p")
+    stream, first = video_stream(video), first_frame(video)
+    assert stream["codec"] == "h264" and stream["pix_fmt"] == "yuv420p"
     assert first.shape == (288, 512, 3) and first.astype(float).std() > 10.0
 
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import imageio.v2 as imageio_v2
 import imageio.v3 as iio
 import numpy as np
 from matplotlib.artist import Artist
@@ -30,6 +29,7 @@ from purehr.viz.learning_curves import (
     HIGHLIGHT_COLOUR, METRIC_LIMITS, aggregate_over_seeds, draw_reference_levels, draw_seed_curves)
 from purehr.viz.run_data import (
     RunData, SeedLog, atomic_output, load_showcase, write_text_atomic)
+from purehr.viz.video import H264Writer
 
 # draw_frame(ax, trace, index, params): draw frame ``index`` of a showcase trace on ``ax``;
 # it may return an object with update(trace, index) that redraws cheaply (see _ReplayCanvas).
@@ -271,11 +271,7 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
     video_path, poster_path = out_dir / VIDEO_NAME, out_dir / POSTER_NAME
     entries, frame_count, poster, poster_height = [], 0, None, -math.inf
     with atomic_output(video_path) as partial_video:
-        writer = imageio_v2.get_writer(
-            partial_video, format="FFMPEG", mode="I", fps=fps, codec="libx264",
-            pixelformat="yuv420p", quality=6, macro_block_size=16,
-            ffmpeg_log_level="error", output_params=["-movflags", "+faststart"])
-        with writer:
+        with H264Writer(partial_video, fps=fps, crf=20, output_params=["-movflags", "+faststart"]) as writer:
             recorded = [row for row in range(showcase.num_checkpoints)
                         if str(showcase.checkpoints["showcase_path"][row])]
             replayed = [recorded[i] for i in replayed_rows(len(recorded), max_checkpoints)]
@@ -292,7 +288,7 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
                     frame = replay_canvas.frame(
                         trace, index, f"episode time {float(trace['time'][index]):5.1f} s "
                                       f"(played {speed_up:.2g}x)")
-                    writer.append_data(frame)
+                    writer.append(frame)
                     # poster: the last replayed checkpoint when the swing is highest
                     if is_last and _swing_height(trace, index) > poster_height:
                         poster, poster_height = frame, _swing_height(trace, index)
