@@ -26,7 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=None,
                         help="environment steps per seed (default: the task's protocol budget)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4], help="training seeds")
-    parser.add_argument("--variants", nargs="+", default=None, help="only these variants (default: all)")
+    parser.add_argument("--variants", nargs="+", default=None,
+                        help="only these variants, by name; the levers outside the core table "
+                             "(e.g. 'minibatch 256') run only when named (default: the core table)")
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     return parser
 
