@@ -130,7 +130,7 @@ def test_a_task_that_starts_over_keeps_its_intact_step_0(reference, tmp_path, ca
     assert quarantined(run, "hrv", 0) == ["12288", "15360", "16384", "3072", "6144", "9216"]
     assert quarantined(run, "hrv", 1) == ["0.orbax"]
     err = capsys.readouterr().err
-    assert "hrv starts over from step 0" in err
+    assert "hrv starts over: it trains from scratch, from step 0" in err
     assert "checkpoint 0 to" not in err.replace("checkpoint 0.orbax", "")    # the intact step 0 stays
     assert "damaged" not in err
 
@@ -201,3 +201,79 @@ def test_resume_of_a_run_stopped_before_its_manifest_starts_it_and_anything_else
             (foreign / "notes.txt").write_text("not a purehr run\n")
         with pytest.raises(FileNotFoundError, match="holds no run to resume"):
             prepare_run_directory(RunDirectory(foreign), resume=True, overwrite=False)
+
+
+def test_every_resume_is_recorded_in_the_manifest(reference, tmp_path):
+    run = killed_copy(reference, tmp_path)
+    truncate_index(run, "hrv", 0, 6144)
+    truncate_index(run, "hrv", 1, 6144)
+    shutil.rmtree(run / "hrv" / "seed_0" / "checkpoints" / "16384")
+    summary = train_all_seeds(run, resume=True, progress=False, render=False)    # tasks, seeds: the run's
+    assert summary.resumed_from == {"swing": 16384, "hrv": 6144}
+    assert_matches_reference(summary, reference, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["precision"] == "float32"
+    [record] = manifest["resumes"]
+    assert record["status_before"] == "running" and record["extended"] == {}
+    assert record["from_steps"] == {"swing": 16384, "hrv": 6144}
+    moved = sorted(q["path"].split("/quarantine/")[0] + "/" + q["path"].split("/")[-1].split("-")[0]
+                   for q in record["quarantined"])
+    assert moved == [f"hrv/seed_{seed}/{steps}" for seed, steps in
+                     [(0, 12288), (0, 15360), (0, 9216), (1, 12288), (1, 15360), (1, 16384), (1, 9216)]]
+    assert all(q["reason"].startswith("newer than the resume point 6144") for q in record["quarantined"])
+
+
+def test_a_finished_run_is_finished_only_when_its_index_matches_the_checkpoints(reference, tmp_path):
+    from purehr.run.protocol import build_setups, index_disagreements
+
+    run = killed_copy(reference, tmp_path)
+    setups = build_setups(TASKS, configs())
+    assert index_disagreements(RunDirectory(run), setups, SEEDS) == []
+    shutil.move(run / "hrv" / "seed_1" / "checkpoints" / "9216", tmp_path / "elsewhere")
+    rows = read_csv(run / "swing" / "seed_0" / "checkpoints.csv")
+    write_csv(run / "swing" / "seed_0" / "checkpoints.csv", list(rows[0]), rows[:-1])
+    assert index_disagreements(RunDirectory(run), setups, SEEDS) == [
+        "swing/seed_0/checkpoints.csv lists [0, 3072, 6144, 9216, 12288, 15360], swing/seed_0/checkpoints/ holds "
+        "[0, 3072, 6144, 9216, 12288, 15360, 16384]",
+        "hrv/seed_1/checkpoints.csv lists [0, 3072, 6144, 9216, 12288, 15360, 16384], hrv/seed_1/checkpoints/ "
+        "holds [0, 3072, 6144, 12288, 15360, 16384]"]
+
+
+EXTENDABLE = dict(total_timesteps=1280, num_envs=4, num_steps=64, minibatch_size=128, num_epochs=1,
+                  actor_hidden=(8,), critic_hidden=(8,), checkpoint_interval=512, eval_episodes=2,
+                  quick_eval_episodes=2, anneal_lr=False)
+
+
+def test_a_run_extended_to_a_larger_budget_ends_bit_identical_to_an_uninterrupted_one(tmp_path, capfd):
+    """hrv without learning-rate decay: 1,280 steps (5 updates of 256), then --resume --steps
+    2,560, against an uninterrupted 2,560-step run. The CLI form, then the record."""
+    from purehr.ppo.config import PPOConfig
+
+    short = get_task("hrv").default_config.replace(**EXTENDABLE)
+    longer = short.replace(total_timesteps=2560)
+    fresh = train_all_seeds(tmp_path / "fresh", tasks=["hrv"], seeds=[0], configs={"hrv": longer},
+                            progress=False, render=False)
+    run = tmp_path / "extended"
+    train_all_seeds(run, tasks=["hrv"], seeds=[0], configs={"hrv": short}, progress=False, render=False)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import train_all_seeds as script
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    capfd.readouterr()
+    assert script.main(["--run-dir", str(run), "--resume", "--steps", "2560", "--no-render", "--no-progress"]) == 0
+    assert "resume: extending hrv from 1,280 to 2,560 steps per seed" in capfd.readouterr().err
+    rows = read_csv(run / "hrv" / "seed_0" / "checkpoints.csv")
+    fresh_rows = read_csv(fresh.run_dir / "hrv" / "seed_0" / "checkpoints.csv")
+    # the short run's own end (target 1280) stays; every other checkpoint is the uninterrupted run's
+    assert [(r["target_steps"], r["actual_steps"]) for r in rows] == [
+        ("0", "0"), ("512", "512"), ("1024", "1024"), ("1280", "1280"), ("1536", "1536"), ("2048", "2048"),
+        ("2560", "2560")]
+    assert [r["state_digest"] for r in rows if r["actual_steps"] != "1280"] == [r["state_digest"] for r in fresh_rows]
+    assert [r["update"] for r in read_csv(run / "hrv" / "seed_0" / "updates.csv")] == [str(u) for u in range(1, 11)]
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "finished"
+    assert PPOConfig.from_dict(manifest["configs"]["hrv"]) == longer
+    assert manifest["resumes"][-1]["extended"] == {"hrv": {"from_steps": 1280, "to_steps": 2560}}
+    assert manifest["resumes"][-1]["status_before"] == "finished"
+    assert manifest["resumes"][-1]["from_steps"] == {"hrv": 1280}

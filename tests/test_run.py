@@ -180,7 +180,7 @@ def test_a_directory_holding_a_run_is_refused(runs):
     before = sorted(p.name for p in root.iterdir())
     with pytest.raises(RunDirectoryInUse, match="already holds a finished run"):
         train_all_seeds(root, tasks=TASKS, seeds=SEEDS, configs=configs(), progress=False)
-    with pytest.raises(RunDirectoryInUse, match="finished run; nothing to resume"):
+    with pytest.raises(RunDirectoryInUse, match="holds a finished run: nothing left to train"):
         train_all_seeds(root, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     assert sorted(p.name for p in root.iterdir()) == before
     completed = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"),
