@@ -124,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
                                   curricula=curricula, devices=args.devices, directory_option=directory_option)
     except RunAlreadyFinished:
         # a run killed after training (before or while rendering) is finished: finish its files
-        print(f"--resume: {run_dir} holds a finished run: nothing left to train (a larger --steps extends it, "
-              "see docs/protocol.md)", file=sys.stderr)
+        from purehr.run.protocol import extension_hint
+        from purehr.run.run_dir import RunDirectory
+
+        hint = extension_hint(RunDirectory(Path(run_dir)).read_manifest(), " ({})")
+        print(f"--resume: {run_dir} holds a finished run: nothing left to train{hint}", file=sys.stderr)
         if missing_figures(run_dir):
             if args.no_render:
                 print(f"its figures are missing: --resume without --no-render, or scripts/render.py --run-dir "

@@ -48,7 +48,7 @@ def killed_copy(reference, tmp_path: Path) -> Path:
     return copy
 
 
-def truncate_index(run: Path, task: str, seed: int, last_steps: int | None) -> None:
+def truncate_index(run: Path, task: str, seed: int, last_steps: int | None, batch: int = 512) -> None:
     """The CSVs as the killed process last wrote them: rows up to the checkpoint at
     ``last_steps`` (None: no file at all), whatever folders stay on disk."""
     seed_dir = run / task / f"seed_{seed}"
@@ -57,7 +57,7 @@ def truncate_index(run: Path, task: str, seed: int, last_steps: int | None) -> N
         (seed_dir / "updates.csv").unlink()
         return
     for name, keep in (("checkpoints.csv", lambda r: int(r["actual_steps"]) <= last_steps),
-                       ("updates.csv", lambda r: int(r["update"]) <= last_steps // 512)):
+                       ("updates.csv", lambda r: int(r["update"]) <= last_steps // batch)):
         rows = read_csv(seed_dir / name)
         columns = list(rows[0])
         write_csv(seed_dir / name, columns, [r for r in rows if keep(r)])
@@ -115,8 +115,12 @@ def test_tasks_killed_at_different_checkpoints_resume_to_the_reference(reference
 
 def test_a_task_that_starts_over_keeps_its_intact_step_0(reference, tmp_path, capsys):
     run = killed_copy(reference, tmp_path)
-    truncate_index(run, "swing", 0, 15360)
-    truncate_index(run, "swing", 1, 15360)
+    # swing: seed 0 was killed after its step-0 save completed but before its first row (no
+    # CSV; the intact step 0 stays and its row is written again), seed 1 lists step 0 only
+    truncate_index(run, "swing", 0, None)
+    for steps in CHECKPOINTS[1:]:
+        shutil.rmtree(run / "swing" / "seed_0" / "checkpoints" / str(steps))
+    truncate_index(run, "swing", 1, 0)
     # hrv: only step 0 listed for seed 0; seed 1 was killed while saving step 0 (no CSV yet);
     # every newer folder of seed 0 stays on disk, unlisted
     truncate_index(run, "hrv", 0, 0)
@@ -125,11 +129,14 @@ def test_a_task_that_starts_over_keeps_its_intact_step_0(reference, tmp_path, ca
         shutil.rmtree(run / "hrv" / "seed_1" / "checkpoints" / str(steps))
     half_written(run, "hrv", 1, 0)
     summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
-    assert summary.resumed_from == {"swing": 15360}
+    assert summary.resumed_from == {}
     assert_matches_reference(summary, reference, run)
+    assert quarantined(run, "swing", 0) == []
+    assert quarantined(run, "swing", 1) == ["12288", "15360", "16384", "3072", "6144", "9216"]
     assert quarantined(run, "hrv", 0) == ["12288", "15360", "16384", "3072", "6144", "9216"]
     assert quarantined(run, "hrv", 1) == ["0.orbax"]
     err = capsys.readouterr().err
+    assert "swing starts over: it trains from scratch, from step 0" in err
     assert "hrv starts over: it trains from scratch, from step 0" in err
     assert "checkpoint 0 to" not in err.replace("checkpoint 0.orbax", "")    # the intact step 0 stays
     assert "damaged" not in err
@@ -239,41 +246,65 @@ def test_a_finished_run_is_finished_only_when_its_index_matches_the_checkpoints(
         "holds [0, 3072, 6144, 12288, 15360, 16384]"]
 
 
-EXTENDABLE = dict(total_timesteps=1280, num_envs=4, num_steps=64, minibatch_size=128, num_epochs=1,
+EXTENDABLE = dict(total_timesteps=2048, num_envs=4, num_steps=64, minibatch_size=256, num_epochs=1,
                   actor_hidden=(8,), critic_hidden=(8,), checkpoint_interval=512, eval_episodes=2,
                   quick_eval_episodes=2, anneal_lr=False)
 
 
+@pytest.mark.parametrize("anneal_lr", [False, True])
+def test_one_update_is_the_same_computation_whatever_the_budget_unless_the_rate_decays(anneal_lr):
+    """What extending a run rests on: with a constant learning rate (and no curriculum) the
+    update a run of 1,024 steps compiles is the one a run of 2,048 steps compiles, so the first
+    1,024 steps of both are the same; with anneal_lr they are not (extension is refused).
+    Traced, not compiled."""
+    from purehr.ppo.train import make_ppo
+
+    task = get_task("hrv")
+    env = task.make_env()
+    programs = []
+    for budget in (1024, 2048):
+        config = task.default_config.replace(**dict(EXTENDABLE, total_timesteps=budget, anneal_lr=anneal_lr))
+        ppo = make_ppo(config, env, env.default_params)
+        runner = jax.eval_shape(ppo.init, jax.random.PRNGKey(0))
+        programs.append(str(jax.make_jaxpr(ppo.update)(runner)))
+    assert (programs[0] == programs[1]) != anneal_lr
+
+
 def test_a_run_extended_to_a_larger_budget_ends_bit_identical_to_an_uninterrupted_one(tmp_path, capfd):
-    """hrv without learning-rate decay: 1,280 steps (5 updates of 256), then --resume --steps
-    2,560, against an uninterrupted 2,560-step run. The CLI form, then the record."""
+    """hrv without learning-rate decay: a finished run of 1,024 steps (4 updates of 256), then
+    --resume --steps 2,048, against an uninterrupted 2,048-step run. The 1,024-step run is cut
+    from the uninterrupted one (its checkpoints and rows up to 1,024 steps; the budget in the
+    manifest): by the test above it is what a 1,024-step run writes (its last checkpoint
+    falls on a target, so even that row is the same), and it spares a compile."""
     from purehr.ppo.config import PPOConfig
 
-    short = get_task("hrv").default_config.replace(**EXTENDABLE)
-    longer = short.replace(total_timesteps=2560)
+    longer = get_task("hrv").default_config.replace(**EXTENDABLE)
     fresh = train_all_seeds(tmp_path / "fresh", tasks=["hrv"], seeds=[0], configs={"hrv": longer},
                             progress=False, render=False)
     run = tmp_path / "extended"
-    train_all_seeds(run, tasks=["hrv"], seeds=[0], configs={"hrv": short}, progress=False, render=False)
+    shutil.copytree(fresh.run_dir, run)
+    truncate_index(run, "hrv", 0, 1024, batch=256)
+    for steps in (1536, 2048):
+        shutil.rmtree(run / "hrv" / "seed_0" / "checkpoints" / str(steps))
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["configs"]["hrv"]["total_timesteps"] = 1024
+    (run / "manifest.json").write_text(json.dumps(manifest))
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import train_all_seeds as script
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     capfd.readouterr()
-    assert script.main(["--run-dir", str(run), "--resume", "--steps", "2560", "--no-render", "--no-progress"]) == 0
-    assert "resume: extending hrv from 1,280 to 2,560 steps per seed" in capfd.readouterr().err
+    assert script.main(["--run-dir", str(run), "--resume", "--steps", "2048", "--no-render", "--no-progress"]) == 0
+    assert "resume: extending hrv from 1,024 to 2,048 steps per seed" in capfd.readouterr().err
     rows = read_csv(run / "hrv" / "seed_0" / "checkpoints.csv")
     fresh_rows = read_csv(fresh.run_dir / "hrv" / "seed_0" / "checkpoints.csv")
-    # the short run's own end (target 1280) stays; every other checkpoint is the uninterrupted run's
-    assert [(r["target_steps"], r["actual_steps"]) for r in rows] == [
-        ("0", "0"), ("512", "512"), ("1024", "1024"), ("1280", "1280"), ("1536", "1536"), ("2048", "2048"),
-        ("2560", "2560")]
-    assert [r["state_digest"] for r in rows if r["actual_steps"] != "1280"] == [r["state_digest"] for r in fresh_rows]
-    assert [r["update"] for r in read_csv(run / "hrv" / "seed_0" / "updates.csv")] == [str(u) for u in range(1, 11)]
+    assert [r["actual_steps"] for r in rows] == ["0", "512", "1024", "1536", "2048"]
+    assert [r["state_digest"] for r in rows] == [r["state_digest"] for r in fresh_rows]   # the whole state
+    assert [r["update"] for r in read_csv(run / "hrv" / "seed_0" / "updates.csv")] == [str(u) for u in range(1, 9)]
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "finished"
     assert PPOConfig.from_dict(manifest["configs"]["hrv"]) == longer
-    assert manifest["resumes"][-1]["extended"] == {"hrv": {"from_steps": 1280, "to_steps": 2560}}
-    assert manifest["resumes"][-1]["status_before"] == "finished"
-    assert manifest["resumes"][-1]["from_steps"] == {"hrv": 1280}
+    [record] = manifest["resumes"]
+    assert record["extended"] == {"hrv": {"from_steps": 1024, "to_steps": 2048}}
+    assert record["status_before"] == "finished" and record["from_steps"] == {"hrv": 1024}

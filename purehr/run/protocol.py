@@ -233,7 +233,7 @@ def occupied_message(run_dir: RunDirectory, manifest: dict, directory_option: st
                              for task in manifest["tasks"]))
     if manifest["status"] == "finished":
         what = f"a finished run ({described})"
-        on = "--resume renders the figures it is missing (and extends it given a larger --steps, see docs/protocol.md)"
+        on = "--resume renders the figures it is missing" + extension_hint(manifest, " (and {})")
     else:
         what = f"a {manifest['status']} run that did not finish ({described})"
         on = "--resume continues it from its last checkpoint"
@@ -319,6 +319,14 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, tasks: list[str] | None, 
                 raise ValueError(problem)
             extended[task] = (before, after)
     return ResumePlan(tasks, seeds, wanted, saved_curricula, extended)
+
+
+def extension_hint(manifest: dict, form: str = "{}") -> str:
+    """"a larger --steps extends it" where every task of the run can be extended, else ""."""
+    curricula = manifest_curricula(manifest)
+    extendable = all(not manifest["configs"][task].get("anneal_lr", True) and task not in curricula
+                     for task in manifest["tasks"])
+    return form.format("a larger --steps extends it, docs/protocol.md") if extendable else ""
 
 
 def extension_problem(task: str, config: PPOConfig, curriculum: Curriculum | None, before: int,
@@ -575,8 +583,8 @@ def train_all_seeds(run_dir: str | Path, *, tasks=None, seeds=None,
         manifest = run_dir.read_manifest()
         plan = plan_resume(run_dir, manifest, tasks, seeds, configs, overrides, curricula)
         if manifest["status"] == "finished" and not plan.extended:
-            raise RunAlreadyFinished(f"{run_dir.root} holds a finished run: nothing left to train (a larger "
-                                     "--steps extends it, see docs/protocol.md); scripts/render.py --run-dir "
+            raise RunAlreadyFinished(f"{run_dir.root} holds a finished run: nothing left to train"
+                                     f"{extension_hint(manifest, ' ({})')}; scripts/render.py --run-dir "
                                      f"{run_dir.root} renders its figures, --overwrite replaces it, or choose "
                                      f"another {directory_option}")
         check_indexes(run_dir, plan.tasks, plan.seeds)
