@@ -123,6 +123,8 @@ ROWS = [
     ("new run into a finished run", lambda p: write_run(p, status="finished"), TINY,
      ["already holds a finished run", "--resume renders the figures it is missing"]),
     ("new run into other files", not_empty, TINY, ["is not empty and holds no purehr run"]),
+    ("--overwrite with a bad setting", lambda p: write_run(p, status="finished"),
+     ["--overwrite", "--learning-rate", "-1", *TINY], ["PPOConfig.learning_rate=-1.0: expected > 0"]),
 ]
 
 

@@ -25,7 +25,8 @@ SEEDS = [0, 1]
 TASKS = ["swing", "hrv"]
 SMALL = dict(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, num_epochs=2,
              actor_hidden=(16,), critic_hidden=(16,), checkpoint_interval=3000, eval_episodes=4,
-             full_eval_interval=2, quick_eval_episodes=2)     # as tests/test_run.py: one compiled program
+             full_eval_interval=2, quick_eval_episodes=2,
+             anneal_lr=False)     # as tests/test_run.py: one compiled program; a constant rate can be extended
 CHECKPOINTS = [0, 3072, 6144, 9216, 12288, 15360, 16384]       # batch 512: update = steps // 512
 
 
@@ -48,7 +49,7 @@ def killed_copy(reference, tmp_path: Path) -> Path:
     return copy
 
 
-def truncate_index(run: Path, task: str, seed: int, last_steps: int | None, batch: int = 512) -> None:
+def truncate_index(run: Path, task: str, seed: int, last_steps: int | None) -> None:
     """The CSVs as the killed process last wrote them: rows up to the checkpoint at
     ``last_steps`` (None: no file at all), whatever folders stay on disk."""
     seed_dir = run / task / f"seed_{seed}"
@@ -57,7 +58,7 @@ def truncate_index(run: Path, task: str, seed: int, last_steps: int | None, batc
         (seed_dir / "updates.csv").unlink()
         return
     for name, keep in (("checkpoints.csv", lambda r: int(r["actual_steps"]) <= last_steps),
-                       ("updates.csv", lambda r: int(r["update"]) <= last_steps // batch)):
+                       ("updates.csv", lambda r: int(r["update"]) <= last_steps // 512)):
         rows = read_csv(seed_dir / name)
         columns = list(rows[0])
         write_csv(seed_dir / name, columns, [r for r in rows if keep(r)])
@@ -102,9 +103,16 @@ def test_tasks_killed_at_different_checkpoints_resume_to_the_reference(reference
     # hrv: killed between the two seeds' CSV writes, seed 1 one checkpoint ahead of seed 0
     truncate_index(run, "hrv", 0, 3072)
     truncate_index(run, "hrv", 1, 6144)
-    summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    summary = train_all_seeds(run, resume=True, progress=False, render=False)    # tasks, seeds: the run's
     assert summary.resumed_from == {"swing": 9216, "hrv": 3072}
     assert_matches_reference(summary, reference, run)
+    manifest = json.loads((run / "manifest.json").read_text())      # every resume is recorded
+    [record] = manifest["resumes"]
+    assert manifest["precision"] == "float32" and record["status_before"] == "running"
+    assert record["from_steps"] == {"swing": 9216, "hrv": 3072} and record["extended"] == {}
+    assert sorted(q["path"] for q in record["quarantined"]) == sorted(
+        str(p.relative_to(run)) for p in run.glob("*/seed_*/quarantine/*") if not p.name.endswith(".REASON.txt"))
+    assert all(q["reason"] for q in record["quarantined"]) and len(record["quarantined"]) == 14
     assert quarantined(run, "swing", 0) == ["12288", "15360", "16384"]
     assert quarantined(run, "swing", 1) == ["12288.orbax"]
     assert quarantined(run, "hrv", 1) == ["12288", "15360", "16384", "6144", "9216"]
@@ -210,26 +218,6 @@ def test_resume_of_a_run_stopped_before_its_manifest_starts_it_and_anything_else
             prepare_run_directory(RunDirectory(foreign), resume=True, overwrite=False)
 
 
-def test_every_resume_is_recorded_in_the_manifest(reference, tmp_path):
-    run = killed_copy(reference, tmp_path)
-    truncate_index(run, "hrv", 0, 6144)
-    truncate_index(run, "hrv", 1, 6144)
-    shutil.rmtree(run / "hrv" / "seed_0" / "checkpoints" / "16384")
-    summary = train_all_seeds(run, resume=True, progress=False, render=False)    # tasks, seeds: the run's
-    assert summary.resumed_from == {"swing": 16384, "hrv": 6144}
-    assert_matches_reference(summary, reference, run)
-    manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["precision"] == "float32"
-    [record] = manifest["resumes"]
-    assert record["status_before"] == "running" and record["extended"] == {}
-    assert record["from_steps"] == {"swing": 16384, "hrv": 6144}
-    moved = sorted(q["path"].split("/quarantine/")[0] + "/" + q["path"].split("/")[-1].split("-")[0]
-                   for q in record["quarantined"])
-    assert moved == [f"hrv/seed_{seed}/{steps}" for seed, steps in
-                     [(0, 12288), (0, 15360), (0, 9216), (1, 12288), (1, 15360), (1, 16384), (1, 9216)]]
-    assert all(q["reason"].startswith("newer than the resume point 6144") for q in record["quarantined"])
-
-
 def test_a_finished_run_is_finished_only_when_its_index_matches_the_checkpoints(reference, tmp_path):
     from purehr.run.protocol import build_setups, index_disagreements
 
@@ -244,50 +232,49 @@ def test_a_finished_run_is_finished_only_when_its_index_matches_the_checkpoints(
         "[0, 3072, 6144, 9216, 12288, 15360, 16384]",
         "hrv/seed_1/checkpoints.csv lists [0, 3072, 6144, 9216, 12288, 15360, 16384], hrv/seed_1/checkpoints/ "
         "holds [0, 3072, 6144, 12288, 15360, 16384]"]
-
-
-EXTENDABLE = dict(total_timesteps=2048, num_envs=4, num_steps=64, minibatch_size=256, num_epochs=1,
-                  actor_hidden=(8,), critic_hidden=(8,), checkpoint_interval=512, eval_episodes=2,
-                  quick_eval_episodes=2, anneal_lr=False)
+    (run / "hrv" / "seed_0" / "checkpoints.csv").unlink()
+    from purehr.run import restore
+    with pytest.raises(FileNotFoundError, match="seed_0/checkpoints.csv is missing: it holds the digests"):
+        restore(run, "hrv", 0)
 
 
 @pytest.mark.parametrize("anneal_lr", [False, True])
 def test_one_update_is_the_same_computation_whatever_the_budget_unless_the_rate_decays(anneal_lr):
     """What extending a run rests on: with a constant learning rate (and no curriculum) the
-    update a run of 1,024 steps compiles is the one a run of 2,048 steps compiles, so the first
-    1,024 steps of both are the same; with anneal_lr they are not (extension is refused).
+    update a run of 9,216 steps compiles is the one a run of 16,384 steps compiles, so the
+    first 9,216 steps of both are the same; with anneal_lr they are not (extension is refused).
     Traced, not compiled."""
     from purehr.ppo.train import make_ppo
 
     task = get_task("hrv")
     env = task.make_env()
     programs = []
-    for budget in (1024, 2048):
-        config = task.default_config.replace(**dict(EXTENDABLE, total_timesteps=budget, anneal_lr=anneal_lr))
+    for budget in (9216, 16384):
+        config = configs()["hrv"].replace(total_timesteps=budget, anneal_lr=anneal_lr)
         ppo = make_ppo(config, env, env.default_params)
         runner = jax.eval_shape(ppo.init, jax.random.PRNGKey(0))
         programs.append(str(jax.make_jaxpr(ppo.update)(runner)))
     assert (programs[0] == programs[1]) != anneal_lr
 
 
-def test_a_run_extended_to_a_larger_budget_ends_bit_identical_to_an_uninterrupted_one(tmp_path, capfd):
-    """hrv without learning-rate decay: a finished run of 1,024 steps (4 updates of 256), then
-    --resume --steps 2,048, against an uninterrupted 2,048-step run. The 1,024-step run is cut
-    from the uninterrupted one (its checkpoints and rows up to 1,024 steps; the budget in the
-    manifest): by the test above it is what a 1,024-step run writes (its last checkpoint
-    falls on a target, so even that row is the same), and it spares a compile."""
+def test_a_run_extended_to_a_larger_budget_ends_bit_identical_to_an_uninterrupted_one(reference, tmp_path, capfd):
+    """A finished run of 9,216 steps per task (18 updates of 512), then --resume --steps 16,384,
+    against the uninterrupted reference (constant learning rate). The 9,216-step run is cut
+    from the reference (its checkpoints and rows up to 9,216 steps, that budget in the
+    manifest), which spares a compile: by the test above its states are what a 9,216-step run
+    reaches; only its last row differs from such a run's (target 9,000 and a quick evaluation
+    rather than target 9,216 and a full one), and the extension keeps rows as they are."""
     from purehr.ppo.config import PPOConfig
 
-    longer = get_task("hrv").default_config.replace(**EXTENDABLE)
-    fresh = train_all_seeds(tmp_path / "fresh", tasks=["hrv"], seeds=[0], configs={"hrv": longer},
-                            progress=False, render=False)
     run = tmp_path / "extended"
-    shutil.copytree(fresh.run_dir, run)
-    truncate_index(run, "hrv", 0, 1024, batch=256)
-    for steps in (1536, 2048):
-        shutil.rmtree(run / "hrv" / "seed_0" / "checkpoints" / str(steps))
+    shutil.copytree(reference.run_dir, run)
     manifest = json.loads((run / "manifest.json").read_text())
-    manifest["configs"]["hrv"]["total_timesteps"] = 1024
+    for task in TASKS:
+        manifest["configs"][task]["total_timesteps"] = 9216
+        for seed in SEEDS:
+            truncate_index(run, task, seed, 9216)
+            for steps in CHECKPOINTS[4:]:
+                shutil.rmtree(run / task / f"seed_{seed}" / "checkpoints" / str(steps))
     (run / "manifest.json").write_text(json.dumps(manifest))
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
@@ -295,16 +282,19 @@ def test_a_run_extended_to_a_larger_budget_ends_bit_identical_to_an_uninterrupte
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     capfd.readouterr()
-    assert script.main(["--run-dir", str(run), "--resume", "--steps", "2048", "--no-render", "--no-progress"]) == 0
-    assert "resume: extending hrv from 1,024 to 2,048 steps per seed" in capfd.readouterr().err
-    rows = read_csv(run / "hrv" / "seed_0" / "checkpoints.csv")
-    fresh_rows = read_csv(fresh.run_dir / "hrv" / "seed_0" / "checkpoints.csv")
-    assert [r["actual_steps"] for r in rows] == ["0", "512", "1024", "1536", "2048"]
-    assert [r["state_digest"] for r in rows] == [r["state_digest"] for r in fresh_rows]   # the whole state
-    assert [r["update"] for r in read_csv(run / "hrv" / "seed_0" / "updates.csv")] == [str(u) for u in range(1, 9)]
+    assert script.main(["--run-dir", str(run), "--resume", "--steps", "16384", "--no-render", "--no-progress"]) == 0
+    assert ("resume: extending swing from 9,216 to 16,384 steps per seed, hrv from 9,216 to 16,384 steps per seed"
+            in capfd.readouterr().err)
+    for task in TASKS:
+        for seed in SEEDS:
+            rows = read_csv(run / task / f"seed_{seed}" / "checkpoints.csv")
+            reference_rows = read_csv(reference.run_dir / task / f"seed_{seed}" / "checkpoints.csv")
+            assert [r["state_digest"] for r in rows] == [r["state_digest"] for r in reference_rows]  # whole states
+            assert [int(r["update"]) for r in read_csv(run / task / f"seed_{seed}" / "updates.csv")] == \
+                list(range(1, 33))
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "finished"
-    assert PPOConfig.from_dict(manifest["configs"]["hrv"]) == longer
+    assert {task: PPOConfig.from_dict(manifest["configs"][task]) for task in TASKS} == configs()
     [record] = manifest["resumes"]
-    assert record["extended"] == {"hrv": {"from_steps": 1024, "to_steps": 2048}}
-    assert record["status_before"] == "finished" and record["from_steps"] == {"hrv": 1024}
+    assert record["extended"] == {task: {"from_steps": 9216, "to_steps": 16384} for task in TASKS}
+    assert record["status_before"] == "finished" and record["from_steps"] == {"swing": 9216, "hrv": 9216}

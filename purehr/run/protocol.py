@@ -562,19 +562,25 @@ def train_all_seeds(run_dir: str | Path, *, tasks=None, seeds=None,
     started = time.perf_counter()
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
-    if tasks is not None or not resume:
-        tasks, seeds_checked = validate_request(DEFAULT_TASKS if tasks is None else tasks,
-                                                DEFAULT_SEEDS if seeds is None else seeds)
-        seeds = seeds_checked if seeds is not None or not resume else None
-    elif seeds is not None:
-        validate_request(DEFAULT_TASKS, seeds)
+    if tasks is not None:
+        tasks = validate_request(tasks, DEFAULT_SEEDS)[0]
+    if seeds is not None:
+        seeds = validate_request(DEFAULT_TASKS, seeds)[1]
     select_devices(devices)     # a bad --devices is refused before the run directory is touched
-    if curricula is not None and tasks is not None:
-        validate_curricula(tasks, curricula)
     configs, overrides = dict(configs or {}), dict(overrides or {})
-    unknown = set(configs) - set(tasks or DEFAULT_TASKS)
-    if unknown and not resume:
-        raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
+
+    def new_run_request():
+        """Tasks, seeds and every config of a new run, checked before anything is touched."""
+        chosen = tasks or list(DEFAULT_TASKS)
+        if curricula is not None:
+            validate_curricula(chosen, curricula)
+        unknown = set(configs) - set(chosen)
+        if unknown:
+            raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({chosen})")
+        return chosen, seeds or list(DEFAULT_SEEDS), {
+            task: configs.get(task, get_task(task).default_config).replace(**overrides) for task in chosen}
+
+    request = None if resume else new_run_request()
     run_dir = RunDirectory(Path(run_dir))
     check_run_directory_path(run_dir.root)      # a file, or a directory this process cannot write
     resume = prepare_run_directory(run_dir, resume, overwrite, directory_option)
@@ -588,9 +594,8 @@ def train_all_seeds(run_dir: str | Path, *, tasks=None, seeds=None,
                                      f"{run_dir.root} renders its figures, --overwrite replaces it, or choose "
                                      f"another {directory_option}")
         check_indexes(run_dir, plan.tasks, plan.seeds)
-    else:
-        tasks, seeds = validate_request(tasks or DEFAULT_TASKS, DEFAULT_SEEDS if seeds is None else seeds)
-        configs = {task: configs.get(task, get_task(task).default_config).replace(**overrides) for task in tasks}
+    else:       # a new run (or a resume of one stopped before its manifest: nothing to continue)
+        tasks, seeds, configs = request or new_run_request()
     lock = run_dir.lock()
     try:
         return _train_locked(run_dir, started, tasks, seeds, configs, plan, progress, render, command,
