@@ -235,7 +235,8 @@ def occupied_message(run_dir: RunDirectory, manifest: dict, directory_option: st
         what = f"a finished run ({described})"
         on = "--resume renders the figures it is missing" + extension_hint(manifest, " (and {})")
     else:
-        what = f"a {manifest['status']} run that did not finish ({described})"
+        what = {"running": "a run that was stopped before it finished", "failed": "a failed run"}.get(
+            manifest["status"], f"a {manifest['status']} run") + f" ({described})"
         on = "--resume continues it from its last checkpoint"
     return f"{run_dir.root} already holds {what}; {on}, --overwrite replaces it, or choose another {directory_option}"
 
@@ -406,8 +407,8 @@ def restore_task(run_dir: RunDirectory, setup: TaskSetup, seeds: list[int], reco
     from purehr.run.checkpoints import SeedCheckpoints
 
     name = setup.name
-    had_checkpoints = any(run_dir.checkpoint_dir(name, seed).is_dir() and any(run_dir.checkpoint_dir(name, seed).iterdir())
-                          for seed in seeds)
+    folders = [run_dir.checkpoint_dir(name, seed) for seed in seeds]
+    had_checkpoints = any(folder.is_dir() and any(folder.iterdir()) for folder in folders)
     managers = {seed: SeedCheckpoints(run_dir.checkpoint_dir(name, seed)) for seed in seeds}
     quarantined: list[dict[str, str]] = []
     try:
