@@ -69,14 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
     from purehr.ppo.config import PPOConfig
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--tasks", nargs="+", default=["swing", "hrv"], help="tasks to train (swing, hrv)")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4], help="training seeds")
+    parser.add_argument("--tasks", nargs="+", default=None,
+                        help="tasks to train (swing, hrv; default: both; on --resume: the run's)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=None,
+                        help="seeds (default: 0 1 2 3 4; on --resume: the run's)")
     parser.add_argument("--steps", type=int, default=None,
-                        help="environment steps per task and seed (default: each task's protocol budget)")
+                        help="environment steps per task and seed (default: each task's protocol budget; on "
+                             "--resume: the run's, and a larger one extends it where that can be bit-identical)")
     parser.add_argument("--run-name", default="protocol", help="run directory name under artifacts/")
     parser.add_argument("--run-dir", type=Path, default=None, help="run directory (overrides --run-name)")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
-    parser.add_argument("--overwrite", action="store_true", help="replace the run in --run-dir")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run in the run directory from its last checkpoint, with the tasks, "
+                             "seeds, settings and precision its manifest records")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the run in the run directory (only the files a purehr run writes are removed)")
     parser.add_argument("--no-render", action="store_true", help="skip figures and the replay")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--x64", action="store_true", help="enable float64 (about 2x slower; physics checks)")
@@ -103,18 +109,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def configs_from_args(args) -> dict:
-    from purehr.run.tasks import get_task
-
+def overrides_from_args(args) -> dict:
+    """The PPOConfig fields given on the command line (--steps is total_timesteps)."""
     overrides = {name[len("ppo_"):]: value for name, value in vars(args).items()
                  if name.startswith("ppo_") and value is not None}
     overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
     if args.steps is not None:
         overrides["total_timesteps"] = args.steps
-    configs = {}
-    for task in args.tasks:
-        configs[task] = get_task(task).default_config.replace(**overrides)
-    return configs
+    return overrides
+
+
+def configs_from_args(args) -> dict:
+    from purehr.run.tasks import get_task
+
+    overrides = overrides_from_args(args)
+    return {task: get_task(task).default_config.replace(**overrides) for task in args.tasks or ["swing", "hrv"]}
+
+
+def recorded_precision(run_dir: Path) -> str | None:
+    """The precision a run directory's manifest records, if it can be read (the trainer
+    refuses anything else clearly later)."""
+    import json
+
+    try:
+        manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
+        return manifest.get("precision") if isinstance(manifest, dict) else None
+    except (OSError, ValueError):
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,32 +144,44 @@ def main(argv: list[str] | None = None) -> int:
     if args.distributed:
         from purehr.distributed import initialize_distributed
         initialize_distributed()
+    run_dir = args.run_dir or ROOT / "artifacts" / args.run_name
+    directory_option = "--run-dir" if args.run_dir is not None else "--run-name"
+    if args.resume and not args.x64 and recorded_precision(run_dir) == "float64":
+        print(f"--resume: {run_dir} was trained in float64: continuing in float64 (as with --x64)", file=sys.stderr)
+        args.x64 = True
     if args.x64:
         import jax
         jax.config.update("jax_enable_x64", True)
     from purehr.run.protocol import RunAlreadyFinished, RunFailed, train_all_seeds
 
-    run_dir = args.run_dir or ROOT / "artifacts" / args.run_name
     try:
-        configs = configs_from_args(args)
-        # a resume without settings continues with the saved ones; given settings must match them
-        explicit = configs if not args.resume or _has_overrides(args) else {}
+        # a resume continues with the run's tasks, seeds and settings; given ones must match them
         curricula = _curricula_from_args(args)
-        summary = train_all_seeds(run_dir, tasks=args.tasks, seeds=args.seeds, configs=explicit,
+        summary = train_all_seeds(run_dir, tasks=args.tasks, seeds=args.seeds, overrides=overrides_from_args(args),
                                   resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
                                   render=not args.no_render, command=sys.argv if argv is None else argv,
-                                  curricula=curricula, devices=args.devices)
+                                  curricula=curricula, devices=args.devices, directory_option=directory_option)
     except RunAlreadyFinished:
         # a run killed after training (before or while rendering) is finished: finish its files
-        print(f"{run_dir} holds a finished run: nothing left to train", file=sys.stderr)
-        if not args.no_render and missing_figures(run_dir):
-            from purehr.viz.render import render_run
+        from purehr.run.protocol import extension_hint
+        from purehr.run.run_dir import RunDirectory
 
-            print("rendering the figures it is missing", file=sys.stderr)
-            render_run(run_dir)
+        hint = extension_hint(RunDirectory(Path(run_dir)).read_manifest(), " ({})")
+        print(f"--resume: {run_dir} holds a finished run: nothing left to train{hint}", file=sys.stderr)
+        if missing_figures(run_dir):
+            if args.no_render:
+                print(f"its figures are missing: --resume without --no-render, or scripts/render.py --run-dir "
+                      f"{run_dir}, renders them", file=sys.stderr)
+            else:
+                from purehr.viz.render import render_run
+
+                print("rendering the figures it is missing", file=sys.stderr)
+                render_run(run_dir)
+        else:
+            print("it has all its figures", file=sys.stderr)
         report(run_dir)
         return 0
-    except (ValueError, FileExistsError, FileNotFoundError) as error:
+    except (ValueError, OSError) as error:      # FileExistsError, NotADirectoryError, PermissionError, ...
         parser.exit(2, f"error: {error}\n")
     except RunFailed as error:      # the manifest says "failed"; one line, not the callback's traceback
         parser.exit(1, f"error: {error}\n")
@@ -180,14 +213,9 @@ def _curricula_from_args(args) -> dict | None:
         return None
     from purehr.curriculum import Curriculum
 
-    if "hrv" not in args.tasks:
+    if args.tasks is not None and "hrv" not in args.tasks:
         raise ValueError(f"--curriculum applies to the hrv task, which is not in --tasks {args.tasks}")
     return {"hrv": Curriculum.parse(args.curriculum)}
-
-
-def _has_overrides(args) -> bool:
-    return args.steps is not None or any(value is not None for name, value in vars(args).items()
-                                         if name.startswith("ppo_"))
 
 
 if __name__ == "__main__":

@@ -149,8 +149,10 @@ def test_a_curriculum_for_swing_or_an_absent_task_is_refused(tmp_path):
 def test_resume_with_a_different_curriculum_is_refused(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
+    from purehr.run.protocol import PROTOCOL_TEXT
+
     manifest = {"status": "running", "tasks": ["hrv"], "seeds": [0], "configs": {"hrv": TINY.to_dict()},
-                "curricula": {"hrv": Curriculum().to_dict()}}
+                "curricula": {"hrv": Curriculum().to_dict()}, "protocol": PROTOCOL_TEXT}
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="started with curricula"):
         train_all_seeds(run_dir, tasks=["hrv"], seeds=[0], resume=True, curricula={"hrv": None})

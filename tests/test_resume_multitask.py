@@ -25,7 +25,8 @@ SEEDS = [0, 1]
 TASKS = ["swing", "hrv"]
 SMALL = dict(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, num_epochs=2,
              actor_hidden=(16,), critic_hidden=(16,), checkpoint_interval=3000, eval_episodes=4,
-             full_eval_interval=2, quick_eval_episodes=2)     # as tests/test_run.py: one compiled program
+             full_eval_interval=2, quick_eval_episodes=2,
+             anneal_lr=False)     # as tests/test_run.py: one compiled program; a constant rate can be extended
 CHECKPOINTS = [0, 3072, 6144, 9216, 12288, 15360, 16384]       # batch 512: update = steps // 512
 
 
@@ -102,9 +103,16 @@ def test_tasks_killed_at_different_checkpoints_resume_to_the_reference(reference
     # hrv: killed between the two seeds' CSV writes, seed 1 one checkpoint ahead of seed 0
     truncate_index(run, "hrv", 0, 3072)
     truncate_index(run, "hrv", 1, 6144)
-    summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    summary = train_all_seeds(run, resume=True, progress=False, render=False)    # tasks, seeds: the run's
     assert summary.resumed_from == {"swing": 9216, "hrv": 3072}
     assert_matches_reference(summary, reference, run)
+    manifest = json.loads((run / "manifest.json").read_text())      # every resume is recorded
+    [record] = manifest["resumes"]
+    assert manifest["precision"] == "float32" and record["status_before"] == "running"
+    assert record["from_steps"] == {"swing": 9216, "hrv": 3072} and record["extended"] == {}
+    assert sorted(q["path"] for q in record["quarantined"]) == sorted(
+        str(p.relative_to(run)) for p in run.glob("*/seed_*/quarantine/*") if not p.name.endswith(".REASON.txt"))
+    assert all(q["reason"] for q in record["quarantined"]) and len(record["quarantined"]) == 14
     assert quarantined(run, "swing", 0) == ["12288", "15360", "16384"]
     assert quarantined(run, "swing", 1) == ["12288.orbax"]
     assert quarantined(run, "hrv", 1) == ["12288", "15360", "16384", "6144", "9216"]
@@ -115,8 +123,12 @@ def test_tasks_killed_at_different_checkpoints_resume_to_the_reference(reference
 
 def test_a_task_that_starts_over_keeps_its_intact_step_0(reference, tmp_path, capsys):
     run = killed_copy(reference, tmp_path)
-    truncate_index(run, "swing", 0, 15360)
-    truncate_index(run, "swing", 1, 15360)
+    # swing: seed 0 was killed after its step-0 save completed but before its first row (no
+    # CSV; the intact step 0 stays and its row is written again), seed 1 lists step 0 only
+    truncate_index(run, "swing", 0, None)
+    for steps in CHECKPOINTS[1:]:
+        shutil.rmtree(run / "swing" / "seed_0" / "checkpoints" / str(steps))
+    truncate_index(run, "swing", 1, 0)
     # hrv: only step 0 listed for seed 0; seed 1 was killed while saving step 0 (no CSV yet);
     # every newer folder of seed 0 stays on disk, unlisted
     truncate_index(run, "hrv", 0, 0)
@@ -125,12 +137,15 @@ def test_a_task_that_starts_over_keeps_its_intact_step_0(reference, tmp_path, ca
         shutil.rmtree(run / "hrv" / "seed_1" / "checkpoints" / str(steps))
     half_written(run, "hrv", 1, 0)
     summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
-    assert summary.resumed_from == {"swing": 15360}
+    assert summary.resumed_from == {}
     assert_matches_reference(summary, reference, run)
+    assert quarantined(run, "swing", 0) == []
+    assert quarantined(run, "swing", 1) == ["12288", "15360", "16384", "3072", "6144", "9216"]
     assert quarantined(run, "hrv", 0) == ["12288", "15360", "16384", "3072", "6144", "9216"]
     assert quarantined(run, "hrv", 1) == ["0.orbax"]
     err = capsys.readouterr().err
-    assert "hrv starts over from step 0" in err
+    assert "swing starts over: it trains from scratch, from step 0" in err
+    assert "hrv starts over: it trains from scratch, from step 0" in err
     assert "checkpoint 0 to" not in err.replace("checkpoint 0.orbax", "")    # the intact step 0 stays
     assert "damaged" not in err
 
@@ -201,3 +216,85 @@ def test_resume_of_a_run_stopped_before_its_manifest_starts_it_and_anything_else
             (foreign / "notes.txt").write_text("not a purehr run\n")
         with pytest.raises(FileNotFoundError, match="holds no run to resume"):
             prepare_run_directory(RunDirectory(foreign), resume=True, overwrite=False)
+
+
+def test_a_finished_run_is_finished_only_when_its_index_matches_the_checkpoints(reference, tmp_path):
+    from purehr.run.protocol import build_setups, index_disagreements
+
+    run = killed_copy(reference, tmp_path)
+    setups = build_setups(TASKS, configs())
+    assert index_disagreements(RunDirectory(run), setups, SEEDS) == []
+    shutil.move(run / "hrv" / "seed_1" / "checkpoints" / "9216", tmp_path / "elsewhere")
+    rows = read_csv(run / "swing" / "seed_0" / "checkpoints.csv")
+    write_csv(run / "swing" / "seed_0" / "checkpoints.csv", list(rows[0]), rows[:-1])
+    assert index_disagreements(RunDirectory(run), setups, SEEDS) == [
+        "swing/seed_0/checkpoints.csv lists [0, 3072, 6144, 9216, 12288, 15360], swing/seed_0/checkpoints/ holds "
+        "[0, 3072, 6144, 9216, 12288, 15360, 16384]",
+        "hrv/seed_1/checkpoints.csv lists [0, 3072, 6144, 9216, 12288, 15360, 16384], hrv/seed_1/checkpoints/ "
+        "holds [0, 3072, 6144, 12288, 15360, 16384]"]
+    (run / "hrv" / "seed_0" / "checkpoints.csv").unlink()
+    from purehr.run import restore
+    with pytest.raises(FileNotFoundError, match="seed_0/checkpoints.csv is missing: it holds the digests"):
+        restore(run, "hrv", 0)
+
+
+@pytest.mark.parametrize("anneal_lr", [False, True])
+def test_one_update_is_the_same_computation_whatever_the_budget_unless_the_rate_decays(anneal_lr):
+    """What extending a run rests on: with a constant learning rate (and no curriculum) the
+    update a run of 9,216 steps compiles is the one a run of 16,384 steps compiles, so the
+    first 9,216 steps of both are the same; with anneal_lr they are not (extension is refused).
+    Traced, not compiled."""
+    from purehr.ppo.train import make_ppo
+
+    task = get_task("hrv")
+    env = task.make_env()
+    programs = []
+    for budget in (9216, 16384):
+        config = configs()["hrv"].replace(total_timesteps=budget, anneal_lr=anneal_lr)
+        ppo = make_ppo(config, env, env.default_params)
+        runner = jax.eval_shape(ppo.init, jax.random.PRNGKey(0))
+        programs.append(str(jax.make_jaxpr(ppo.update)(runner)))
+    assert (programs[0] == programs[1]) != anneal_lr
+
+
+def test_a_run_extended_to_a_larger_budget_ends_bit_identical_to_an_uninterrupted_one(reference, tmp_path, capfd):
+    """A finished run of 9,216 steps per task (18 updates of 512), then --resume --steps 16,384,
+    against the uninterrupted reference (constant learning rate). The 9,216-step run is cut
+    from the reference (its checkpoints and rows up to 9,216 steps, that budget in the
+    manifest), which spares a compile: by the test above its states are what a 9,216-step run
+    reaches; only its last row differs from such a run's (target 9,000 and a quick evaluation
+    rather than target 9,216 and a full one), and the extension keeps rows as they are."""
+    from purehr.ppo.config import PPOConfig
+
+    run = tmp_path / "extended"
+    shutil.copytree(reference.run_dir, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    for task in TASKS:
+        manifest["configs"][task]["total_timesteps"] = 9216
+        for seed in SEEDS:
+            truncate_index(run, task, seed, 9216)
+            for steps in CHECKPOINTS[4:]:
+                shutil.rmtree(run / task / f"seed_{seed}" / "checkpoints" / str(steps))
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import train_all_seeds as script
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    capfd.readouterr()
+    assert script.main(["--run-dir", str(run), "--resume", "--steps", "16384", "--no-render", "--no-progress"]) == 0
+    assert ("resume: extending swing from 9,216 to 16,384 steps per seed, hrv from 9,216 to 16,384 steps per seed"
+            in capfd.readouterr().err)
+    for task in TASKS:
+        for seed in SEEDS:
+            rows = read_csv(run / task / f"seed_{seed}" / "checkpoints.csv")
+            reference_rows = read_csv(reference.run_dir / task / f"seed_{seed}" / "checkpoints.csv")
+            assert [r["state_digest"] for r in rows] == [r["state_digest"] for r in reference_rows]  # whole states
+            assert [int(r["update"]) for r in read_csv(run / task / f"seed_{seed}" / "updates.csv")] == \
+                list(range(1, 33))
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "finished"
+    assert {task: PPOConfig.from_dict(manifest["configs"][task]) for task in TASKS} == configs()
+    [record] = manifest["resumes"]
+    assert record["extended"] == {task: {"from_steps": 9216, "to_steps": 16384} for task in TASKS}
+    assert record["status_before"] == "finished" and record["from_steps"] == {"swing": 9216, "hrv": 9216}

@@ -31,11 +31,11 @@ SEEDS = [0, 1]
 TASKS = ["swing", "hrv"]
 SMALL = dict(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, num_epochs=2,
              actor_hidden=(16,), critic_hidden=(16,), checkpoint_interval=3000, eval_episodes=4,
-             full_eval_interval=2, quick_eval_episodes=2)
+             full_eval_interval=2, quick_eval_episodes=2, anneal_lr=False)   # constant rate: extendable
 CLI = ["--steps", "16384", "--num-envs", "4", "--num-steps", "128", "--minibatch-size", "128",
        "--num-epochs", "2", "--actor-hidden", "16", "--critic-hidden", "16", "--checkpoint-interval", "3000",
        "--eval-episodes", "4", "--full-eval-interval", "2", "--quick-eval-episodes", "2",
-       "--seeds", "0", "1", "--no-render", "--no-progress"]
+       "--anneal-lr", "false", "--seeds", "0", "1", "--no-render", "--no-progress"]
 # batch 512: targets 0, 3000, ..., 15000 are first reached at 0, 3072, 6144, ...; the last update saves too
 EXPECTED_TARGETS = [0, 3000, 6000, 9000, 12000, 15000, 16384]
 EXPECTED_ACTUAL = [0, 3072, 6144, 9216, 12288, 15360, 16384]
@@ -226,7 +226,7 @@ def test_a_directory_holding_a_run_is_refused(runs):
     before = sorted(p.name for p in root.iterdir())
     with pytest.raises(RunDirectoryInUse, match="already holds a finished run"):
         train_all_seeds(root, tasks=TASKS, seeds=SEEDS, configs=configs(), progress=False)
-    with pytest.raises(RunDirectoryInUse, match="finished run; nothing to resume"):
+    with pytest.raises(RunDirectoryInUse, match="holds a finished run: nothing left to train"):
         train_all_seeds(root, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     assert sorted(p.name for p in root.iterdir()) == before
     completed = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"),

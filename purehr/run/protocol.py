@@ -3,11 +3,11 @@ run directory. All validation happens before anything is compiled or written."""
 
 from __future__ import annotations
 
+import datetime
 import math
-import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,8 @@ from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
 from purehr.run.messages import start_banner
 from purehr.run.progress import Progress, TaskPlan, format_duration
 from purehr.run.recorder import RunRecorder, parse_row, seed_slice
-from purehr.run.run_dir import RunDirectory, RunDirectoryBusy, environment_description, read_csv
+from purehr.run.run_dir import (NotARunDirectory, RunDirectory, RunDirectoryBusy, check_run_directory_path,
+                                environment_description, read_csv, remove_run_files)
 from purehr.run.runner import TaskSetup, make_train_all
 from purehr.run.tasks import get_task
 
@@ -183,33 +184,62 @@ def evaluate_baselines(setups: list[TaskSetup]) -> dict[str, Any]:
     return baselines
 
 
-def prepare_run_directory(run_dir: RunDirectory, resume: bool, overwrite: bool) -> bool:
-    """Refuses what must not be touched; returns whether there is a run to continue."""
+def prepare_run_directory(run_dir: RunDirectory, resume: bool, overwrite: bool,
+                          directory_option: str = "--run-dir") -> bool:
+    """Refuses what must not be touched; returns whether there is a run to continue.
+    ``directory_option`` is how the user named the directory (``--run-name`` or ``--run-dir``),
+    so the messages name the option they gave."""
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
     holder = run_dir.holder()
     if holder is not None:
         raise RunDirectoryBusy(f"{run_dir.root} is in use by another running process (pid {holder}); wait for "
                                "it to end or stop it before --resume or --overwrite")
+    has_manifest = run_dir.manifest_path.exists()
     if resume:
-        if run_dir.holds_run():
+        if has_manifest:
+            run_dir.read_manifest()     # a manifest.json some other program wrote is refused by name
             return True
         if _stopped_before_manifest(run_dir):
             print(f"--resume: {run_dir.root} has no manifest.json yet: the process that started the run was "
                   "stopped before training began; starting it from scratch", file=sys.stderr)
             return False
-        raise FileNotFoundError(f"--resume: {run_dir.root} holds no run to resume (no manifest.json)")
-    if run_dir.holds_run():
-        status = run_dir.read_manifest().get("status", "unknown")
+        raise FileNotFoundError(f"--resume: {run_dir.root} holds no run to resume (no manifest.json); "
+                                f"check {directory_option}, or start a new run without --resume")
+    if has_manifest:
+        try:
+            manifest = run_dir.read_manifest()
+        except NotARunDirectory as error:
+            action = "remove anything in it" if overwrite else "train into it"
+            raise NotARunDirectory(f"{error}; refusing to {action}: choose another {directory_option}") from None
         if not overwrite:
-            raise RunDirectoryInUse(
-                f"{run_dir.root} already holds a {status} run; pass --resume to continue it, "
-                f"--overwrite to replace it, or choose another --run-dir")
-        print(f"--overwrite: removing the {status} run in {run_dir.root}", file=sys.stderr)
-        shutil.rmtree(run_dir.root)
+            raise RunDirectoryInUse(occupied_message(run_dir, manifest, directory_option))
+        kept = remove_run_files(run_dir.root, manifest)
+        message = f"--overwrite: removed the {manifest['status']} run in {run_dir.root}"
+        if kept:
+            message += (f"; kept {len(kept)} entries a run does not write: "
+                        + ", ".join(str(p.relative_to(run_dir.root)) for p in kept[:5])
+                        + (", ..." if len(kept) > 5 else ""))
+        print(message, file=sys.stderr)
     elif run_dir.root.exists() and any(run_dir.root.iterdir()):
-        raise RunDirectoryInUse(f"{run_dir.root} is not empty and holds no purehr run; choose another --run-dir")
+        raise RunDirectoryInUse(f"{run_dir.root} is not empty and holds no purehr run; choose another "
+                                f"{directory_option}")
     return False
+
+
+def occupied_message(run_dir: RunDirectory, manifest: dict, directory_option: str = "--run-dir") -> str:
+    """Why a new run is refused in a directory holding one, and the three ways on."""
+    described = (f"tasks {' '.join(manifest['tasks'])}, seeds {' '.join(map(str, manifest['seeds']))}, "
+                 + ", ".join(f"{task} {_count(manifest['configs'][task].get('total_timesteps'))} steps"
+                             for task in manifest["tasks"]))
+    if manifest["status"] == "finished":
+        what = f"a finished run ({described})"
+        on = "--resume renders the figures it is missing" + extension_hint(manifest, " (and {})")
+    else:
+        what = {"running": "a run that was stopped before it finished", "failed": "a failed run"}.get(
+            manifest["status"], f"a {manifest['status']} run") + f" ({described})"
+        on = "--resume continues it from its last checkpoint"
+    return f"{run_dir.root} already holds {what}; {on}, --overwrite replaces it, or choose another {directory_option}"
 
 
 def _stopped_before_manifest(run_dir: RunDirectory) -> bool:
@@ -221,18 +251,104 @@ def _stopped_before_manifest(run_dir: RunDirectory) -> bool:
                for entry in run_dir.root.iterdir())
 
 
-def check_resume_configs(manifest: dict, tasks: list[str], seeds: list[int],
-                         configs: dict[str, PPOConfig]) -> dict[str, PPOConfig]:
-    if manifest["tasks"] != tasks or manifest["seeds"] != seeds:
-        raise ValueError(f"--resume: the run was started with tasks={manifest['tasks']} seeds={manifest['seeds']}, "
-                         f"not tasks={tasks} seeds={seeds}")
+def _count(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def current_precision() -> str:
+    """What the arrays of a run are: part of the run, since a resume in another precision
+    cannot continue it bit for bit."""
+    return "float64" if jax.config.jax_enable_x64 else "float32"
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What a resume continues, read from the manifest and checked against what was asked."""
+    tasks: list[str]
+    seeds: list[int]
+    configs: dict[str, PPOConfig]
+    curricula: dict[str, Curriculum]
+    extended: dict[str, tuple[int, int]] = field(default_factory=dict)   # task -> (old, new budget)
+
+
+def plan_resume(run_dir: RunDirectory, manifest: dict, tasks: list[str] | None, seeds: list[int] | None,
+                configs: dict[str, PPOConfig], overrides: dict[str, Any], curricula) -> ResumePlan:
+    """Tasks, seeds, configs, curricula and precision come from the manifest; whatever the
+    caller gave must agree with it (refused naming both values), except a larger budget, which
+    extends the run where that can be bit-identical (``extension_problem``)."""
+    where = f"(manifest.json of {run_dir.root})"
+    if tasks is not None and list(tasks) != manifest["tasks"]:
+        raise ValueError(f"--resume: --tasks {' '.join(tasks)} does not match the run's tasks "
+                         f"{' '.join(manifest['tasks'])} {where}; omit --tasks to continue with the recorded ones")
+    if seeds is not None and list(seeds) != manifest["seeds"]:
+        raise ValueError(f"--resume: --seeds {' '.join(map(str, seeds))} does not match the run's seeds "
+                         f"{' '.join(map(str, manifest['seeds']))} {where}; omit --seeds to continue with the "
+                         "recorded ones")
+    tasks, seeds = validate_request(manifest["tasks"], manifest["seeds"])
+    precision = manifest.get("precision", "float32")    # runs recorded before it was: --x64 was opt-in
+    if precision != current_precision():
+        flag = "with --x64" if precision == "float64" else "without --x64"
+        raise ValueError(f"--resume: the run was trained in {precision} and this process computes in "
+                         f"{current_precision()}; a resume in another precision cannot continue it bit for "
+                         f"bit: resume {flag}")
+    unknown = set(configs) - set(tasks)
+    if unknown:
+        raise ValueError(f"--resume: configs given for tasks {sorted(unknown)} that the run does not train ({tasks})")
     saved = {task: PPOConfig.from_dict(manifest["configs"][task]) for task in tasks}
-    for task, config in configs.items():
-        if config != saved[task]:
-            differing = [k for k, v in config.to_dict().items() if v != saved[task].to_dict()[k]]
-            raise ValueError(f"--resume: {task} config differs from the saved run in {differing}; "
-                             "resume with the original settings")
-    return saved
+    wanted = {task: configs.get(task, saved[task]).replace(**overrides) for task in tasks}
+    saved_curricula = manifest_curricula(manifest)
+    if curricula is not None and validate_curricula(tasks, curricula) != saved_curricula:
+        raise ValueError(f"--resume: the run was started with curricula "
+                         f"{ {k: c.to_dict() for k, c in saved_curricula.items()} }, not "
+                         f"{ {k: c.to_dict() for k, c in validate_curricula(tasks, curricula).items()} }; "
+                         "resume with the original settings (or omit --curriculum)")
+    extended = {}
+    for task in tasks:
+        old, new = saved[task].to_dict(), wanted[task].to_dict()
+        differing = [f"{name}: given {new[name]!r}, the run has {old[name]!r}" for name in old
+                     if name != "total_timesteps" and new[name] != old[name]]
+        if differing:
+            raise ValueError(f"--resume: the {task} settings differ from the run's {where}: "
+                             f"{'; '.join(differing)}. Omit them to continue with the recorded settings")
+        before, after = old["total_timesteps"], new["total_timesteps"]
+        if after < before:
+            raise ValueError(f"--resume: --steps {after:,} is below the run's {task} budget of {before:,} steps "
+                             "per seed; a run cannot be shortened (restore an earlier checkpoint with "
+                             "purehr.run.restore(..., step=N) instead), omit --steps to continue it")
+        if after > before:
+            problem = extension_problem(task, saved[task], saved_curricula.get(task), before, after)
+            if problem:
+                raise ValueError(problem)
+            extended[task] = (before, after)
+    return ResumePlan(tasks, seeds, wanted, saved_curricula, extended)
+
+
+def extension_hint(manifest: dict, form: str = "{}") -> str:
+    """"a larger --steps extends it" where every task of the run can be extended, else ""."""
+    curricula = manifest_curricula(manifest)
+    extendable = all(not manifest["configs"][task].get("anneal_lr", True) and task not in curricula
+                     for task in manifest["tasks"])
+    return form.format("a larger --steps extends it, docs/protocol.md") if extendable else ""
+
+
+def extension_problem(task: str, config: PPOConfig, curriculum: Curriculum | None, before: int,
+                      after: int) -> str | None:
+    """Why a run of ``before`` steps cannot be extended to ``after`` bit-identically, or None.
+    An extended run must end exactly where an uninterrupted run of ``after`` steps ends, so
+    nothing the first ``before`` steps computed may depend on the budget (docs/protocol.md)."""
+    if config.anneal_lr:
+        why = ("its learning rate decays linearly to 0 over the budget (anneal_lr=True), so the first "
+               f"{before:,} steps of a {after:,}-step run are not this run's")
+        fix = "; train a run you mean to extend with --anneal-lr false"
+    elif curriculum is not None:
+        why = ("its curriculum's stages are fractions of the budget, so the first "
+               f"{before:,} steps of a {after:,}-step run are not this run's")
+        fix = ""
+    else:
+        return None
+    return (f"--resume --steps {after:,}: cannot extend {task} from {before:,} to {after:,} steps: {why}, and "
+            f"no extension could end bit-identical to an uninterrupted run. Start a new run with --steps "
+            f"{after:,} (another --run-name or --run-dir){fix}")
 
 
 @dataclass(frozen=True)
@@ -243,6 +359,42 @@ class TaskResume:
     steps: int                           # env steps of the resume point (0: starting over)
     elapsed_s: float
     kept: dict[int, dict[int, str]]      # seed -> {steps: digest} kept that the program saves again
+    quarantined: list[dict[str, str]] = field(default_factory=list)   # {"path", "reason"} moved aside
+
+
+def completed_checkpoint_steps(folder: Path) -> list[int]:
+    """The step folders Orbax completed (``<steps>/``), read from the directory alone."""
+    if not folder.is_dir():
+        return []
+    return sorted(int(entry.name) for entry in folder.iterdir() if entry.is_dir() and entry.name.isdigit())
+
+
+def check_indexes(run_dir: RunDirectory, tasks: list[str], seeds: list[int]) -> None:
+    """Refuses a resume whose index files were lost while the checkpoints they describe are
+    still there: the resume would have to set that progress aside. Only the files on disk are
+    read (nothing moves): a kill leaves the index at most one checkpoint behind, never missing
+    while later checkpoints exist, so this is damage, and the user decides."""
+    for task in tasks:
+        for seed in seeds:
+            saved = [steps for steps in completed_checkpoint_steps(run_dir.checkpoint_dir(task, seed)) if steps > 0]
+            index, updates = run_dir.checkpoints_csv(task, seed), run_dir.updates_csv(task, seed)
+            listed = [r for r in read_csv(index)] if index.exists() else []
+            beyond_zero = [int(r["actual_steps"]) for r in listed if r.get("actual_steps", "").isdigit()
+                           and int(r["actual_steps"]) > 0]
+            missing = None
+            if saved and not index.exists():
+                missing = index
+            elif saved and beyond_zero and not updates.exists():
+                missing = updates
+            if missing is not None:
+                relative = missing.relative_to(run_dir.root)
+                raise FileNotFoundError(
+                    f"--resume: {relative} is missing from {run_dir.root}, while "
+                    f"{run_dir.checkpoint_dir(task, seed).relative_to(run_dir.root)}/ holds checkpoints "
+                    f"{', '.join(map(str, saved))}: without it they cannot be verified, and resuming would set "
+                    f"that progress aside. Nothing was changed. Put {relative} back (from a copy of the run), "
+                    f"or, to start {task} over, move {run_dir.checkpoint_dir(task, seed).relative_to(run_dir.root)} "
+                    "out of the run directory and --resume again")
 
 
 def restore_task(run_dir: RunDirectory, setup: TaskSetup, seeds: list[int], recorder_rows: dict,
@@ -256,12 +408,15 @@ def restore_task(run_dir: RunDirectory, setup: TaskSetup, seeds: list[int], reco
     from purehr.run.checkpoints import SeedCheckpoints
 
     name = setup.name
+    folders = [run_dir.checkpoint_dir(name, seed) for seed in seeds]
+    had_checkpoints = any(folder.is_dir() and any(folder.iterdir()) for folder in folders)
     managers = {seed: SeedCheckpoints(run_dir.checkpoint_dir(name, seed)) for seed in seeds}
+    quarantined: list[dict[str, str]] = []
     try:
         for seed in seeds:      # before anything reads the folder: saves the killed process left half-written
             for entry in managers[seed].unfinished():
-                _quarantine(managers[seed], name, seed, entry, "a save that never completed: the process "
-                            "stopped while writing it")
+                quarantined.append(_quarantine(run_dir, managers[seed], name, seed, entry, "a save that never "
+                                               "completed: the process stopped while writing it"))
         rows = {seed: _unique_rows(read_csv(run_dir.checkpoints_csv(name, seed))) for seed in seeds}
         updates = {seed: [parse_row(r) for r in read_csv(run_dir.updates_csv(name, seed))] for seed in seeds}
         usable = [{r["actual_steps"] for r in rows[seed].values()
@@ -280,25 +435,35 @@ def restore_task(run_dir: RunDirectory, setup: TaskSetup, seeds: list[int], reco
                 print(f"resume: {error}; falling back to the previous checkpoint", file=sys.stderr)
         kept = {seed: {} for seed in seeds}
         if chosen == 0:
-            print(f"resume: {name} starts over from step 0 (no checkpoint beyond step 0 that every seed "
-                  f"{seeds} has intact and listed)", file=sys.stderr)
+            if not had_checkpoints and not any(rows.values()):
+                print(f"resume: {name} has no checkpoint yet (the run stopped before saving its first): it "
+                      "trains from scratch, from step 0", file=sys.stderr)
+            else:
+                print(f"resume: {name} starts over: it trains from scratch, from step 0, since no checkpoint "
+                      f"beyond step 0 is intact and listed for every seed {seeds}", file=sys.stderr)
             for index, seed in enumerate(seeds):
-                if _initial_state_kept(managers[seed], rows[seed].get(0), abstract,
-                                       None if initial is None else seed_slice(initial, index)):
-                    kept[seed][0] = rows[seed][0]["state_digest"]
+                digest = _initial_state_kept(managers[seed], rows[seed].get(0), abstract,
+                                             None if initial is None else seed_slice(initial, index))
+                if digest is not None:
+                    kept[seed][0] = digest
         for seed in seeds:
             for steps in managers[seed].steps():
-                if steps > chosen:
+                if steps in kept[seed]:
+                    continue
+                if steps > chosen and chosen == 0:
+                    reason = (f"newer than step 0, where {name} starts over: not every seed {seeds} has a "
+                              "checkpoint beyond step 0 intact and listed")
+                elif steps > chosen:
                     reason = (f"newer than the resume point {chosen} of {name}, the newest checkpoint every "
                               f"seed {seeds} has intact")
-                elif steps not in rows[seed]:
-                    reason = f"not listed in {run_dir.checkpoints_csv(name, seed).name}"
-                elif chosen == 0 and steps not in kept[seed]:
+                elif chosen == 0:
                     reason = ("damaged: it does not hold the initial state this seed rebuilds; the task "
                               "starts over and saves step 0 again")
+                elif steps not in rows[seed]:
+                    reason = f"not listed in {run_dir.checkpoints_csv(name, seed).name}"
                 else:
                     continue
-                _quarantine(managers[seed], name, seed, str(steps), reason)
+                quarantined.append(_quarantine(run_dir, managers[seed], name, seed, str(steps), reason))
             on_disk = set(managers[seed].steps())
             for steps in sorted(set(rows[seed]) - on_disk):
                 if steps <= chosen:
@@ -312,29 +477,32 @@ def restore_task(run_dir: RunDirectory, setup: TaskSetup, seeds: list[int], reco
         for manager in managers.values():
             manager.finish()
     if chosen == 0:
-        return TaskResume(None, 0, 0.0, kept)
+        return TaskResume(None, 0, 0.0, kept, quarantined)
     runner = jax.tree.map(lambda *leaves: np.stack(leaves), *states)
-    return TaskResume(runner, chosen, rows[seeds[0]][chosen]["elapsed_s"], kept)
+    return TaskResume(runner, chosen, rows[seeds[0]][chosen]["elapsed_s"], kept, quarantined)
 
 
-def _initial_state_kept(manager, row: dict | None, abstract: Any, initial: Any) -> bool:
+def _initial_state_kept(manager, row: dict | None, abstract: Any, initial: Any) -> str | None:
     """A task starting over saves its initial state again at update 0: an intact step-0
-    checkpoint holding exactly that state stays (and is not rewritten)."""
-    if initial is None or row is None or 0 not in manager.steps():
-        return False
+    checkpoint holding exactly that state stays (and is not rewritten); its digest, else None.
+    One the index does not list yet (the process stopped before writing the row) stays too:
+    the recorder writes its row when the program reaches step 0 again."""
+    if initial is None or 0 not in manager.steps():
+        return None
     digest = tree_digest(initial)
-    if row["state_digest"] != digest:
-        return False
+    if row is not None and row["state_digest"] != digest:
+        return None
     try:
         manager.restore(0, abstract, digest)
     except CorruptCheckpointError:
-        return False
-    return True
+        return None
+    return digest
 
 
-def _quarantine(manager, task: str, seed: int, entry: str, reason: str) -> None:
+def _quarantine(run_dir: RunDirectory, manager, task: str, seed: int, entry: str, reason: str) -> dict[str, str]:
     where = manager.quarantine_entry(entry, reason)
     print(f"resume: moved {task} seed {seed} checkpoint {entry} to {where} ({reason})", file=sys.stderr)
+    return {"path": str(where.relative_to(run_dir.root)), "reason": reason}
 
 
 def _unique_rows(rows: list[dict[str, str]]) -> dict[int, dict]:
@@ -345,61 +513,107 @@ def _unique_rows(rows: list[dict[str, str]]) -> dict[int, dict]:
     return unique
 
 
+def index_disagreements(run_dir: RunDirectory, setups: list[TaskSetup], seeds: list[int]) -> list[str]:
+    """What keeps a run that trained to its end from being ``finished``: every seed's
+    checkpoints.csv must list exactly the checkpoints on disk and end at the last update, and
+    updates.csv must hold every update."""
+    problems = []
+    for setup in setups:
+        for seed in seeds:
+            where = run_dir.seed_dir(setup.name, seed).relative_to(run_dir.root)
+            rows = [parse_row(r) for r in read_csv(run_dir.checkpoints_csv(setup.name, seed))]
+            listed = sorted(r["actual_steps"] for r in rows)
+            on_disk = completed_checkpoint_steps(run_dir.checkpoint_dir(setup.name, seed))
+            if listed != on_disk:
+                problems.append(f"{where}/checkpoints.csv lists {listed}, {where}/checkpoints/ holds {on_disk}")
+            elif not rows or max(r["update"] for r in rows) != setup.ppo.num_updates:
+                problems.append(f"{where}/checkpoints.csv does not end at the last update {setup.ppo.num_updates}")
+            updates = [parse_row(r)["update"] for r in read_csv(run_dir.updates_csv(setup.name, seed))]
+            if updates != list(range(1, setup.ppo.num_updates + 1)):
+                problems.append(f"{where}/updates.csv does not hold updates 1..{setup.ppo.num_updates} in order")
+    return problems
+
+
 def _updates_logged(updates: list[dict], last: int) -> bool:
     """updates.csv holds every update 1..last, in order: resuming after ``last`` leaves no gap."""
     return [r["update"] for r in updates if r["update"] <= last] == list(range(1, last + 1))
 
 
-def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_SEEDS,
+def train_all_seeds(run_dir: str | Path, *, tasks=None, seeds=None,
                     configs: dict[str, PPOConfig] | None = None, resume: bool = False,
                     overwrite: bool = False, progress: bool = True, render: bool = True,
                     command: list[str] | None = None,
                     curricula: dict[str, Curriculum | None] | None = None,
-                    devices: int | None = None) -> RunSummary:
+                    devices: int | None = None, overrides: dict[str, Any] | None = None,
+                    directory_option: str = "--run-dir") -> RunSummary:
     """Train every task x seed in one compiled call; see docs/protocol.md for what it leaves.
+
+    ``tasks`` and ``seeds`` default to ``DEFAULT_TASKS`` / ``DEFAULT_SEEDS`` for a new run and
+    to the recorded ones on ``resume`` (given ones must match them). ``overrides`` are
+    ``PPOConfig`` field values applied to every task's config (on ``resume`` they must match
+    the recorded values, except a larger ``total_timesteps``, which extends the run where that
+    can be bit-identical: docs/protocol.md, "Extending a run").
 
     ``curricula`` maps a task (hrv) to its ``Curriculum`` (None: no schedule). It is recorded
     in the manifest; on ``resume`` the recorded one is used when ``curricula`` is None, and a
     different one is refused.
 
     ``devices`` (default: all visible) shards the seed axis, and the environment axis when
-    devices outnumber seeds, over a mesh (``purehr.distributed``); on one device nothing moves."""
+    devices outnumber seeds, over a mesh (``purehr.distributed``); on one device nothing moves.
+    ``directory_option`` names how the user gave the directory (``--run-name``), for messages."""
     started = time.perf_counter()
-    tasks, seeds = validate_request(tasks, seeds)
+    if resume and overwrite:
+        raise ValueError("--resume and --overwrite contradict each other; give one")
+    if tasks is not None:
+        tasks = validate_request(tasks, DEFAULT_SEEDS)[0]
+    if seeds is not None:
+        seeds = validate_request(DEFAULT_TASKS, seeds)[1]
     select_devices(devices)     # a bad --devices is refused before the run directory is touched
-    if curricula is not None:
-        validate_curricula(tasks, curricula)
-    configs = dict(configs or {})
-    unknown = set(configs) - set(tasks)
-    if unknown:
-        raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
+    configs, overrides = dict(configs or {}), dict(overrides or {})
+
+    def new_run_request():
+        """Tasks, seeds and every config of a new run, checked before anything is touched."""
+        chosen = tasks or list(DEFAULT_TASKS)
+        if curricula is not None:
+            validate_curricula(chosen, curricula)
+        unknown = set(configs) - set(chosen)
+        if unknown:
+            raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({chosen})")
+        return chosen, seeds or list(DEFAULT_SEEDS), {
+            task: configs.get(task, get_task(task).default_config).replace(**overrides) for task in chosen}
+
+    request = None if resume else new_run_request()
     run_dir = RunDirectory(Path(run_dir))
-    resume = prepare_run_directory(run_dir, resume, overwrite)
+    check_run_directory_path(run_dir.root)      # a file, or a directory this process cannot write
+    resume = prepare_run_directory(run_dir, resume, overwrite, directory_option)
+    plan = None
+    if resume:
+        manifest = run_dir.read_manifest()
+        plan = plan_resume(run_dir, manifest, tasks, seeds, configs, overrides, curricula)
+        if manifest["status"] == "finished" and not plan.extended:
+            raise RunAlreadyFinished(f"{run_dir.root} holds a finished run: nothing left to train"
+                                     f"{extension_hint(manifest, ' ({})')}; scripts/render.py --run-dir "
+                                     f"{run_dir.root} renders its figures, --overwrite replaces it, or choose "
+                                     f"another {directory_option}")
+        check_indexes(run_dir, plan.tasks, plan.seeds)
+    else:       # a new run (or a resume of one stopped before its manifest: nothing to continue)
+        tasks, seeds, configs = request or new_run_request()
     lock = run_dir.lock()
     try:
-        return _train_locked(run_dir, started, tasks, seeds, configs, resume, progress, render, command,
+        return _train_locked(run_dir, started, tasks, seeds, configs, plan, progress, render, command,
                              curricula, devices)
     finally:
         lock.release()
 
 
 def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds: list[int],
-                  configs: dict[str, PPOConfig], resume: bool, progress: bool, render: bool,
+                  configs: dict[str, PPOConfig], plan: ResumePlan | None, progress: bool, render: bool,
                   command: list[str] | None, curricula, devices) -> RunSummary:
-    """``train_all_seeds`` once this process holds the run directory."""
+    """``train_all_seeds`` once this process holds the run directory (``plan``: a resume)."""
+    resume = plan is not None
     manifest = run_dir.read_manifest() if resume else None
-    if manifest is not None:
-        if manifest.get("status") == "finished":
-            raise RunAlreadyFinished(f"{run_dir.root} holds a finished run; nothing to resume "
-                                     "(use --overwrite to train it again, or another --run-dir)")
-        configs = check_resume_configs(manifest, tasks, seeds, configs)
-        saved_curricula = manifest_curricula(manifest)
-        if curricula is not None and validate_curricula(tasks, curricula) != saved_curricula:
-            raise ValueError(f"--resume: the run was started with curricula "
-                             f"{ {k: c.to_dict() for k, c in saved_curricula.items()} }, not "
-                             f"{ {k: c.to_dict() for k, c in validate_curricula(tasks, curricula).items()} }; "
-                             "resume with the original settings (or omit --curriculum)")
-        curricula = saved_curricula
+    if plan is not None:
+        tasks, seeds, configs, curricula = plan.tasks, plan.seeds, plan.configs, plan.curricula
     curricula = validate_curricula(tasks, curricula)
     setups = build_setups(tasks, configs, curricula, manifest)
     print(start_banner(run_dir.root, tasks, seeds, {s.name: s.config for s in setups}, resume=manifest is not None),
@@ -407,7 +621,7 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
     mesh = _protocol_mesh(setups, seeds, devices)
 
     keys = keys_for_seeds(seeds)
-    runners, resumed_from, elapsed_offset = {}, {}, 0.0
+    runners, resumed_from, elapsed_offset, quarantined = {}, {}, 0.0, []
     update_rows = {name: {seed: [] for seed in seeds} for name in tasks}
     checkpoint_rows = {name: {seed: [] for seed in seeds} for name in tasks}
     kept = {name: {seed: {} for seed in seeds} for name in tasks}
@@ -418,6 +632,7 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
             task_rows = {"updates": update_rows[setup.name], "checkpoints": checkpoint_rows[setup.name]}
             restored = restore_task(run_dir, setup, seeds, task_rows, initial)
             kept[setup.name] = restored.kept
+            quarantined += restored.quarantined
             if restored.runner is not None:
                 runners[setup.name] = restored.runner
                 resumed_from[setup.name] = restored.steps
@@ -434,7 +649,21 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
             configs={s.name: s.config.to_dict() for s in setups}, protocol=PROTOCOL_TEXT,
             environments={s.name: s.task.env_kwargs(s.env) for s in setups},
             curricula={name: curriculum.to_dict() for name, curriculum in curricula.items()},
-            baselines=baselines, wall_time_s=None)
+            baselines=baselines, wall_time_s=None, precision=current_precision())
+    else:
+        manifest.setdefault("precision", current_precision())    # plan_resume checked it
+        manifest.setdefault("resumes", []).append({
+            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "status_before": manifest["status"], "command": command,
+            "from_steps": {name: resumed_from.get(name, 0) for name in tasks},
+            "extended": {name: {"from_steps": old, "to_steps": new} for name, (old, new) in plan.extended.items()},
+            "quarantined": quarantined})
+        if plan.extended:
+            for name in plan.extended:
+                manifest["configs"][name] = configs[name].to_dict()
+            print("resume: extending " + ", ".join(f"{name} from {old:,} to {new:,} steps per seed"
+                                                  for name, (old, new) in plan.extended.items()),
+                  file=sys.stderr)
     manifest.update(status="running")
     manifest["mesh"] = None if mesh is None else describe_mesh(mesh)
     run_dir.write_manifest(manifest)
@@ -470,6 +699,12 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
         except Exception as raised:
             error = error or raised
     wall = time.perf_counter() - started
+    if error is None and recorder.failure is not None:
+        error = RuntimeError(recorder.failure)
+    if error is None:
+        disagreements = index_disagreements(run_dir, setups, seeds)
+        if disagreements:
+            error = RuntimeError("the index and the checkpoints on disk disagree: " + "; ".join(disagreements))
     if error is not None:
         reason = recorder.failure or f"{type(error).__name__}: {error}"
         manifest = run_dir.read_manifest()

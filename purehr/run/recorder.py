@@ -130,8 +130,11 @@ class RunRecorder:
                         f"{task} seed {seed}: the state at {steps} steps differs from the kept checkpoint "
                         f"{self.checkpoints[task][seed].path(steps)} (digest {kept[steps][:12]}...); "
                         "expected the same initial state for the same seed")
-                continue                    # its row is already in checkpoint_rows
-            digest = self.checkpoints[task][seed].save(steps, state)
+                if any(row["actual_steps"] == steps for row in self.checkpoint_rows[task][seed]):
+                    continue                # its row is already in checkpoint_rows
+                digest = kept[steps]        # intact on disk but never listed: only its row is written
+            else:
+                digest = self.checkpoints[task][seed].save(steps, state)
             showcase_path = None
             if showcase is not None:
                 showcase_path = self.run_dir.showcase_path(task, seed, steps)

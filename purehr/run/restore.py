@@ -47,6 +47,9 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
         raise ValueError(f"task {task!r} is not in the run {run.root} (it has {manifest['tasks']})")
     if seed not in manifest["seeds"]:
         raise ValueError(f"seed {seed!r} is not in the run {run.root} (it has {manifest['seeds']})")
+    if not run.checkpoints_csv(task, seed).exists():
+        raise FileNotFoundError(f"{run.checkpoints_csv(task, seed)} is missing: it holds the digests that verify "
+                                f"the checkpoints in {run.checkpoint_dir(task, seed)}, which are not read without it")
     rows = [parse_row(r) for r in read_csv(run.checkpoints_csv(task, seed))]
     if not rows:
         raise FileNotFoundError(f"{run.checkpoints_csv(task, seed)} lists no checkpoint")

@@ -1,0 +1,257 @@
+"""Bad run directories and resume requests (issues 10 and 11): each row is a command line that
+must be refused with exit code 2 and a message naming the value, before anything is compiled,
+written or removed. The run directories are built by hand (a manifest, a few files), so no
+row trains or compiles anything; ``main`` runs in this process.
+
+Plus the --overwrite contract (only a recognisable run, and only the files a run writes) and
+the resume messages of a task with nothing to continue from (unit level)."""
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+
+from purehr.run.protocol import PROTOCOL_TEXT, prepare_run_directory, restore_task
+from purehr.run.run_dir import NotARunDirectory, RunDirectory
+from purehr.run.tasks import get_task
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["--steps", "2048", "--num-envs", "4", "--num-steps", "64", "--minibatch-size", "64",
+        "--actor-hidden", "8", "--critic-hidden", "8", "--no-render", "--no-progress"]
+
+
+def _script():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import train_all_seeds as script
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return script
+
+
+def write_run(root: Path, *, tasks=("hrv",), seeds=(0, 1), status="running", precision="float32",
+              **changes) -> Path:
+    """A run directory as a purehr run leaves it after its manifest (no checkpoint yet)."""
+    root.mkdir(parents=True, exist_ok=True)
+    configs = {t: get_task(t).default_config.replace(total_timesteps=4096, **changes).to_dict() for t in tasks}
+    manifest = dict(status=status, tasks=list(tasks), seeds=list(seeds), configs=configs, protocol=PROTOCOL_TEXT,
+                    curricula={}, precision=precision, wall_time_s=None)
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    (root / ".lock").write_text("")
+    return root
+
+
+def foreign_manifest(root: Path) -> Path:
+    """Issue 11 item 1: a web app's folder, which happens to hold a manifest.json."""
+    (root / "src").mkdir(parents=True)
+    (root / "manifest.json").write_text('{"name": "My PWA"}\n')
+    (root / "index.html").write_text("x\n")
+    return root
+
+
+def seed_without_index(root: Path) -> Path:
+    """Issue 11 item 3: one seed's checkpoints.csv deleted, its checkpoints still there."""
+    write_run(root)
+    for seed in (0, 1):
+        (root / "hrv" / f"seed_{seed}" / "checkpoints" / "2048").mkdir(parents=True)
+        (root / "hrv" / f"seed_{seed}" / "checkpoints" / "0").mkdir(parents=True)
+    (root / "hrv" / "seed_1" / "checkpoints.csv").write_text("target_steps,actual_steps\n0,0\n2048,2048\n")
+    (root / "hrv" / "seed_1" / "updates.csv").write_text("update\n1\n")
+    return root
+
+
+def unwritable(root: Path) -> Path:
+    """A directory this process cannot write in. Root ignores permission bits, so there a
+    folder under /sys (sysfs takes no new files) stands in."""
+    if os.geteuid() == 0:
+        if not Path("/sys").is_dir():
+            pytest.skip("running as root without /sys: no directory root cannot write")
+        return Path("/sys/purehr-test-run")
+    root.mkdir()
+    root.chmod(0o500)
+    return root
+
+
+def a_file(root: Path) -> Path:
+    root.parent.mkdir(parents=True, exist_ok=True)
+    root.write_text("my notes\n")
+    return root
+
+
+def not_empty(root: Path) -> Path:
+    root.mkdir()
+    (root / "thesis.tex").write_text("\\documentclass{article}\n")
+    return root
+
+
+# (id, build the directory from a tmp path, arguments after --run-dir DIR, message fragments)
+ROWS = [
+    ("run-dir is a file", a_file, [], ["is a file, not a directory"]),
+    ("run-dir below a file", lambda p: a_file(p) / "run", [], ["is a file, not a directory"]),
+    ("run-dir unwritable", unwritable, [], ["cannot be written"]),
+    ("foreign manifest, --resume", foreign_manifest, ["--resume"],
+     ["is not a purehr run manifest", "lacks 'tasks'"]),
+    ("foreign manifest, --overwrite", foreign_manifest, ["--overwrite", "--tasks", "hrv", "--seeds", "0"],
+     ["is not a purehr run manifest", "refusing to remove anything in it", "choose another --run-dir"]),
+    ("foreign manifest, new run", foreign_manifest, [], ["is not a purehr run manifest", "refusing to train"]),
+    ("manifest not JSON, --resume", lambda p: (p.mkdir(), (p / "manifest.json").write_text("{half"), p)[2],
+     ["--resume"], ["is not valid JSON"]),
+    ("--resume, nothing there", lambda p: p, ["--resume"], ["holds no run to resume"]),
+    ("--resume with --overwrite", write_run, ["--resume", "--overwrite"], ["contradict each other"]),
+    ("--resume, other seeds", write_run, ["--resume", "--seeds", "0", "1", "2"],
+     ["--seeds 0 1 2 does not match the run's seeds 0 1"]),
+    ("--resume, other tasks", write_run, ["--resume", "--tasks", "swing"],
+     ["--tasks swing does not match the run's tasks hrv"]),
+    ("--resume, other setting", write_run, ["--resume", "--learning-rate", "0.5", "--num-envs", "64"],
+     ["learning_rate: given 0.5, the run has 0.001"]),
+    ("--resume, smaller budget", write_run, ["--resume", "--steps", "2048"],
+     ["--steps 2,048 is below the run's hrv budget of 4,096", "cannot be shortened"]),
+    ("--resume, larger budget, annealed", write_run, ["--resume", "--steps", "8192"],
+     ["cannot extend hrv from 4,096 to 8,192 steps", "anneal_lr=True", "--anneal-lr false"]),
+    ("--resume, larger budget, curriculum",
+     lambda p: _with_curriculum(write_run(p, anneal_lr=False)), ["--resume", "--steps", "8192"],
+     ["cannot extend hrv", "curriculum's stages are fractions of the budget"]),
+    ("--resume --x64 on a float32 run", write_run, ["--resume", "--x64"],
+     ["trained in float32", "computes in float64", "resume without --x64"]),
+    ("--resume, one seed's index deleted", seed_without_index, ["--resume"],
+     ["hrv/seed_0/checkpoints.csv is missing", "holds checkpoints 2048", "Nothing was changed"]),
+    ("new run into a run", lambda p: write_run(p, status="failed"), TINY,
+     ["already holds a failed run (tasks hrv, seeds 0 1, hrv 4,096 steps)", "--resume continues it",
+      "choose another --run-dir"]),
+    ("new run into a finished run", lambda p: write_run(p, status="finished"), TINY,
+     ["already holds a finished run", "--resume renders the figures it is missing"]),
+    ("new run into other files", not_empty, TINY, ["is not empty and holds no purehr run"]),
+    ("--overwrite with a bad setting", lambda p: write_run(p, status="finished"),
+     ["--overwrite", "--learning-rate", "-1", *TINY], ["PPOConfig.learning_rate=-1.0: expected > 0"]),
+]
+
+
+def _with_curriculum(root: Path) -> Path:
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["curricula"] = {"hrv": {"stages": [[0.5, 0.5, 0.05], [0.5, 0.9, 0.02]]}}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    return root
+
+
+def snapshot(path: Path) -> dict:
+    """Every path below ``path`` (or the file itself), with each file's size and modification
+    time (a folder's own time changes with the write probe, which leaves nothing behind)."""
+    if not path.exists():
+        return {}
+    paths = [path] if path.is_file() else sorted(path.rglob("*"))
+    return {str(p): "folder" if p.is_dir() else (p.stat().st_size, p.stat().st_mtime_ns) for p in paths}
+
+
+@pytest.fixture
+def restore_precision():
+    before = jax.config.jax_enable_x64
+    yield
+    jax.config.update("jax_enable_x64", before)
+
+
+@pytest.mark.parametrize("build, arguments, fragments", [row[1:] for row in ROWS], ids=[row[0] for row in ROWS])
+def test_bad_run_directory_is_refused_before_anything_is_written(tmp_path, capsys, restore_precision, build,
+                                                                 arguments, fragments):
+    run = build(tmp_path / "run")
+    watched = run if run.is_relative_to(tmp_path) else run.parent
+    before = snapshot(tmp_path) if watched.is_relative_to(tmp_path) else snapshot(run)
+    existed = run.exists()
+    with pytest.raises(SystemExit) as stopped:
+        _script().main(["--run-dir", str(run), *arguments])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2, err
+    message = " ".join(err.split())
+    for fragment in fragments:
+        assert fragment in message, (fragment, err)
+    assert "Traceback" not in err
+    after = snapshot(tmp_path) if watched.is_relative_to(tmp_path) else snapshot(run)
+    assert after == before and run.exists() == existed
+
+
+def test_run_name_is_named_when_the_user_gave_run_name(tmp_path, capsys, monkeypatch):
+    script = _script()
+    monkeypatch.setattr(script, "ROOT", tmp_path)
+    write_run(tmp_path / "artifacts" / "quick", status="finished")
+    with pytest.raises(SystemExit) as stopped:
+        script.main(["--run-name", "quick", *TINY])
+    err = " ".join(capsys.readouterr().err.split())
+    assert stopped.value.code == 2
+    assert "choose another --run-name" in err and "--run-dir" not in err
+
+
+def test_overwrite_removes_only_the_files_a_run_writes(tmp_path, capsys):
+    run = write_run(tmp_path / "run", tasks=("swing", "hrv"), status="finished")
+    ours = ["hrv/seed_0/updates.csv", "hrv/seed_0/checkpoints.csv", "hrv/seed_0/checkpoints/0/state",
+            "hrv/seed_1/quarantine/2048-20250101T000000/REASON.txt", "swing/seed_0/showcase/steps_0.npz",
+            "figures/hrv_learning.png", "figures/swing_training_log.pdf", "figures/replay.html",
+            "final_metrics.csv", ".manifest.json.tmp"]
+    users = ["notes.txt", "figures/my_plot.png", "hrv/seed_0/my_notes.md", "hrv/seed_7/updates.csv",
+             "analysis/table.csv"]
+    for name in ours + users:
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_text("x\n")
+    (run / "empty_folder_of_mine").mkdir()
+    assert prepare_run_directory(RunDirectory(run), resume=False, overwrite=True) is False
+    left = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file())
+    assert left == sorted(users)
+    assert (run / "empty_folder_of_mine").is_dir() and not (run / "swing").exists()
+    err = capsys.readouterr().err
+    assert "removed the finished run" in err and "kept 6 entries a run does not write" in err
+
+
+def test_overwrite_of_a_foreign_manifest_removes_nothing(tmp_path):
+    run = foreign_manifest(tmp_path / "w")
+    before = snapshot(run)
+    with pytest.raises(NotARunDirectory, match=r"manifest.json is not a purehr run manifest"):
+        prepare_run_directory(RunDirectory(run), resume=False, overwrite=True)
+    assert snapshot(run) == before
+
+
+def _tiny_setup():
+    from purehr.run.protocol import build_setups
+
+    config = get_task("hrv").default_config.replace(total_timesteps=4096, num_envs=4, num_steps=64,
+                                                    minibatch_size=64, actor_hidden=(8,), critic_hidden=(8,))
+    return build_setups(["hrv"], {"hrv": config})[0]
+
+
+def test_resume_with_a_manifest_but_no_checkpoint_says_it_trains_from_scratch(tmp_path, capsys):
+    run = write_run(tmp_path / "run")
+    rows = {"updates": {0: [], 1: []}, "checkpoints": {0: [], 1: []}}
+    resumed = restore_task(RunDirectory(run), _tiny_setup(), [0, 1], rows)
+    err = capsys.readouterr().err
+    assert resumed.runner is None and resumed.steps == 0 and resumed.quarantined == []
+    assert "resume: hrv has no checkpoint yet (the run stopped before saving its first): it trains from " \
+           "scratch, from step 0" in err
+    assert "moved" not in err and "None" not in err
+
+
+def test_a_step_0_saved_but_never_listed_is_kept_when_it_holds_the_initial_state(tmp_path, capsys):
+    """Issue 10 item 9: killed while recording its first checkpoint. The intact initial state
+    stays (the recorder writes its row when the program reaches step 0); a damaged one is
+    quarantined as damaged, and nothing says "resume point None"."""
+    from purehr.ppo.train import keys_for_seeds
+    from purehr.run.checkpoints import SeedCheckpoints
+
+    run = RunDirectory(write_run(tmp_path / "run"))
+    setup = _tiny_setup()
+    initial = jax.jit(jax.vmap(setup.ppo.init))(keys_for_seeds([0, 1]))
+    for index, seed in enumerate([0, 1]):
+        manager = SeedCheckpoints(run.checkpoint_dir("hrv", seed), asynchronous=False)
+        state = jax.tree.map(lambda x: x[index], initial)
+        if seed == 1:   # a different state under step 0: not this seed's initial state
+            state = state.replace(update_index=state.update_index + 7)
+        manager.save(0, state)
+        manager.finish()
+    rows = {"updates": {0: [], 1: []}, "checkpoints": {0: [], 1: []}}
+    resumed = restore_task(run, setup, [0, 1], rows, initial)
+    err = capsys.readouterr().err
+    assert "hrv starts over: it trains from scratch, from step 0" in err
+    assert list(resumed.kept[0]) == [0] and resumed.kept[1] == {}
+    assert [q["path"].split("/")[:3] for q in resumed.quarantined] == [["hrv", "seed_1", "quarantine"]]
+    assert resumed.quarantined[0]["reason"].startswith("damaged: it does not hold the initial state")
+    assert (run.checkpoint_dir("hrv", 0) / "0").is_dir() and not (run.checkpoint_dir("hrv", 1) / "0").exists()
+    assert "None" not in err
