@@ -285,7 +285,7 @@ def test_every_flag_has_help_and_shows_its_default(script):
 def test_help_shows_defaults_as_typed():
     train = load_script(ROOT / "scripts" / "train_all_seeds.py").build_parser().format_help()
     flat = " ".join(train.split())
-    assert "training seeds (default: 0 1 2 3 4)" in flat
+    assert "seeds (default: 0 1 2 3 4; on --resume: the run's)" in flat
     assert "--no-render skip figures and the replay (default: off)" in flat
     assert "(default: the protocol's, swing 64 64, hrv 256 128 64)" in flat
 
