@@ -68,5 +68,6 @@ def test_colab_notebook_is_valid_nbformat_4():
         if cell["cell_type"] == "code":
             assert cell["outputs"] == [] and "execution_count" in cell
     sources = "".join("".join(cell["source"]) for cell in notebook["cells"])
-    for needle in ('jax[cuda12]', 'jax[tpu]', "pip install -q -e .", "scripts/train_all_seeds.py", "replay.mp4"):
+    for needle in ("jax-cuda12-plugin", "libtpu", 'pip_install("-c", CONSTRAINTS, "-e", ".")',
+                   "scripts/train_all_seeds.py", "replay.mp4"):
         assert needle in sources
