@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from purehr.curriculum import Curriculum
-from purehr.distributed import describe_mesh, make_mesh, select_devices, shard_runner
+from purehr.distributed import (broadcast_json, broadcast_tree, check_host_callback_threads, describe_mesh,
+                                 gather_to_host, is_primary_process, make_mesh, select_devices, shard_runner)
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.train import keys_for_seeds, make_ppo
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
@@ -60,18 +61,42 @@ class RunSummary:
 
 class _HandlerSlot:
     """The compiled program calls whichever recorder is in the slot, so one compiled program
-    serves every run of the same shape in a process (a resume, a test) without recompiling."""
+    serves every run of the same shape in a process (a resume, a test) without recompiling.
+
+    Operands become NumPy arrays here, once: the recorder then runs no JAX operation inside
+    a callback (indexing a ``jax.Array`` there would dispatch a computation per metric and
+    seed while the devices wait)."""
     target = None
 
     def on_update(self, task, metrics):
-        self.target.on_update(task, metrics)
+        self.target.on_update(task, jax.tree.map(np.asarray, metrics))
 
     def on_checkpoint(self, task, runner, evaluation, showcase):
+        runner, evaluation, showcase = jax.tree.map(np.asarray, (runner, evaluation, showcase))
         self.target.on_checkpoint(task, runner, evaluation, showcase)
 
 
 _HANDLERS = _HandlerSlot()
 _PROGRAMS: dict[tuple, Any] = {}
+
+
+class _Followers:
+    """Under ``jax.distributed``, process 0 alone reads and writes the run directory; it tells
+    the other processes, once, either what to train (configs, curricula, the manifest of a
+    resumed run) or why it stopped, so they never wait for a program that will not start."""
+
+    def __init__(self) -> None:
+        self.sent = jax.process_count() == 1
+
+    def send(self, plan: dict) -> None:
+        if not self.sent:
+            self.sent = True
+            broadcast_json(plan)
+
+    def fail(self, error: BaseException) -> None:
+        if not self.sent:
+            self.sent = True
+            broadcast_json({"error": f"{type(error).__name__}: {error}", "kind": type(error).__name__})
 
 
 def _compiled_program(setups: list[TaskSetup], num_seeds: int, runners: dict,
@@ -365,26 +390,62 @@ def train_all_seeds(run_dir: str | Path, *, tasks=DEFAULT_TASKS, seeds=DEFAULT_S
     devices outnumber seeds, over a mesh (``purehr.distributed``); on one device nothing moves."""
     started = time.perf_counter()
     tasks, seeds = validate_request(tasks, seeds)
-    select_devices(devices)     # a bad --devices is refused before the run directory is touched
+    # a bad --devices, or too few CPU pool threads for the devices, is refused before the run
+    # directory is touched
+    check_host_callback_threads(select_devices(devices))
     if curricula is not None:
         validate_curricula(tasks, curricula)
     configs = dict(configs or {})
     unknown = set(configs) - set(tasks)
     if unknown:
         raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
-    run_dir = RunDirectory(Path(run_dir))
-    resume = prepare_run_directory(run_dir, resume, overwrite)
-    lock = run_dir.lock()
+    if not is_primary_process():
+        return _follow_primary(started, tasks, seeds, devices)
+    followers = _Followers()
+    try:
+        run_dir = RunDirectory(Path(run_dir))
+        resume = prepare_run_directory(run_dir, resume, overwrite)
+        lock = run_dir.lock()
+    except BaseException as error:
+        followers.fail(error)
+        raise
     try:
         return _train_locked(run_dir, started, tasks, seeds, configs, resume, progress, render, command,
-                             curricula, devices)
+                             curricula, devices, followers)
+    except BaseException as error:
+        followers.fail(error)
+        raise
     finally:
         lock.release()
 
 
+def _follow_primary(started: float, tasks: list[str], seeds: list[int], devices) -> RunSummary:
+    """A process other than 0 under ``jax.distributed``: it takes process 0's plan and restored
+    states, runs its share of the same compiled program (the host callbacks run in process 0,
+    which owns device 0) and writes nothing."""
+    plan = broadcast_json()
+    if "error" in plan:
+        kind = RunAlreadyFinished if plan["kind"] == "RunAlreadyFinished" else RunFailed
+        raise kind(f"process 0 stopped before training: {plan['error']}")
+    configs = {name: PPOConfig.from_dict(data) for name, data in plan["configs"].items()}
+    curricula = {name: c for name, data in plan["curricula"].items() if (c := Curriculum.from_dict(data))}
+    setups = build_setups(tasks, configs, curricula, plan["manifest"])
+    mesh = _protocol_mesh(setups, seeds, devices)
+    keys = keys_for_seeds(seeds)
+    runners = broadcast_tree({s.name: jax.tree.map(np.asarray, jax.jit(jax.vmap(s.ppo.init))(keys))
+                              for s in setups})
+    runners = {name: shard_runner(runner, mesh) for name, runner in runners.items()}
+    compile_started = time.perf_counter()
+    compiled = _compiled_program(setups, len(seeds), runners, curricula, mesh)
+    compile_s = time.perf_counter() - compile_started
+    final = gather_to_host(jax.block_until_ready(compiled(runners)))
+    return RunSummary(Path(plan["run_dir"]), time.perf_counter() - started, compile_s, plan["resumed_from"],
+                      0.0, 0.0, final)
+
+
 def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds: list[int],
                   configs: dict[str, PPOConfig], resume: bool, progress: bool, render: bool,
-                  command: list[str] | None, curricula, devices) -> RunSummary:
+                  command: list[str] | None, curricula, devices, followers: _Followers) -> RunSummary:
     """``train_all_seeds`` once this process holds the run directory."""
     manifest = run_dir.read_manifest() if resume else None
     if manifest is not None:
@@ -419,6 +480,11 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
                 runners[setup.name] = restored.runner
                 resumed_from[setup.name] = restored.steps
                 elapsed_offset = max(elapsed_offset, restored.elapsed_s)
+    followers.send({"configs": {s.name: s.config.to_dict() for s in setups},
+                    "curricula": {name: c.to_dict() for name, c in curricula.items()},
+                    "manifest": manifest, "run_dir": str(run_dir.root), "resumed_from": resumed_from})
+    if jax.process_count() > 1:     # every process places the same (restored) states on the mesh
+        runners = broadcast_tree({name: jax.tree.map(np.asarray, runner) for name, runner in runners.items()})
 
     if manifest is None:
         manifest = environment_description()
@@ -452,8 +518,7 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
     recorder.start()
     error = None
     try:
-        final = compiled(runners)
-        jax.block_until_ready(final)
+        final = gather_to_host(jax.block_until_ready(compiled(runners)))
     except Exception as raised:     # an error in a host callback arrives as a JaxRuntimeError here
         error = raised
     finally:
@@ -490,4 +555,4 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
         run_dir.write_manifest(manifest)
         wall = time.perf_counter() - started
     return RunSummary(run_dir.root, wall, compile_s, resumed_from, recorder.seconds_in_checkpoint_callbacks,
-                      recorder.seconds_in_evaluation, jax.tree.map(np.asarray, final))
+                      recorder.seconds_in_evaluation, final)
