@@ -86,25 +86,48 @@ def is_primary_process() -> bool:
     return jax.process_index() == 0
 
 
+PROCESS_WAIT_SECONDS = 3600
+_meetings = [0]
+
+
+def _coordination_client():
+    from jax._src import distributed as jax_distributed   # the client jax.distributed.initialize made
+    return jax_distributed.global_state.client
+
+
+def wait_for_all_processes(purpose: str, timeout_s: float = PROCESS_WAIT_SECONDS) -> None:
+    """A barrier on the coordination service (no device collective): process 0 may spend
+    minutes on checks, restoring and compiling, while gloo gives a first collective only 30 s
+    for every process to arrive. Every process must call these in the same order."""
+    if jax.process_count() == 1:
+        return
+    _meetings[0] += 1
+    _coordination_client().wait_at_barrier(f"purehr/{_meetings[0]}/{purpose}", int(timeout_s * 1000))
+
+
 def broadcast_tree(tree: Any) -> Any:
     """Process 0's values of ``tree`` (NumPy leaves of the same shapes in every process) in
     every process; one process: ``tree`` itself."""
     if jax.process_count() == 1:
         return tree
     from jax.experimental import multihost_utils
+    wait_for_all_processes("broadcast")
     return jax.tree.map(np.asarray, multihost_utils.broadcast_one_to_all(tree))
 
 
-def broadcast_json(value: Any = None) -> Any:
-    """Process 0's JSON-serialisable ``value`` in every process (others pass anything)."""
+def broadcast_json(value: Any = None, timeout_s: float = PROCESS_WAIT_SECONDS) -> Any:
+    """Process 0's JSON-serialisable ``value`` in every process (the others pass nothing),
+    through the coordination service's key-value store."""
     if jax.process_count() == 1:
         return value
     import json
-    data = np.frombuffer(json.dumps(value).encode(), np.uint8) if is_primary_process() else np.zeros(0, np.uint8)
-    length = int(broadcast_tree(np.asarray([data.size], np.int64))[0])
-    padded = np.zeros(length, np.uint8)
-    padded[:data.size] = data[:length]
-    return json.loads(bytes(broadcast_tree(padded)).decode())
+    _meetings[0] += 1
+    key = f"purehr/{_meetings[0]}/message"
+    client = _coordination_client()
+    if is_primary_process():
+        client.key_value_set(key, json.dumps(value))
+        return value
+    return json.loads(client.blocking_key_value_get(key, int(timeout_s * 1000)))
 
 
 def gather_to_host(tree: Any) -> Any:

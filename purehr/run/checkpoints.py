@@ -66,7 +66,8 @@ class SeedCheckpoints:
             if not self.directory.is_dir():
                 raise CorruptCheckpointError(f"checkpoint folder {self.directory} is missing")
             # not Orbax's read_only option: that logs a warning on every open
-            options = ocp.CheckpointManagerOptions(max_to_keep=None, enable_async_checkpointing=False, create=False)
+            options = ocp.CheckpointManagerOptions(max_to_keep=None, enable_async_checkpointing=False, create=False,
+                                                   multiprocessing_options=self._only_this_process())
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
             options = ocp.CheckpointManagerOptions(max_to_keep=None, enable_async_checkpointing=asynchronous,

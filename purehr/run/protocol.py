@@ -17,7 +17,8 @@ import numpy as np
 
 from purehr.curriculum import Curriculum
 from purehr.distributed import (broadcast_json, broadcast_tree, check_host_callback_threads, describe_mesh,
-                                 gather_to_host, is_primary_process, make_mesh, select_devices, shard_runner)
+                                 gather_to_host, is_primary_process, make_mesh, select_devices, shard_runner,
+                                 wait_for_all_processes)
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.train import keys_for_seeds, make_ppo
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
@@ -438,6 +439,7 @@ def _follow_primary(started: float, tasks: list[str], seeds: list[int], devices)
     compile_started = time.perf_counter()
     compiled = _compiled_program(setups, len(seeds), runners, curricula, mesh)
     compile_s = time.perf_counter() - compile_started
+    wait_for_all_processes("train")
     final = gather_to_host(jax.block_until_ready(compiled(runners)))
     return RunSummary(Path(plan["run_dir"]), time.perf_counter() - started, compile_s, plan["resumed_from"],
                       0.0, 0.0, final)
@@ -515,6 +517,7 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
     if resumed_from:
         message += f" (resumed at {resumed_from})"
     print(message, file=sys.stderr, flush=True)
+    wait_for_all_processes("train")
     recorder.start()
     error = None
     try:
