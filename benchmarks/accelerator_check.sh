@@ -2,7 +2,7 @@
 # One run on a GPU or TPU (at most 10 minutes), writing one JSON:
 #
 #   bash benchmarks/accelerator_check.sh                  # accelerator sizes -> accelerator_check/accelerator_check.json
-#   bash benchmarks/accelerator_check.sh --quick          # tiny sizes, for a CPU (about 2-4 minutes on 2 cores)
+#   bash benchmarks/accelerator_check.sh --quick          # tiny sizes, for a CPU (7 min on the shared 2-core CPU)
 #   bash benchmarks/accelerator_check.sh --out DIR        # another output folder
 #
 # Steps (each under its own time limit; a step that fails or runs out of time is recorded in
@@ -51,11 +51,11 @@ fi
 
 step() {   # step NAME LIMIT_S COMMAND...: run with a time limit, log exit status and seconds
   local name=$1 limit=$2; shift 2
-  local started; started=$(date +%s.%N)
+  local started; started=$(date +%s)
   echo "== $name (limit ${limit} s): $*" >&2
   timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
   local code=$?
-  local seconds; seconds=$("$PYTHON" -c "print(round($(date +%s.%N) - $started, 1))")
+  local seconds=$(( $(date +%s) - started ))
   echo "{\"step\": \"$name\", \"exit\": $code, \"seconds\": $seconds, \"timed_out\": $([ $code = 124 ] && echo true || echo false)}" >> "$STEPS_LOG"
   echo "   exit $code after $seconds s (log: $OUT/$name.log)" >&2
 }
