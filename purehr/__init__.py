@@ -10,6 +10,12 @@ import warnings
 # distrax 0.1.9 touches a deprecated jax attribute on import; the warning is not ours to fix.
 warnings.filterwarnings("ignore", message=".*pytype_aval_mappings.*", category=DeprecationWarning)
 
+# several CPU devices (forced host devices, a multi-process CPU run) need one spare XLA pool
+# thread for the host callbacks; this must happen before JAX starts its backend
+from purehr.host_devices import prepare_host_devices  # noqa: E402
+
+prepare_host_devices()
+
 _EXPORTS = {
     "HRPPOModel": "purehr.api", "PPOModel": "purehr.api", "train_hr_ppo": "purehr.api",
     "HRWritingEnv": "purehr.envs.hrv", "SwingEnv": "purehr.envs.swing",

@@ -32,6 +32,7 @@ arrays from the full host data each process holds (the same keys on every host).
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -45,10 +46,97 @@ ENV_AXIS = "envs"
 Devices = int | Sequence[jax.Device] | None
 
 
-def initialize_distributed(**kwargs) -> None:
-    """``jax.distributed.initialize(**kwargs)`` (coordinator, process count and id are
-    detected on Cloud TPU, SLURM and Open MPI); call it once per process, first thing."""
-    jax.distributed.initialize(**kwargs)
+from purehr.host_devices import (COLLECTIVE_TERMINATE_FLAG, cpu_pool_threads,  # noqa: F401  (re-exported)
+                                  prepare_host_devices, requested_host_devices)
+
+
+def check_host_callback_threads(devices: Sequence[jax.Device]) -> None:
+    """Refuse, before compiling, a CPU mesh whose devices fill XLA's thread pool (the host
+    callbacks would deadlock; see :func:`prepare_host_devices`)."""
+    local = [d for d in devices if d.platform == "cpu" and d.process_index == jax.process_index()]
+    if len(local) > 1 and cpu_pool_threads() <= len(local):
+        raise ValueError(
+            f"{len(local)} CPU devices in this process but XLA's CPU thread pool has only {len(local)} "
+            f"threads (PJRT_NPROC={os.environ.get('PJRT_NPROC', 'unset')}, {cpu_pool_threads()} usable CPUs): "
+            f"the checkpoint callbacks would deadlock. Set PJRT_NPROC={len(local) + 1} (or call "
+            "purehr.distributed.prepare_host_devices()) before JAX starts its backend")
+
+
+def initialize_distributed(coordinator_address: str | None = None, num_processes: int | None = None,
+                           process_id: int | None = None, **kwargs) -> None:
+    """``jax.distributed.initialize`` (coordinator, process count and id are detected on Cloud
+    TPU, SLURM and Open MPI; elsewhere pass them); call it once per process, first thing.
+
+    CPU collectives between processes go through gloo (``jax_cpu_collectives_implementation``,
+    set explicitly here): without it a CPU mesh spanning processes cannot all-gather."""
+    given = {"num_processes": num_processes, "process_id": process_id}
+    if (num_processes is None) != (process_id is None):
+        raise ValueError(f"num_processes={num_processes}, process_id={process_id}: give both or neither")
+    if num_processes is not None:
+        if not (isinstance(num_processes, int) and num_processes >= 1):
+            raise ValueError(f"num_processes={num_processes!r}: expected a positive integer")
+        if not (isinstance(process_id, int) and 0 <= process_id < num_processes):
+            raise ValueError(f"process_id={process_id!r}: expected 0 to {num_processes - 1}")
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address, **{k: v for k, v in given.items() if v is not None}, **kwargs)
+
+
+def is_primary_process() -> bool:
+    """Process 0 writes the run directory; the others only compute."""
+    return jax.process_index() == 0
+
+
+PROCESS_WAIT_SECONDS = 3600
+_meetings = [0]
+
+
+def _coordination_client():
+    from jax._src import distributed as jax_distributed   # the client jax.distributed.initialize made
+    return jax_distributed.global_state.client
+
+
+def wait_for_all_processes(purpose: str, timeout_s: float = PROCESS_WAIT_SECONDS) -> None:
+    """A barrier on the coordination service (no device collective): process 0 may spend
+    minutes on checks, restoring and compiling, while gloo gives a first collective only 30 s
+    for every process to arrive. Every process must call these in the same order."""
+    if jax.process_count() == 1:
+        return
+    _meetings[0] += 1
+    _coordination_client().wait_at_barrier(f"purehr/{_meetings[0]}/{purpose}", int(timeout_s * 1000))
+
+
+def broadcast_tree(tree: Any) -> Any:
+    """Process 0's values of ``tree`` (NumPy leaves of the same shapes in every process) in
+    every process; one process: ``tree`` itself."""
+    if jax.process_count() == 1:
+        return tree
+    from jax.experimental import multihost_utils
+    wait_for_all_processes("broadcast")
+    return jax.tree.map(np.asarray, multihost_utils.broadcast_one_to_all(tree))
+
+
+def broadcast_json(value: Any = None, timeout_s: float = PROCESS_WAIT_SECONDS) -> Any:
+    """Process 0's JSON-serialisable ``value`` in every process (the others pass nothing),
+    through the coordination service's key-value store."""
+    if jax.process_count() == 1:
+        return value
+    import json
+    _meetings[0] += 1
+    key = f"purehr/{_meetings[0]}/message"
+    client = _coordination_client()
+    if is_primary_process():
+        client.key_value_set(key, json.dumps(value))
+        return value
+    return json.loads(client.blocking_key_value_get(key, int(timeout_s * 1000)))
+
+
+def gather_to_host(tree: Any) -> Any:
+    """Every leaf of a (possibly multi-process) global array tree as a full NumPy array in
+    every process; a collective, so every process must call it."""
+    if jax.process_count() == 1:
+        return jax.tree.map(np.asarray, tree)
+    from jax.experimental import multihost_utils
+    return jax.tree.map(np.asarray, multihost_utils.process_allgather(tree, tiled=True))
 
 
 def select_devices(devices: Devices = None) -> list[jax.Device]:
@@ -89,6 +177,7 @@ def make_mesh(num_seeds: int, num_envs: int = 1, devices: Devices = None) -> Mes
     """A ``("seeds", "envs")`` mesh over (a prefix of) ``devices`` for this many seeds/envs."""
     devices = select_devices(devices)
     seed_parts, env_parts = mesh_shape(num_seeds, num_envs, len(devices))
+    check_host_callback_threads(devices[:seed_parts * env_parts])
     used = seed_parts * env_parts
     if used < len(devices):
         warnings.warn(f"{num_seeds} seeds x {num_envs} envs use {used} of {len(devices)} devices "

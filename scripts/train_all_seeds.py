@@ -90,7 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="shard seeds (and environments, when devices outnumber seeds) over the first N "
                              "devices (default: all visible; see purehr.distributed)")
     parser.add_argument("--distributed", action="store_true",
-                        help="call jax.distributed.initialize() first (multi-host TPU pods, multi-GPU hosts)")
+                        help="call jax.distributed.initialize() first (multi-host TPU pods, multi-GPU hosts; "
+                             "coordinator, process count and id detected on Cloud TPU, SLURM, Open MPI)")
+    parser.add_argument("--coordinator-address", default=None, metavar="HOST:PORT",
+                        help="with --distributed: process 0's address (elsewhere than Cloud TPU/SLURM/MPI); "
+                             "see docs/colab_tpu.md")
+    parser.add_argument("--num-processes", type=int, default=None, metavar="N", help="with --distributed")
+    parser.add_argument("--process-id", type=int, default=None, metavar="I",
+                        help="with --distributed: this process, 0 to N-1 (0 writes the run directory)")
     parser.add_argument("--curriculum", default=None, metavar="{none,default,STAGES}",
                         help="hrv difficulty schedule inside the scan: 'none', 'default' (docs/hrv_task.md: "
                              "0.2:0.3:0.1,0.4:0.6:0.05,0.4:0.9:0.02) or fraction:difficulty:precision "
@@ -141,9 +148,16 @@ def recorded_precision(run_dir: Path) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    explicit = {"coordinator_address": args.coordinator_address, "num_processes": args.num_processes,
+                "process_id": args.process_id}
+    if any(value is not None for value in explicit.values()) and not args.distributed:
+        parser.exit(2, "error: --coordinator-address, --num-processes and --process-id go with --distributed\n")
     if args.distributed:
         from purehr.distributed import initialize_distributed
-        initialize_distributed()
+        try:
+            initialize_distributed(**explicit)
+        except ValueError as error:
+            parser.exit(2, f"error: {error}\n")
     run_dir = args.run_dir or ROOT / "artifacts" / args.run_name
     directory_option = "--run-dir" if args.run_dir is not None else "--run-name"
     if args.resume and not args.x64 and recorded_precision(run_dir) == "float64":
@@ -154,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
         jax.config.update("jax_enable_x64", True)
     from purehr.run.protocol import RunAlreadyFinished, RunFailed, train_all_seeds
 
+    import jax
+
+    if jax.process_index() != 0:        # under jax.distributed: process 0 writes and reports
+        return _follow(args, run_dir, parser)
     try:
         # a resume continues with the run's tasks, seeds and settings; given ones must match them
         curricula = _curricula_from_args(args)
@@ -186,6 +204,24 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as error:      # the manifest says "failed"; one line, not the callback's traceback
         parser.exit(1, f"error: {error}\n")
     report(summary.run_dir)
+    return 0
+
+
+def _follow(args, run_dir: Path, parser) -> int:
+    """A process other than 0: its share of the training; process 0 prints the results."""
+    import jax
+    from purehr.run.protocol import RunAlreadyFinished, RunFailed, train_all_seeds
+
+    try:
+        train_all_seeds(run_dir, tasks=args.tasks, seeds=args.seeds, overrides=overrides_from_args(args),
+                        resume=args.resume, progress=False, render=False, devices=args.devices)
+    except RunAlreadyFinished:
+        return 0
+    except (ValueError, OSError) as error:
+        parser.exit(2, f"error: {error}\n")
+    except RunFailed as error:
+        parser.exit(1, f"error: {error}\n")
+    print(f"process {jax.process_index()}: finished its part of {run_dir} (process 0 reports)")
     return 0
 
 

@@ -71,3 +71,30 @@ def test_colab_notebook_is_valid_nbformat_4():
     for needle in ("jax-cuda12-plugin", "libtpu", 'pip_install("-c", CONSTRAINTS, "-e", ".")',
                    "scripts/train_all_seeds.py", "replay.mp4"):
         assert needle in sources
+
+
+def _accelerator_summary_module():
+    spec = importlib.util.spec_from_file_location("accelerator_summary", ROOT / "benchmarks" / "accelerator_summary.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_accelerator_summary_goals_by_hand():
+    """benchmarks/accelerator_check.sh's one JSON: the three issue-12 goals from its parts."""
+    summarize = _accelerator_summary_module().summarize
+    record = dict(mode="training", envs=2048)
+    throughput = {"records": [dict(record, task="hrv", seeds=32, steps_per_s=12_000_000.0, run_s=5.6),
+                              dict(record, task="hrv", seeds=1, steps_per_s=900_000.0, run_s=1.0),
+                              dict(record, task="hrv", seeds=5, steps_per_s=4_000_000.0, run_s=1.1),
+                              dict(record, task="swing", seeds=1, steps_per_s=1.0, run_s=2.0),
+                              dict(record, task="swing", seeds=5, steps_per_s=1.0, run_s=2.6)]}
+    summary = summarize({"backend": "gpu"}, throughput, {"speedup_run": 2.5}, {"status": "finished"}, None)
+    goals = summary["goals"]
+    assert goals["hrv_at_least_10M_steps_per_s"] is True and goals["hrv_training_envs"] == 2048
+    assert goals["five_seeds_over_one_seed_wall"] == {"swing": 1.3, "hrv": 1.1}
+    assert goals["five_seeds_at_most_1.2x_one_seed"] is False          # swing 1.3 > 1.2
+    assert goals["one_scan_at_least_3x_host_loop"] is False            # 2.5 < 3
+    assert summary["protocol"]["status"] == "finished"
+    missing = summarize(None, None, None, None, None)["goals"]          # a step that failed: not measured
+    assert missing["hrv_at_least_10M_steps_per_s"] is None and missing["one_scan_at_least_3x_host_loop"] is None

@@ -21,7 +21,6 @@ SCRIPT = textwrap.dedent("""
     from purehr.ppo.config import PPOConfig
     from purehr.ppo.train import keys_for_seeds, make_train
     from purehr.distributed import make_sharded_train
-    from purehr.run.protocol import train_all_seeds
 
     assert len(jax.devices()) == 4, jax.devices()
     out = {}
@@ -44,19 +43,6 @@ SCRIPT = textwrap.dedent("""
         "env_spec": str(jax.tree.leaves(sharded.runner.env_state)[0].sharding.spec),
         "callback_shapes": [list(s) for s in seen],
     }
-    import time
-    started = time.perf_counter()
-    root = os.path.join(tempfile.mkdtemp(), "run")
-    summary = train_all_seeds(root, tasks=["hrv"], seeds=[0, 1], configs={"hrv": config}, progress=False,
-                              render=False, devices=4)
-    rows = [open(os.path.join(root, "hrv", f"seed_{s}", "checkpoints.csv")).read().count(chr(10)) - 1
-            for s in (0, 1)]
-    final = summary.final_runners["hrv"]
-    out["protocol"] = {
-        "checkpoint_rows": rows, "mesh": json.load(open(os.path.join(root, "manifest.json")))["mesh"],
-        "params_close": all(np.allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
-                            for a, b in zip(jax.tree.leaves(one.runner.params), jax.tree.leaves(final.params))),
-        "seconds": time.perf_counter() - started}
     print("RESULT " + json.dumps(out))
 """)
 
@@ -79,14 +65,90 @@ def test_make_train_sharded_over_4_devices_equals_one_device(sharded_results):
     assert result["callback_shapes"] == [[2]] * 4       # host callbacks get the whole seed axis
 
 
-def test_protocol_runner_sharded_equals_one_device(sharded_results):
-    """The multi-task runner over 4 devices: its io_callbacks still get every seed (checkpoint
-    targets 0, 128, 256 written for both seeds) and its final parameters equal make_train's
-    on one device for the same seeds."""
-    protocol = sharded_results["protocol"]
-    assert protocol["mesh"]["shape"] == {"seeds": 2, "envs": 2}
-    assert protocol["checkpoint_rows"] == [3, 3]
-    assert protocol["params_close"]
+CLI_SCRIPT = textwrap.dedent("""
+    import json, os, runpy, sys, tempfile
+    import jax, numpy as np
+    from purehr.envs import HRWritingEnv
+    from purehr.ppo.config import HRV_DEFAULTS
+    from purehr.ppo.train import keys_for_seeds, make_train
+    from purehr.run.restore import restore
+
+    assert len(jax.devices()) == 4, jax.devices()
+    root = os.path.join(tempfile.mkdtemp(), "four")
+    flags = ["--steps", "1024", "--num-envs", "8", "--num-steps", "64", "--minibatch-size", "128",
+             "--eval-episodes", "8", "--checkpoint-interval", "512"]
+    main = runpy.run_path(os.path.join(sys.argv[1], "scripts", "train_all_seeds.py"))["main"]
+    # as a user runs it: progress bar on, checkpoints on, the hrv task's default network, 4 devices
+    code = main(["--tasks", "hrv", "--seeds", "0", "1", "--no-render", "--run-dir", root,
+                 "--devices", "4", *flags])
+    config = HRV_DEFAULTS.replace(total_timesteps=1024, num_envs=8, num_steps=64, minibatch_size=128,
+                                  eval_episodes=8, checkpoint_interval=512)
+    one = make_train(config, HRWritingEnv(hrv_dim=8))(keys_for_seeds([0, 1]))   # one device
+    diffs = []
+    for index in range(2):
+        final = restore(root, "hrv", index, "latest")
+        diffs += [float(np.max(np.abs(np.asarray(a) - np.asarray(b)[index])))
+                  for a, b in zip(jax.tree.leaves(final.params), jax.tree.leaves(one.runner.params))]
+    rows = [open(os.path.join(root, "hrv", f"seed_{s}", "checkpoints.csv")).read().count(chr(10)) - 1
+            for s in range(2)]
+    print("RESULT " + json.dumps({"code": code, "max_abs_diff": max(diffs), "checkpoint_rows": rows,
+                                  "actor_hidden": json.load(open(os.path.join(root, "manifest.json")))
+                                  ["configs"]["hrv"]["actor_hidden"],
+                                  "mesh": json.load(open(os.path.join(root, "manifest.json")))["mesh"]["shape"],
+                                  "pjrt_nproc": os.environ.get("PJRT_NPROC")}))
+""")
+
+
+def test_cli_on_4_devices_with_progress_and_checkpoints_equals_one_device():
+    """Issue 12: on a 2-core machine the 4-device CLI run aborted in an XLA rendezvous (the
+    checkpoint callback's operand copy had no pool thread left while the other devices waited
+    in a collective). Run it as a user does and compare with one device: 2 seeds x 8 envs on
+    4 devices split both mesh axes, every seed's checkpoints reach the host (the gathered
+    callbacks) and the final parameters equal make_train's on one device."""
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    env.pop("PJRT_NPROC", None)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    completed = subprocess.run([sys.executable, "-W", "ignore", "-c", CLI_SCRIPT, root], env=env,
+                               capture_output=True, text=True, timeout=900, cwd=root)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    result = json.loads([line for line in completed.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
+    assert "step/s" in completed.stderr                 # the progress bar was on
+    assert result["code"] == 0
+    assert result["actor_hidden"] == [256, 128, 64]     # the task's default network
+    assert result["mesh"] == {"seeds": 2, "envs": 2}   # seed and environment axes both split
+    assert result["checkpoint_rows"] == [3, 3]          # targets 0, 512, 1024 for both seeds
+    assert result["max_abs_diff"] < 1e-4, result
+    assert int(result["pjrt_nproc"]) >= 5               # one pool thread more than devices
+
+
+def test_prepare_host_devices_reserves_a_pool_thread_and_raises_the_collective_timeout():
+    from purehr.distributed import prepare_host_devices, requested_host_devices
+
+    environ = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "PJRT_NPROC": "1"}
+    assert requested_host_devices(environ) == 4
+    changed = prepare_host_devices(environ=environ)
+    assert environ["PJRT_NPROC"] == "5" and changed["PJRT_NPROC"] == "5"
+    assert environ["XLA_FLAGS"] == ("--xla_force_host_platform_device_count=4 "
+                                    "--xla_cpu_collective_call_terminate_timeout_seconds=600")
+    assert prepare_host_devices(environ=environ) == {}          # idempotent
+    roomy = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4 "
+                          "--xla_cpu_collective_call_terminate_timeout_seconds=60", "PJRT_NPROC": "16"}
+    assert prepare_host_devices(environ=roomy) == {}             # a user's own settings stay
+    assert prepare_host_devices(environ={"JAX_NUM_CPU_DEVICES": "2"}).get("PJRT_NPROC") in (None, "3")
+    assert prepare_host_devices(environ={}) == {}                # one device: nothing to do
+
+
+def test_crowded_cpu_pool_is_refused_with_the_fix(monkeypatch):
+    from purehr.distributed import check_host_callback_threads
+
+    class FakeDevice:
+        platform, process_index = "cpu", 0
+
+    monkeypatch.setenv("PJRT_NPROC", "2")
+    with pytest.raises(ValueError, match="Set PJRT_NPROC=3"):
+        check_host_callback_threads([FakeDevice(), FakeDevice()])
+    monkeypatch.setenv("PJRT_NPROC", "3")
+    check_host_callback_threads([FakeDevice(), FakeDevice()])
 
 
 @pytest.mark.parametrize("seeds, envs, devices, expected", [

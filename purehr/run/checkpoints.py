@@ -66,12 +66,25 @@ class SeedCheckpoints:
             if not self.directory.is_dir():
                 raise CorruptCheckpointError(f"checkpoint folder {self.directory} is missing")
             # not Orbax's read_only option: that logs a warning on every open
-            options = ocp.CheckpointManagerOptions(max_to_keep=None, enable_async_checkpointing=False, create=False)
+            options = ocp.CheckpointManagerOptions(max_to_keep=None, enable_async_checkpointing=False, create=False,
+                                                   multiprocessing_options=self._only_this_process())
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
             options = ocp.CheckpointManagerOptions(max_to_keep=None, enable_async_checkpointing=asynchronous,
-                                                   create=True)
+                                                   create=jax.process_count() == 1,   # made above
+                                                   multiprocessing_options=self._only_this_process())
         self._manager = ocp.CheckpointManager(self.directory.absolute(), options=options)
+
+    def _only_this_process(self) -> ocp.options.MultiprocessingOptions:
+        """Under ``jax.distributed`` only process 0 saves (the callbacks that carry every
+        seed's state run there): its managers are its own primary host and wait at no barrier
+        for the other processes, which never call them (Orbax's default would hang)."""
+        if jax.process_count() == 1:
+            return ocp.options.MultiprocessingOptions()
+        me = jax.process_index()
+        return ocp.options.MultiprocessingOptions(
+            primary_host=me, active_processes={me},
+            barrier_sync_key_prefix=hashlib.sha256(str(self.directory.absolute()).encode()).hexdigest()[:16])
 
     def save(self, steps: int, state: Any) -> str:
         """Starts an asynchronous save and returns the state's digest."""
@@ -91,6 +104,8 @@ class SeedCheckpoints:
         if steps not in self._manager.all_steps():
             raise CorruptCheckpointError(f"checkpoint {path} is missing or was never completed")
         verify_readable(path)
+        if jax.process_count() > 1:     # host arrays: a jax.Array target would ask every process to join
+            abstract_state = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), abstract_state)
         try:
             state = self._manager.restore(steps, args=ocp.args.StandardRestore(abstract_state))
         except Exception as error:  # Orbax raises many kinds for damaged files

@@ -16,7 +16,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from purehr.curriculum import Curriculum
-from purehr.distributed import describe_mesh, make_mesh, select_devices, shard_runner
+from purehr.distributed import (broadcast_json, broadcast_tree, check_host_callback_threads, describe_mesh,
+                                 gather_to_host, is_primary_process, make_mesh, select_devices, shard_runner,
+                                 wait_for_all_processes)
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.train import keys_for_seeds, make_ppo
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
@@ -62,18 +64,42 @@ class RunSummary:
 
 class _HandlerSlot:
     """The compiled program calls whichever recorder is in the slot, so one compiled program
-    serves every run of the same shape in a process (a resume, a test) without recompiling."""
+    serves every run of the same shape in a process (a resume, a test) without recompiling.
+
+    Operands become NumPy arrays here, once: the recorder then runs no JAX operation inside
+    a callback (indexing a ``jax.Array`` there would dispatch a computation per metric and
+    seed while the devices wait)."""
     target = None
 
     def on_update(self, task, metrics):
-        self.target.on_update(task, metrics)
+        self.target.on_update(task, jax.tree.map(np.asarray, metrics))
 
     def on_checkpoint(self, task, runner, evaluation, showcase):
+        runner, evaluation, showcase = jax.tree.map(np.asarray, (runner, evaluation, showcase))
         self.target.on_checkpoint(task, runner, evaluation, showcase)
 
 
 _HANDLERS = _HandlerSlot()
 _PROGRAMS: dict[tuple, Any] = {}
+
+
+class _Followers:
+    """Under ``jax.distributed``, process 0 alone reads and writes the run directory; it tells
+    the other processes, once, either what to train (configs, curricula, the manifest of a
+    resumed run) or why it stopped, so they never wait for a program that will not start."""
+
+    def __init__(self) -> None:
+        self.sent = jax.process_count() == 1
+
+    def send(self, plan: dict) -> None:
+        if not self.sent:
+            self.sent = True
+            broadcast_json(plan)
+
+    def fail(self, error: BaseException) -> None:
+        if not self.sent:
+            self.sent = True
+            broadcast_json({"error": f"{type(error).__name__}: {error}", "kind": type(error).__name__})
 
 
 def _compiled_program(setups: list[TaskSetup], num_seeds: int, runners: dict,
@@ -568,7 +594,11 @@ def train_all_seeds(run_dir: str | Path, *, tasks=None, seeds=None,
         tasks = validate_request(tasks, DEFAULT_SEEDS)[0]
     if seeds is not None:
         seeds = validate_request(DEFAULT_TASKS, seeds)[1]
-    select_devices(devices)     # a bad --devices is refused before the run directory is touched
+    # a bad --devices, or too few CPU pool threads for the devices, is refused before the run
+    # directory is touched
+    check_host_callback_threads(select_devices(devices))
+    if not is_primary_process():
+        return _follow_primary(started, devices)
     configs, overrides = dict(configs or {}), dict(overrides or {})
 
     def new_run_request():
@@ -582,6 +612,20 @@ def train_all_seeds(run_dir: str | Path, *, tasks=None, seeds=None,
         return chosen, seeds or list(DEFAULT_SEEDS), {
             task: configs.get(task, get_task(task).default_config).replace(**overrides) for task in chosen}
 
+    followers = _Followers()
+    try:
+        return _train_primary(run_dir, started, tasks, seeds, configs, overrides, curricula, resume, overwrite,
+                              directory_option, new_run_request, progress, render, command, devices, followers)
+    except BaseException as error:
+        followers.fail(error)
+        raise
+
+
+def _train_primary(run_dir, started, tasks, seeds, configs, overrides, curricula, resume, overwrite,
+                   directory_option, new_run_request, progress, render, command, devices,
+                   followers: _Followers) -> RunSummary:
+    """``train_all_seeds`` in process 0 (the only process under ``jax.distributed`` that reads
+    and writes the run directory)."""
     request = None if resume else new_run_request()
     run_dir = RunDirectory(Path(run_dir))
     check_run_directory_path(run_dir.root)      # a file, or a directory this process cannot write
@@ -601,14 +645,40 @@ def train_all_seeds(run_dir: str | Path, *, tasks=None, seeds=None,
     lock = run_dir.lock()
     try:
         return _train_locked(run_dir, started, tasks, seeds, configs, plan, progress, render, command,
-                             curricula, devices)
+                             curricula, devices, followers)
     finally:
         lock.release()
 
 
+def _follow_primary(started: float, devices) -> RunSummary:
+    """A process other than 0 under ``jax.distributed``: it takes process 0's plan and restored
+    states, runs its share of the same compiled program (the host callbacks run in process 0,
+    which owns device 0) and writes nothing."""
+    plan = broadcast_json()
+    if "error" in plan:
+        kind = RunAlreadyFinished if plan["kind"] == "RunAlreadyFinished" else RunFailed
+        raise kind(f"process 0 stopped before training: {plan['error']}")
+    tasks, seeds = plan["tasks"], plan["seeds"]
+    configs = {name: PPOConfig.from_dict(data) for name, data in plan["configs"].items()}
+    curricula = {name: c for name, data in plan["curricula"].items() if (c := Curriculum.from_dict(data))}
+    setups = build_setups(tasks, configs, curricula, plan["manifest"])
+    mesh = _protocol_mesh(setups, seeds, devices)
+    keys = keys_for_seeds(seeds)
+    runners = broadcast_tree({s.name: jax.tree.map(np.asarray, jax.jit(jax.vmap(s.ppo.init))(keys))
+                              for s in setups})
+    runners = {name: shard_runner(runner, mesh) for name, runner in runners.items()}
+    compile_started = time.perf_counter()
+    compiled = _compiled_program(setups, len(seeds), runners, curricula, mesh)
+    compile_s = time.perf_counter() - compile_started
+    wait_for_all_processes("train")
+    final = gather_to_host(jax.block_until_ready(compiled(runners)))
+    return RunSummary(Path(plan["run_dir"]), time.perf_counter() - started, compile_s, plan["resumed_from"],
+                      0.0, 0.0, final)
+
+
 def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds: list[int],
                   configs: dict[str, PPOConfig], plan: ResumePlan | None, progress: bool, render: bool,
-                  command: list[str] | None, curricula, devices) -> RunSummary:
+                  command: list[str] | None, curricula, devices, followers: _Followers) -> RunSummary:
     """``train_all_seeds`` once this process holds the run directory (``plan``: a resume)."""
     resume = plan is not None
     manifest = run_dir.read_manifest() if resume else None
@@ -637,6 +707,11 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
                 runners[setup.name] = restored.runner
                 resumed_from[setup.name] = restored.steps
                 elapsed_offset = max(elapsed_offset, restored.elapsed_s)
+    followers.send({"tasks": tasks, "seeds": seeds, "configs": {s.name: s.config.to_dict() for s in setups},
+                    "curricula": {name: c.to_dict() for name, c in curricula.items()},
+                    "manifest": manifest, "run_dir": str(run_dir.root), "resumed_from": resumed_from})
+    if jax.process_count() > 1:     # every process places the same (restored) states on the mesh
+        runners = broadcast_tree({name: jax.tree.map(np.asarray, runner) for name, runner in runners.items()})
 
     if manifest is None:
         print("evaluating the baselines and floor policies on the held-out set ...", file=sys.stderr, flush=True)
@@ -685,11 +760,11 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
     if resumed_from:
         message += f" (resumed at {resumed_from})"
     print(message, file=sys.stderr, flush=True)
+    wait_for_all_processes("train")
     recorder.start()
     error = None
     try:
-        final = compiled(runners)
-        jax.block_until_ready(final)
+        final = gather_to_host(jax.block_until_ready(compiled(runners)))
     except Exception as raised:     # an error in a host callback arrives as a JaxRuntimeError here
         error = raised
     finally:
@@ -733,4 +808,4 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
         run_dir.write_manifest(manifest)
         wall = time.perf_counter() - started
     return RunSummary(run_dir.root, wall, compile_s, resumed_from, recorder.seconds_in_checkpoint_callbacks,
-                      recorder.seconds_in_evaluation, jax.tree.map(np.asarray, final))
+                      recorder.seconds_in_evaluation, final)
