@@ -70,7 +70,7 @@ def _log(logs: Path) -> str:
     return "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(logs.glob("*.log")))
 
 
-@pytest.mark.slow
+@pytest.mark.multiprocess
 def test_two_processes_killed_and_resumed_equal_one_process(tmp_path):
     run_dir, logs = tmp_path / "run", tmp_path / "logs"
     logs.mkdir()
