@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.x64:
         import jax
         jax.config.update("jax_enable_x64", True)
-    from purehr.run.protocol import RunAlreadyFinished, RunFailed, train_all_seeds
+    from purehr.run.protocol import RunAlreadyFinished, RunDiverged, RunFailed, train_all_seeds
 
     run_dir = args.run_dir or ROOT / "artifacts" / args.run_name
     try:
@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileExistsError, FileNotFoundError) as error:
         parser.exit(2, f"error: {error}\n")
     except RunFailed as error:      # the manifest says "failed"; one line, not the callback's traceback
+        parser.exit(1, f"error: {error}\n")
+    except RunDiverged as error:    # the manifest says "diverged": not a finished result
         parser.exit(1, f"error: {error}\n")
     print(f"finished {summary.run_dir} in {summary.wall_time_s:.1f} s (compile {summary.compile_s:.1f} s)")
     report(summary.run_dir)
