@@ -57,16 +57,17 @@ class TaskSetup:
         """The initial state, every ``full_eval_interval``-th target and the last update get the
         full evaluation and a showcase; the targets between a quick one. Only meaningful at an
         update that saves (``crossed_target``)."""
-        updates, full = checkpoint_schedule(self.config)
-        return jnp.asarray(full)[_schedule_index(updates, update_index)]
+        return full_evaluation_due(self.config, update_index)
+
+    def showcase(self, network_params) -> dict[str, jax.Array]:
+        return self.task.record_showcase(self.env, self.eval_env_params, self.ppo.policy(network_params))
 
     def crossed_target(self, update_index: jax.Array) -> jax.Array:
         """True when the update that brought the count to ``update_index`` crossed a target
         (or was the last one): the first update at or beyond each target saves. Looked up in
         the schedule the host computed in Python ints, so it stays exact at any budget (no
         int32 ``update * batch_size`` on the device)."""
-        updates, _ = checkpoint_schedule(self.config)
-        return jnp.asarray(updates)[_schedule_index(updates, update_index)] == update_index
+        return checkpoint_due(self.config, update_index)
 
 
 @functools.lru_cache(maxsize=32)
@@ -86,9 +87,21 @@ def checkpoint_schedule(config: PPOConfig) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(updates, np.int32), np.asarray(full, bool)
 
 
+def checkpoint_due(config: PPOConfig, update_index: jax.Array) -> jax.Array:
+    """Whether the run saves after ``update_index`` updates (traceable; see ``checkpoint_schedule``)."""
+    updates, _ = checkpoint_schedule(config)
+    return jnp.asarray(updates)[_schedule_index(updates, update_index)] == update_index
+
+
+def full_evaluation_due(config: PPOConfig, update_index: jax.Array) -> jax.Array:
+    """Whether the checkpoint after ``update_index`` updates gets the full evaluation."""
+    updates, full = checkpoint_schedule(config)
+    return jnp.asarray(full)[_schedule_index(updates, update_index)]
+
+
 def _schedule_index(updates: np.ndarray, update_index: jax.Array) -> jax.Array:
     """Where ``update_index`` is (or would be) in the ascending ``updates``, clamped to it."""
-    position = jnp.searchsorted(jnp.asarray(updates), update_index.astype(jnp.int32))
+    position = jnp.searchsorted(jnp.asarray(updates), jnp.asarray(update_index, jnp.int32))
     return jnp.minimum(position, len(updates) - 1)
 
 
