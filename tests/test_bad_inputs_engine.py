@@ -3,7 +3,8 @@ and budgets refused by name before anything is compiled or written; invalid acti
 non-finite states flagged by the environments; a diverging seed frozen and reported.
 
 Cheap by design: config rows are pure Python, environment rows one jitted step, the
-divergence rows one compiled PPO update on a 16-unit CartPole network."""
+divergence row one two-update ``train_hr_ppo`` on an 8-unit network (the protocol-level
+divergence test is in tests/test_resume_multitask.py, on its already compiled program)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purehr.envs.gymnax_adapter import GymnaxEnv
 from purehr.envs.hrv import HRWritingEnv
 from purehr.envs.swing import SwingEnv
 from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.config import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, MAX_OPTIMIZER_STEPS, PPOConfig
-from purehr.ppo.train import diverged_at_update, host_env_steps, make_ppo, optimizer_steps
+from purehr.ppo.train import diverged_at_update, host_env_steps, keys_for_seeds, make_ppo
 from purehr.run.runner import checkpoint_due, checkpoint_schedule, full_evaluation_due
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,34 +209,6 @@ TINY = PPOConfig(total_timesteps=4 * 32 * 4, num_envs=4, num_steps=32, minibatch
                  actor_hidden=(16,), critic_hidden=(16,))
 
 
-@pytest.fixture(scope="module")
-def tiny_ppo():
-    ppo = make_ppo(TINY, GymnaxEnv("CartPole-v1"))
-    return ppo, jax.jit(ppo.update)
-
-
-@pytest.mark.parametrize("learning_rate, diverges", [(3e-4, False), (1e30, True)])
-def test_a_diverging_update_freezes_the_seed_and_records_the_update(tiny_ppo, learning_rate, diverges):
-    """One compiled update serves both rows: the learning rate is data in the runner state."""
-    ppo, update = tiny_ppo
-    hparams = TINY.hyperparams().replace(learning_rate=jnp.float32(learning_rate))
-    initial = ppo.init(KEY, hparams)
-    first, metrics = update(initial)
-    second, second_metrics = update(first)
-    steps_per_update = TINY.num_epochs * TINY.num_minibatches
-    if not diverges:
-        assert int(metrics["diverged_at_update"]) == 0 and int(second_metrics["diverged_at_update"]) == 0
-        assert int(optimizer_steps(second.opt_state)) == 2 * steps_per_update
-        assert int(diverged_at_update(second, TINY)) == 0
-        return
-    assert int(metrics["diverged_at_update"]) == 1 and int(second_metrics["diverged_at_update"]) == 1
-    for state in (first, second):       # the parameters and optimiser of update 0, no NaN spread
-        for leaf, expected in zip(jax.tree.leaves((state.params, state.opt_state)),
-                                  jax.tree.leaves((initial.params, initial.opt_state))):
-            assert np.array_equal(np.asarray(leaf), np.asarray(expected))
-    assert int(second.update_index) == 2 and int(diverged_at_update(second, TINY)) == 1
-
-
 def test_diverged_at_update_reads_the_optimiser_gap_per_seed():
     """Seeds stacked: healthy after 5 updates (5 x 4 optimiser steps), frozen at update 3
     (2 updates applied), frozen at update 1 (none applied)."""
@@ -260,3 +232,20 @@ def test_cli_ends_a_diverged_run_with_exit_1_and_the_message(monkeypatch, tmp_pa
     monkeypatch.setattr(protocol, "train_all_seeds", diverging)
     code, err = cli(["--tasks", "hrv", "--seeds", "0", "1", "--no-render", "--run-dir", str(tmp_path / "r")], capsys)
     assert code == 1 and "error: training diverged: hrv seed 1 at update 31" in err and "finished" not in err
+
+
+def test_train_hr_ppo_raises_on_divergence_and_keeps_the_frozen_model():
+    from purehr import TrainingDiverged, train_hr_ppo
+
+    env = HRWritingEnv(hrv_dim=2)
+    with pytest.raises(TrainingDiverged, match=r"training diverged at update 1 \(128 env steps\)") as raised:
+        train_hr_ppo(env, timesteps=256, learning_rate=1e30, batch_size=64, num_envs=4, num_steps=32,
+                     num_epochs=1, actor_hidden=(8,), critic_hidden=(8,))
+    model = raised.value.model
+    assert raised.value.update == 1 and model.metrics["diverged_at_update"].tolist() == [1, 1]
+    assert model.metrics["env_steps"].tolist() == [128, 256]
+    assert not np.all(np.isfinite(model.metrics["loss"]))
+    # frozen at update 0: exactly the initial parameters of seed 0, no NaN spread into them
+    initial = jax.jit(jax.vmap(make_ppo(model.config, env).init))(keys_for_seeds([0])).params
+    for leaf, expected in zip(jax.tree.leaves(model.params), jax.tree.leaves(initial)):
+        assert np.array_equal(np.asarray(leaf), np.asarray(expected)[0])
