@@ -357,6 +357,8 @@ def make_train(config: PPOConfig, env: Environment, env_params=None, *,
         else:
             seed_hparams = None
         result = compiled(keys, seed_hparams)
+        if not getattr(result.metrics["update"], "is_fully_addressable", True):
+            return result       # spread over hosts (purehr.distributed): env_steps = update * batch_size
         steps = host_env_steps(result.metrics["update"], config)
         return result.replace(metrics=dict(result.metrics, env_steps=steps))
 
