@@ -24,12 +24,12 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purehr.cli import HelpFormatter, output_file, positive_int
 from purehr.envs import HRWritingEnv, to_gymnasium
 from purehr.envs.hrv import heldout_evaluation
 from purehr.envs.spaces import flatten_observation
@@ -72,12 +72,16 @@ def train_sb3(env, config, steps: int, seed: int) -> tuple[object, float]:
     return model, time.perf_counter() - started
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    parser.add_argument("--steps", type=positive_int, default=40960, help="environment steps per seed (both)")
+    parser.add_argument("--seeds", type=positive_int, default=2, help="number of seeds (0 .. N-1)")
+    parser.add_argument("--json", type=output_file, default=None, help="write the results here")
+    return parser
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=40960, help="environment steps per seed (both)")
-    parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     load_before = os.getloadavg()
 
     env = HRWritingEnv(hrv_dim=8)

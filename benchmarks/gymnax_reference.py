@@ -20,11 +20,11 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
 
+from purehr.cli import HelpFormatter, output_file, positive_int
 from purehr.envs.gymnax_adapter import GymnaxEnv
 from purehr.envs.rollout import run_episodes
 from purehr.ppo.config import PPOConfig
@@ -64,14 +64,21 @@ def run(name: str, config: PPOConfig, seeds: int) -> dict:
             "last_5_updates_training_return_mean": round(float(np.nanmean(training_returns)), 1)}
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    parser.add_argument("--seeds", type=positive_int, default=5, help="number of seeds (0 .. N-1)")
+    parser.add_argument("--cartpole-steps", type=positive_int, default=CARTPOLE.total_timesteps,
+                        help="environment steps per seed on CartPole-v1")
+    parser.add_argument("--pendulum-steps", type=positive_int, default=PENDULUM.total_timesteps,
+                        help="environment steps per seed on Pendulum-v1")
+    parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Pendulum-v1"],
+                        choices=["CartPole-v1", "Pendulum-v1"], help="gymnax environments to train")
+    parser.add_argument("--json", type=output_file, default=None, help="write the results here")
+    return parser
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--cartpole-steps", type=int, default=CARTPOLE.total_timesteps)
-    parser.add_argument("--pendulum-steps", type=int, default=PENDULUM.total_timesteps)
-    parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Pendulum-v1"])
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     configs = {"CartPole-v1": CARTPOLE.replace(total_timesteps=args.cartpole_steps),
                "Pendulum-v1": PENDULUM.replace(total_timesteps=args.pendulum_steps)}
     load_before = os.getloadavg()

@@ -23,13 +23,13 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
+from purehr.cli import HelpFormatter, output_file, positive_int
 from purehr.envs.spaces import flatten_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.distributions import make_distribution
@@ -136,14 +136,18 @@ def heldout_return(task, env, config, params_per_seed) -> list[float]:
     return [float(setup_eval(p)["return_mean"]) for p in params_per_seed]
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=65536, help="environment steps per seed")
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--task", default="swing", choices=("swing", "hrv"))
-    parser.add_argument("--json", type=Path, default=None)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    parser.add_argument("--steps", type=positive_int, default=65536, help="environment steps per seed")
+    parser.add_argument("--seeds", type=positive_int, default=5, help="number of seeds (0 .. N-1)")
+    parser.add_argument("--task", default="swing", choices=("swing", "hrv"), help="task to train")
+    parser.add_argument("--json", type=output_file, default=None, help="write the results here")
     parser.add_argument("--evaluate", action="store_true", help="also held-out return (20 episodes) per seed")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
 
     task = get_task(args.task)
     env = task.make_env()

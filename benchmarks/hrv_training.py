@@ -42,12 +42,20 @@ def time_make_train(steps: int, seeds: int) -> dict:
             "steps_per_s": total / run_s, "peak_rss_mb": peak_rss_mb()}
 
 
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli import HelpFormatter, output_file, positive_int
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--steps", type=positive_int, default=200_000,
+                        help="steps per seed for the 1 vs 5 seed comparison")
+    parser.add_argument("--seed-api-steps", type=int, default=0,
+                        help="also time train_hr_ppo at this budget (0: do not)")
+    parser.add_argument("--json", type=output_file, default=None, help="write the results here")
+    return parser
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=200_000, help="steps per seed for the 1 vs 5 seed comparison")
-    parser.add_argument("--seed-api-steps", type=int, default=0, help="also time train_hr_ppo at this budget")
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     results = {"machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                            "load_before": os.getloadavg()}, "runs": []}
     for seeds in (1, 5):

@@ -151,16 +151,26 @@ def plot(json_path: Path) -> Path:
     return out
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--study", choices=STUDIES + ("all",), default=None)
-    parser.add_argument("--json", type=Path, default=None, help="merge this study's result into this file")
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli import HelpFormatter, output_file, positive_int
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter,
+                                     epilog=__doc__)
+    parser.add_argument("--study", choices=STUDIES + ("all",), default=None,
+                        help="which scaling study to run (give --study or --plot)")
+    parser.add_argument("--json", type=output_file, default=None, help="merge this study's result into this file")
     parser.add_argument("--plot", type=Path, default=None, help="draw <json>.png from a recorded JSON")
-    parser.add_argument("--max-updates", type=int, default=32, help="steps study: 2, 4, ... up to this")
-    parser.add_argument("--updates", type=int, default=4, help="seeds/envs studies: updates per run")
-    parser.add_argument("--seed-counts", type=int, nargs="+", default=[1, 2, 4, 8, 16])
-    parser.add_argument("--env-counts", type=int, nargs="+", default=[8, 32, 128, 512])
+    parser.add_argument("--max-updates", type=positive_int, default=32, help="steps study: 2, 4, ... up to this")
+    parser.add_argument("--updates", type=positive_int, default=4, help="seeds/envs studies: updates per run")
+    parser.add_argument("--seed-counts", type=positive_int, nargs="+", default=[1, 2, 4, 8, 16],
+                        help="seeds study: seed counts")
+    parser.add_argument("--env-counts", type=positive_int, nargs="+", default=[8, 32, 128, 512],
+                        help="envs study: environments per seed")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.plot:
         print(plot(args.plot))

@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purehr.cli import HelpFormatter, positive_int
 from purehr.envs.swing import (ControllerParams, SwingEnv, heldout_evaluation,
                                make_structured_policy)
 from purehr.envs.swing.controller import DEFAULT_CONTROLLER
@@ -123,13 +124,17 @@ def machine() -> dict:
             "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--tune", action="store_true", help="grid-search the controller")
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--small-steps", type=int, default=4096, help="scan length, 8 envs")
-    parser.add_argument("--large-steps", type=int, default=128, help="scan length, 2048 envs")
-    args = parser.parse_args()
+    parser.add_argument("--repeats", type=positive_int, default=2, help="timed runs per program (best kept)")
+    parser.add_argument("--small-steps", type=positive_int, default=4096, help="scan length, 8 envs")
+    parser.add_argument("--large-steps", type=positive_int, default=128, help="scan length, 2048 envs")
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     print(json.dumps({"machine": machine()}))
     if args.tune:
         for row in tune():

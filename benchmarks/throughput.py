@@ -318,12 +318,11 @@ def print_table(records: list[dict]) -> None:
               f"{r['compile_s']:9.2f} {r['run_s']:8.3f} {r['steps_per_s']:12,.0f} {program}")
 
 
-def markdown_report(paths: list[Path]) -> str:
-    """One markdown table (steps/s, compile, program memory) from recorded JSON files."""
+def markdown_report(reports: list[dict]) -> str:
+    """One markdown table (steps/s, compile, program memory) from recorded results (read_reports)."""
     lines = ["| task | dtype | mode | seeds | envs | env steps | compile (s) | run (s) | env steps/s | "
              "program MB | load before -> after |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for path in paths:
-        data = json.loads(Path(path).read_text())
+    for data in reports:
         load = f"{data['load_average_before'][0]:.1f} -> {data['load_average_after'][0]:.1f}"
         for r in data["records"]:
             program = f"{r['program_bytes'] / 2 ** 20:.1f}" if r.get("program_bytes") else "n/a"
@@ -333,36 +332,69 @@ def markdown_report(paths: list[Path]) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
-    parser.add_argument("--json", type=Path, default=None, help="write every record and the machine here")
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli import HelpFormatter, output_file, positive_int
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter,
+                                     epilog=__doc__)
+    parser.add_argument("--json", type=output_file, default=None,
+                        help="write every record and the machine here (checked before the benchmark runs)")
     parser.add_argument("--quick", action="store_true", help="a tiny subset (hrv, float32, 1-2 seeds, 8 envs)")
     parser.add_argument("--threads", action="store_true",
                         help="compare thread settings (default, PJRT_NPROC=1, no multi-thread Eigen) on swing")
-    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
-    parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES)
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
-    parser.add_argument("--envs", nargs="+", type=int, default=list(ENVS))
-    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
-    parser.add_argument("--num-steps", type=int, default=NUM_STEPS)
-    parser.add_argument("--steps-per-seed", type=int, default=STEPS_PER_SEED)
-    parser.add_argument("--hidden", type=int, nargs="+", default=None, help="override hidden sizes (both nets)")
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS, help="tasks to measure")
+    parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES, help="precisions to measure")
+    parser.add_argument("--seeds", nargs="+", type=positive_int, default=list(SEEDS), help="seed counts")
+    parser.add_argument("--envs", nargs="+", type=positive_int, default=list(ENVS),
+                        help="environments per seed")
+    parser.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES, help="programs to measure")
+    parser.add_argument("--num-steps", type=positive_int, default=NUM_STEPS, help="rollout length per update")
+    parser.add_argument("--steps-per-seed", type=positive_int, default=STEPS_PER_SEED,
+                        help="target environment steps per seed and program (at least one update)")
+    parser.add_argument("--hidden", type=positive_int, nargs="+", default=None,
+                        help="override hidden sizes (both nets) (default: the task's)")
+    parser.add_argument("--repeats", type=positive_int, default=2, help="timed runs per program (best kept)")
     parser.add_argument("--goals", action="store_true",
                         help="only the two CPU goals (swing, 1 vs 5 seeds, 8 envs), programs run in turn "
                              "for --rounds rounds, minimum kept (robust to a shared machine)")
-    parser.add_argument("--rounds", type=int, default=None,
+    parser.add_argument("--rounds", type=positive_int, default=None,
                         help="rounds of --goals (default 5) or --threads (default 3)")
     parser.add_argument("--report", type=Path, nargs="+", default=None,
-                        help="print a markdown table from recorded JSON files and exit")
+                        help="print a markdown table from recorded JSON files and exit (default: not set)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def read_reports(paths: list[Path]) -> list[dict]:
+    """The recorded results ``--report`` tabulates, every file checked before anything is printed."""
+    reports = []
+    for path in paths:
+        if not Path(path).is_file():
+            raise ValueError(f"--report {path}: {'is a directory' if Path(path).is_dir() else 'no such file'}; "
+                             "expected a JSON file written by --json")
+        try:
+            data = json.loads(Path(path).read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"--report {path} is not JSON ({error}); expected a file written by --json") from None
+        missing = [key for key in ("records", "load_average_before", "load_average_after")
+                   if not isinstance(data, dict) or key not in data]
+        if missing:
+            raise ValueError(f"--report {path} lacks {missing}; expected a file written by --json")
+        reports.append(data)
+    return reports
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.quick:
         for name, value in QUICK.items():
             setattr(args, name, list(value) if isinstance(value, tuple) else value)
     if args.report:
-        print(markdown_report(args.report))
+        try:
+            print(markdown_report(read_reports(args.report)))
+        except ValueError as error:
+            parser.exit(2, f"error: {error}\n")
         return 0
     if args.rounds is None:
         args.rounds = 5 if args.goals else 3

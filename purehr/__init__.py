@@ -1,16 +1,35 @@
-"""purehr: pure-JAX PPO whose whole training run is one compiled call."""
+"""purehr: pure-JAX PPO whose whole training run is one compiled call.
 
+The public names below load on first use (PEP 562), so that ``import purehr.cli`` (every
+script's ``--help`` and flag checks) answers without importing JAX.
+"""
+
+import importlib
 import warnings
 
 # distrax 0.1.9 touches a deprecated jax attribute on import; the warning is not ours to fix.
 warnings.filterwarnings("ignore", message=".*pytype_aval_mappings.*", category=DeprecationWarning)
 
-from purehr.api import HRPPOModel, PPOModel, TrainingDiverged, train_hr_ppo  # noqa: E402
-from purehr.envs.hrv import HRWritingEnv  # noqa: E402
-from purehr.envs.swing import SwingEnv  # noqa: E402
-from purehr.ppo.config import PPOConfig, PPOHyperparams  # noqa: E402
-from purehr.ppo.train import make_ppo, make_train  # noqa: E402
+_EXPORTS = {
+    "HRPPOModel": "purehr.api", "PPOModel": "purehr.api", "train_hr_ppo": "purehr.api",
+    "TrainingDiverged": "purehr.api",
+    "HRWritingEnv": "purehr.envs.hrv", "SwingEnv": "purehr.envs.swing",
+    "PPOConfig": "purehr.ppo.config", "PPOHyperparams": "purehr.ppo.config",
+    "make_ppo": "purehr.ppo.train", "make_train": "purehr.ppo.train",
+}
 
 __all__ = ["HRWritingEnv", "SwingEnv", "PPOConfig", "PPOHyperparams", "PPOModel", "HRPPOModel",
            "make_ppo", "make_train", "train_hr_ppo", "TrainingDiverged"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'purehr' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -15,7 +15,6 @@ Conventions shared by all functions:
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
@@ -32,6 +31,36 @@ std ``HRV_OBSERVATION_NOISE_STD`` = 0.02 on the observed ``current_hrv``); robus
 without it (e.g. the swing task)."""
 PEAK_MEMORY_KEY = "peak_memory_bytes"
 """manifest.json key of the run's peak memory; NaN when the manifest does not record it."""
+
+METRIC_GUIDE: dict[str, tuple[str, str]] = {
+    "final_reward": ("higher is better", "mean training return, last 10% of updates"),
+    "initial_reward": ("reference", "mean training return, first 10% of updates"),
+    "convergence_rate": ("lower is better", "fraction of training before the returns settled "
+                         "(1 = never); settling at a low return also counts"),
+    "stability_score": ("1 = flat end", "1 - std/|mean| of the last 10% of returns; says nothing "
+                        "of the level: a return that halves and stays flat scores 1 "
+                        "(see decline_from_best)"),
+    "decline_from_best": ("lower is better", "best 10%-window mean return minus final reward "
+                          "(return units; 0 = ends at its best)"),
+    "improvement_ratio": ("higher is better", "(final - initial) / |initial| of the training "
+                          "return; huge when initial is near 0"),
+    "training_success_rate": ("higher is better", "success on the training distribution, last "
+                              "10% of updates (stochastic policy)"),
+    "heldout_success_rate": ("higher is better", "success on the fixed held-out set, last "
+                             "checkpoint (deterministic policy)"),
+    "heldout_return_mean": ("higher is better", "mean held-out return, last checkpoint"),
+    "heldout_final_distance": ("lower is better", "L2 distance of final HRV to target, held-out"),
+    "hrv_alignment": ("higher is better", "Pearson r of final HRV and target, held-out (1 = "
+                      "aligned)"),
+    "generalisation": ("1 = as on training", "held-out success / training success"),
+    "robustness": ("1 = unaffected", "held-out success with observation noise / without"),
+    "samples_per_second": ("higher is better", "env steps per second at the last update "
+                           "(compile excluded)"),
+    "training_time_s": ("information", "seconds from the compiled start to the last update"),
+    "env_steps": ("information", "environment steps at the last update"),
+}
+"""Per metric: (direction, meaning), printed beside each value by scripts/analyze_run.py so a
+number that is correct by its definition cannot be read the wrong way round."""
 
 REQUIRED_UPDATE_COLUMNS = ("env_steps", "elapsed_s", "mean_episode_return", "train_success_rate")
 REQUIRED_CHECKPOINT_COLUMNS = ("actual_steps", "eval_success_rate")
@@ -121,6 +150,21 @@ def stability_score(returns: np.ndarray, fraction: float = TAIL_FRACTION) -> flo
     return float(np.clip(1.0 - spread / centre, 0.0, 1.0))
 
 
+def decline_from_best(returns: np.ndarray, fraction: float = TAIL_FRACTION) -> float:
+    """Decline from best: the best mean return over any window of ``max(1, ceil(0.1 n))``
+    consecutive finite entries minus the final reward, in return units (>= 0; 0 = training
+    ends at its best). What the stability score cannot say: a return that halves and then
+    stays flat is perfectly stable, and its decline is half its peak."""
+    values = _returns(returns)
+    if not len(values):
+        return math.nan
+    window = _tail_length(len(values), fraction)
+    best = float(np.max(np.convolve(values, np.ones(window) / window, mode="valid")))
+    decline = best - final_reward(values, fraction)
+    # the last window is the final reward itself: rounding must not read as a decline
+    return decline if decline > 1e-9 * max(1.0, abs(best)) else 0.0
+
+
 def improvement_ratio(returns: np.ndarray, fraction: float = TAIL_FRACTION,
                       min_denominator: float = 1e-6) -> float:
     """Improvement ratio: ``(final - initial) / max(|initial|, min_denominator)`` with final
@@ -193,6 +237,7 @@ def seed_metrics(updates: Columns, checkpoints: Columns) -> dict[str, float]:
         "initial_reward": initial_reward(returns),
         "convergence_rate": convergence_rate(returns),
         "stability_score": stability_score(returns),
+        "decline_from_best": decline_from_best(returns),
         "improvement_ratio": improvement_ratio(returns),
         "training_success_rate": training_success,
         "heldout_success_rate": heldout_success,
@@ -210,30 +255,18 @@ def seed_metrics(updates: Columns, checkpoints: Columns) -> dict[str, float]:
 # --- reading a run directory -----------------------------------------------------------------
 
 def read_csv_columns(path: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """A csv file as one array per column: float64 where every cell parses as a number
-    (empty cells are NaN), strings otherwise. Raises if the file is missing, has no data
-    rows, or lacks a required column or number."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: missing; expected a csv with columns {list(required)}")
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        rows = list(reader)
-    missing = [name for name in required if name not in header]
-    if missing:
-        raise ValueError(f"{path}: missing column(s) {missing}; found {header}")
-    if not rows:
+    """A csv file as one array per column, read by the renderer's reader
+    (``purehr.viz.run_data.read_csv_columns``: a row cut short, e.g. a truncated copy, is
+    refused with its line number) so analysis and rendering give one verdict on one file;
+    then the analysis needs at least one data row and numbers in the required columns."""
+    from purehr.viz.run_data import read_csv_columns as read_validated_csv
+
+    columns = read_validated_csv(path, required)
+    if not columns or not len(next(iter(columns.values()))):
         raise ValueError(f"{path}: no data rows; expected at least one row")
-    columns: dict[str, np.ndarray] = {}
-    for name in header:
-        cells = [row[name] if row[name] is not None else "" for row in rows]
-        try:
-            columns[name] = np.array([float(cell) if cell.strip() else math.nan
-                                      for cell in cells])
-        except ValueError:
-            if name in required:
-                raise ValueError(f"{path}: column {name!r} holds a non-number") from None
-            columns[name] = np.array(cells)
+    for name in required:
+        if columns[name].dtype.kind != "f":
+            raise ValueError(f"{path}: column {name!r} holds a non-number")
     return columns
 
 
@@ -260,6 +293,17 @@ def _load_manifest(run_dir: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict):
         raise ValueError(f"{manifest_path}: expected a JSON object")
     return manifest
+
+
+def _read_seed_logs(seed_dir: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """updates.csv and checkpoints.csv of one seed, checked against each other as the
+    renderer checks them (``check_seed_logs_agree``)."""
+    from purehr.viz.run_data import check_seed_logs_agree
+
+    updates = read_csv_columns(seed_dir / "updates.csv", REQUIRED_UPDATE_COLUMNS)
+    checkpoints = read_csv_columns(seed_dir / "checkpoints.csv", REQUIRED_CHECKPOINT_COLUMNS)
+    check_seed_logs_agree(seed_dir, updates, checkpoints)
+    return updates, checkpoints
 
 
 def _number(value: Any) -> float:
@@ -295,12 +339,7 @@ def analyze_run(run_dir: str | Path) -> dict[str, Any]:
         if not seed_dirs:
             raise FileNotFoundError(f"{run_dir / task}: expected seed_<n> folders for task "
                                     f"{task!r} (listed in the manifest)")
-        per_seed = {
-            seed: seed_metrics(
-                read_csv_columns(seed_dir / "updates.csv", REQUIRED_UPDATE_COLUMNS),
-                read_csv_columns(seed_dir / "checkpoints.csv", REQUIRED_CHECKPOINT_COLUMNS))
-            for seed, seed_dir in seed_dirs.items()
-        }
+        per_seed = {seed: seed_metrics(*_read_seed_logs(seed_dir)) for seed, seed_dir in seed_dirs.items()}
         metric_names = next(iter(per_seed.values())).keys()
         result["tasks"][task] = {
             "seeds": per_seed,

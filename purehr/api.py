@@ -6,7 +6,10 @@ A thin, Stable-Baselines-shaped layer over ``make_train``: keyword names follow 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,12 +18,20 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
+from purehr.cli import MAX_HELDOUT_EPISODES
 from purehr.envs.base import Environment
-from purehr.envs.spaces import flat_dim, flatten_observation
+from purehr.envs.spaces import Dict as DictSpace
 from purehr.ppo.config import HRV_DEFAULTS, PPOConfig
 from purehr.ppo.train import PPO, diverged_at_update, keys_for_seeds, make_ppo, make_train
 
 MODEL_FORMAT = "purehr-ppo-model/1"
+MODEL_FILES = ("params.msgpack", "env_params.msgpack", "metrics.npz")
+"""The files of a saved model besides model.json, which records the SHA-256 of each
+(``digests``); a model saved before digests existed loads with a warning."""
+
+
+class DamagedModelError(ValueError):
+    """A saved model whose files changed since it was saved, or that contradict model.json."""
 
 
 class PPOModel:
@@ -40,18 +51,24 @@ class PPOModel:
                             static_argnums=3)
 
     def predict(self, observation, deterministic: bool = True, key: jax.Array | None = None) -> np.ndarray:
-        """Action for one observation, or for a batch (a leading axis on every leaf)."""
+        """Action for one observation, or for a batch (a leading axis on every leaf). An
+        observation of the wrong shape or with missing keys is refused, naming the leaf."""
         key = jax.random.PRNGKey(0) if key is None else key
-        size = int(np.prod(np.shape(flatten_observation(jax.tree.map(jnp.asarray, observation)))))
-        if size == flat_dim(self.env.observation_space(self.env_params)):
+        batch = observation_batch(self.env.observation_space(self.env_params), observation)
+        if batch is None:
             return np.asarray(self._act(self.params, observation, key, deterministic))
-        batch = jax.tree.leaves(observation)[0].shape[0]
         keys = jax.random.split(key, batch)
         return np.asarray(jax.vmap(self._act, in_axes=(None, 0, 0, None))(
             self.params, observation, keys, deterministic))
 
     def evaluate(self, num_episodes: int = 100, seed: int | None = None, **kwargs) -> dict[str, float]:
         """Held-out evaluation of the deterministic policy with the task's own protocol."""
+        if (isinstance(num_episodes, bool) or not isinstance(num_episodes, (int, np.integer))
+                or not 1 <= num_episodes <= MAX_HELDOUT_EPISODES):
+            raise ValueError(f"num_episodes={num_episodes!r}: expected an integer from 1 to {MAX_HELDOUT_EPISODES:,} "
+                             "(every episode is held on the device at once)")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ValueError(f"seed={seed!r}: expected a non-negative integer or None (the task's held-out seed)")
         evaluation = _task_module(self.env).heldout_evaluation
         options = dict(num_episodes=num_episodes, **kwargs)
         if seed is not None:
@@ -73,30 +90,148 @@ class PPOModel:
             "env": {"class": type(self.env).__name__, "kwargs": _env_kwargs(self.env)},
             "config": self.config.to_dict(),
             "seed": self.seed,
+            "digests": {name: file_digest(path / name) for name in MODEL_FILES},
         }
         (path / "model.json").write_text(json.dumps(description, indent=2))
         return path
 
     @classmethod
     def load(cls, path: str | Path) -> "PPOModel":
+        """A model written by ``save``, checked as a checkpoint is: every file against the
+        SHA-256 that model.json recorded, model.json's fields, the environment parameters
+        through the environment's own validation, and every saved array's shape against the
+        network that model.json describes. Anything wrong raises ``ValueError`` (a
+        ``DamagedModelError`` for changed files) naming the file and the value."""
         path = Path(path)
-        try:
-            description = json.loads((path / "model.json").read_text())
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{path} holds no saved model (expected {path / 'model.json'})") from None
-        if description.get("format") != MODEL_FORMAT:
-            raise ValueError(f"{path / 'model.json'} has format {description.get('format')!r}; expected {MODEL_FORMAT!r}")
+        description = _read_description(path)
+        _check_digests(path, description)
+        where = path / "model.json"
         env_kwargs = dict(description["env"]["kwargs"])
         if description["env"]["class"] == "HRWritingEnv":
             env_kwargs.setdefault("gap_features", False)    # saved before the observation had them
-        env = _make_env(description["env"]["class"], env_kwargs)
-        config = PPOConfig.from_dict(description["config"])
-        env_params = serialization.from_bytes(env.default_params, (path / "env_params.msgpack").read_bytes())
+        env = _make_env(description["env"]["class"], env_kwargs, where)
+        try:
+            config = PPOConfig.from_dict(description["config"])
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where}: config is not a valid PPOConfig: {error}") from None
+        env_params = _load_tree(path / "env_params.msgpack", env.default_params, f"the {type(env).__name__} "
+                                f"parameters of {where} ({_describe_kwargs(env_kwargs)})")
+        env_params = _validated_env_params(env, env_kwargs, env_params, path / "env_params.msgpack")
         template = make_ppo(config, env, env_params).init(jax.random.PRNGKey(0)).params
-        params = serialization.from_bytes(template, (path / "params.msgpack").read_bytes())
-        with np.load(path / "metrics.npz", allow_pickle=False) as data:
-            metrics = {name: data[name] for name in data.files}
+        params = _load_tree(path / "params.msgpack", template,
+                            f"the network of {where} (actor_hidden={config.actor_hidden}, "
+                            f"critic_hidden={config.critic_hidden}, {_describe_kwargs(env_kwargs)})")
+        try:
+            with np.load(path / "metrics.npz", allow_pickle=False) as data:
+                metrics = {name: data[name] for name in data.files}
+        except (OSError, ValueError) as error:
+            raise DamagedModelError(f"{path / 'metrics.npz'} cannot be read: {error}") from None
         return cls(env, env_params, config, params, metrics, description["seed"])
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _read_description(path: Path) -> dict[str, Any]:
+    where = path / "model.json"
+    try:
+        description = json.loads(where.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} holds no saved model (expected {where})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise DamagedModelError(f"{where} is not JSON ({error})") from None
+    if not isinstance(description, dict):
+        raise ValueError(f"{where} holds a {type(description).__name__}; expected a JSON object")
+    if description.get("format") != MODEL_FORMAT:
+        raise ValueError(f"{where} has format {description.get('format')!r}; expected {MODEL_FORMAT!r}")
+    env = description.get("env")
+    if (not isinstance(env, dict) or not isinstance(env.get("class"), str)
+            or not isinstance(env.get("kwargs"), dict)):
+        raise ValueError(f"{where}: env is {env!r}; expected {{\"class\": name, \"kwargs\": {{...}}}}")
+    if not isinstance(description.get("config"), dict):
+        raise ValueError(f"{where}: config is {description.get('config')!r}; expected a JSON object of PPOConfig fields")
+    seed = description.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"{where}: seed is {seed!r}; expected a non-negative integer")
+    digests = description.get("digests")
+    if digests is not None and (not isinstance(digests, dict) or set(digests) != set(MODEL_FILES)
+                                or not all(isinstance(v, str) for v in digests.values())):
+        raise ValueError(f"{where}: digests is {digests!r}; expected a SHA-256 for each of {list(MODEL_FILES)}")
+    return description
+
+
+def _check_digests(path: Path, description: dict[str, Any]) -> None:
+    digests = description.get("digests")
+    if digests is None:
+        warnings.warn(f"{path} was saved without file digests (by an earlier purehr), so damage to its files "
+                      "cannot be detected; it is loaded with every other check. Save it again to add them.",
+                      stacklevel=3)
+        return
+    for name in MODEL_FILES:
+        if not (path / name).is_file():
+            raise DamagedModelError(f"{path / name} is missing; a saved model holds model.json and {list(MODEL_FILES)}")
+        if file_digest(path / name) != digests[name]:
+            raise DamagedModelError(f"{path / name} does not match the SHA-256 recorded in {path / 'model.json'} "
+                                    "when the model was saved: the file changed or is damaged")
+
+
+def _load_tree(file: Path, template: Any, described: str) -> Any:
+    """``file``'s msgpack restored onto ``template``, refused unless every array is there with
+    the template's shape (flax would accept other shapes and fail later, inside the network)."""
+    try:
+        state = serialization.msgpack_restore(file.read_bytes())
+    except FileNotFoundError:
+        raise DamagedModelError(f"{file} is missing") from None
+    except Exception as error:  # msgpack raises several kinds for damaged bytes
+        raise DamagedModelError(f"{file} cannot be read: {type(error).__name__}: {error}") from None
+    expected = serialization.to_state_dict(template)
+    saved_leaves = dict(_flat_state(state))
+    for name, leaf in _flat_state(expected):
+        if name not in saved_leaves:
+            raise ValueError(f"{file} lacks {name}, which {described} has")
+        shape, want = np.shape(saved_leaves[name]), np.shape(leaf)
+        if shape != want:
+            raise ValueError(f"{file}: {name} has shape {shape}, but {described} gives {want}")
+    extra = sorted(set(saved_leaves) - {name for name, _ in _flat_state(expected)})
+    if extra:
+        raise ValueError(f"{file} holds {extra}, which {described} does not have")
+    restored = serialization.from_state_dict(template, state)
+    return jax.tree.map(_like, restored, template)
+
+
+def _like(leaf: Any, like: Any) -> Any:
+    """``leaf`` (NumPy, as msgpack gives it) in the type of the template's leaf: a Python
+    number stays one, an array becomes a ``jax.Array`` of the template's dtype."""
+    if isinstance(like, (bool, int, float)):
+        return type(like)(np.asarray(leaf).item())
+    return jnp.asarray(leaf, dtype=jnp.asarray(like).dtype)
+
+
+def _flat_state(state: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(state, Mapping):
+        return [item for key, value in state.items() for item in _flat_state(value, f"{prefix}/{key}")]
+    return [(prefix.lstrip("/") or "(root)", state)]
+
+
+def _validated_env_params(env: Environment, env_kwargs: dict[str, Any], env_params: Any, file: Path) -> Any:
+    """The loaded parameters put through the environment's constructor, which refuses what it
+    would refuse from a user (``target_precision=nan``, ``step_size=-1``)."""
+    from purehr.envs import hrv, swing
+    try:
+        if isinstance(env, hrv.HRWritingEnv):
+            fields = {name: getattr(env_params, name) for name in hrv.HRVParams.__dataclass_fields__}
+            return type(env)(**env_kwargs, **fields).default_params
+        if isinstance(env, swing.SwingEnv):
+            return type(env)(env_params).default_params
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{file}: {error}") from None
+    return env_params
+
+
+def _describe_kwargs(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in kwargs.items()) or "default environment"
 
 
 def _task_module(env: Environment):
@@ -114,12 +249,53 @@ def _env_kwargs(env: Environment) -> dict[str, Any]:
             if hasattr(env, name)}
 
 
-def _make_env(class_name: str, kwargs: dict[str, Any]) -> Environment:
+def _make_env(class_name: str, kwargs: dict[str, Any], where: Path | str = "saved model") -> Environment:
     from purehr.envs import hrv, swing
     classes = {"HRWritingEnv": hrv.HRWritingEnv, "SwingEnv": swing.SwingEnv}
     if class_name not in classes:
-        raise ValueError(f"saved model names environment class {class_name!r}; expected one of {sorted(classes)}")
-    return classes[class_name](**kwargs)
+        raise ValueError(f"{where} names environment class {class_name!r}; expected one of {sorted(classes)}")
+    try:
+        return classes[class_name](**kwargs)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: env kwargs {kwargs} are refused by {class_name}: {error}") from None
+
+
+def observation_batch(space: Any, observation: Any) -> int | None:
+    """None for one observation of ``space``, N for a batch of N (a leading axis on every
+    leaf); ``ValueError`` naming the leaf for anything else (a missing key, a wrong length)."""
+    if isinstance(space, DictSpace):
+        if not isinstance(observation, Mapping):
+            raise ValueError(f"observation is a {type(observation).__name__}; expected a dict with keys "
+                             f"{sorted(space.spaces)}")
+        missing = sorted(set(space.spaces) - set(observation))
+        extra = sorted(set(observation) - set(space.spaces))
+        if missing or extra:
+            raise ValueError(f"observation has keys {sorted(observation)}: "
+                             + "; ".join(part for part in (f"missing {missing}" if missing else "",
+                                                           f"unexpected {extra}" if extra else "") if part)
+                             + f"; expected exactly {sorted(space.spaces)}")
+        leaves = {f"observation[{name!r}]": (sub.shape, observation[name]) for name, sub in space.spaces.items()}
+    else:
+        leaves = {"observation": (tuple(space.shape), observation)}
+    batches = {}
+    for label, (shape, value) in leaves.items():
+        try:
+            array = np.asarray(value)
+        except Exception:  # e.g. a ragged list
+            raise ValueError(f"{label} is not an array of numbers: {value!r}") from None
+        if array.dtype.kind not in "biuf":
+            raise ValueError(f"{label} has dtype {array.dtype}; expected numbers")
+        if array.shape == tuple(shape):
+            batches[label] = None
+        elif array.ndim == len(shape) + 1 and array.shape[1:] == tuple(shape):
+            batches[label] = array.shape[0]
+        else:
+            raise ValueError(f"{label} has shape {array.shape}; expected {tuple(shape)} (one observation) "
+                             f"or (N, {', '.join(map(str, shape))}) (a batch of N)")
+    if len(set(batches.values())) > 1:
+        raise ValueError(f"observation leaves disagree on the batch: {batches} (None = a single observation); "
+                         "expected every leaf single, or every leaf with the same leading batch size")
+    return next(iter(batches.values()))
 
 
 def train_hr_ppo(env: Environment, timesteps: int = HRV_DEFAULTS.total_timesteps, *,
@@ -135,7 +311,13 @@ def train_hr_ppo(env: Environment, timesteps: int = HRV_DEFAULTS.total_timesteps
     of docs/hrv_task.md) changes difficulty and precision inside the scan; the returned model's
     ``env_params`` are then the final stage's (what ``model.evaluate`` uses).
     Other ``PPOConfig`` fields can be passed by name (e.g. ``num_envs``)."""
-    if not isinstance(seed, int) or seed < 0:
+    if not isinstance(env, Environment):
+        shown = (f"the class {env.__name__}" if isinstance(env, type) else
+                 f"the {type(env).__name__} {env!r}")
+        hint = f"an instance: {env.__name__}()" if isinstance(env, type) and issubclass(env, Environment) else \
+            "an Environment instance such as purehr.HRWritingEnv(hrv_dim=8)"
+        raise TypeError(f"env is {shown}; expected {hint}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed={seed!r}: expected a non-negative integer")
     config = HRV_DEFAULTS.replace(
         total_timesteps=timesteps, learning_rate=learning_rate, minibatch_size=batch_size, gamma=gamma,

@@ -67,14 +67,21 @@ def validate_axes(axes: Mapping[str, Sequence[float]]) -> dict[str, tuple[float,
     return checked
 
 
+def validate_seeds(seeds: Sequence[int]) -> list[int]:
+    """At least one seed; each a non-negative integer, none repeated."""
+    seeds = list(seeds)
+    if (not seeds or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in seeds)
+            or len(set(seeds)) != len(seeds)):
+        raise ValueError(f"seeds={seeds}: expected one or more distinct non-negative integers")
+    return [int(s) for s in seeds]
+
+
 def flatten_grid(config: PPOConfig, settings: list[dict[str, float]], seeds: Sequence[int]
                  ) -> tuple[jax.Array, PPOHyperparams]:
     """Keys (runs, 2) and hparams with a leading run axis (float32) for settings x seeds,
     setting-major. Fields not in a setting keep ``config``'s value; every setting is
     validated through ``PPOConfig`` (so e.g. a negative learning rate is refused here)."""
-    seeds = [int(s) for s in seeds]
-    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise ValueError(f"seeds={seeds}: expected distinct non-negative integers")
+    seeds = validate_seeds(seeds)
     rows = []
     for setting in settings:
         hparams = config.replace(**setting).hyperparams()      # validates the values
@@ -375,16 +382,66 @@ class SweepDirectoryInUse(FileExistsError):
 OUTPUT_NAMES = (SWEEP_MARKER, RANKING_CSV, RUNS_CSV, f"{HEATMAP_STEM}.png", f"{HEATMAP_STEM}.pdf")
 
 
-def prepare_out_dir(out_dir: Path, overwrite: bool) -> None:
-    """Refuse a directory that already holds a sweep (its ``sweep.json``) unless
-    ``overwrite``; then only the sweep's own files are removed."""
-    if (out_dir / SWEEP_MARKER).exists():
-        if not overwrite:
-            raise SweepDirectoryInUse(f"{out_dir} already holds a sweep ({SWEEP_MARKER}); pass --overwrite "
-                                      "to replace it or choose another --out")
-        for name in OUTPUT_NAMES:
-            (out_dir / name).unlink(missing_ok=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
+def sweep_settings(task: str, base_config: PPOConfig, axes: Mapping[str, Sequence[float]],
+                   shape_choices: Mapping[str, Sequence[Any]], seeds: Sequence[int], curriculum=None
+                   ) -> dict[str, Any]:
+    """What decides a sweep's results, as JSON values: two sweeps with equal settings train the
+    same runs. Recorded in ``sweep.json`` (key ``settings``) and compared by prepare_out_dir."""
+    settings = {"task": task, "axes": {name: list(values) for name, values in axes.items()},
+                "shape_choices": {name: [list(v) if isinstance(v, tuple) else v for v in values]
+                                  for name, values in shape_choices.items()},
+                "seeds": list(seeds), "base_config": base_config.to_dict(),
+                "curriculum": None if curriculum is None else curriculum.to_dict()}
+    return json.loads(json.dumps(settings, default=_json_default))
+
+
+def read_sweep(out_dir: Path) -> dict[str, Any] | None:
+    """The description in ``<out_dir>/sweep.json`` when it is a purehr sweep's, else None."""
+    try:
+        description = json.loads((Path(out_dir) / SWEEP_MARKER).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(description, dict) or not {"command", "groups"} <= set(description):
+        return None
+    return description
+
+
+def prepare_out_dir(out_dir: Path, overwrite: bool, settings: Mapping[str, Any] | None = None) -> None:
+    """Checks ``out_dir`` before any work; creates and removes nothing (write_outputs does, once
+    there are results). New or empty: accepted. Holding a purehr sweep: refused unless
+    ``overwrite`` (the message says whether its settings are these ``settings``). Holding
+    anything else: refused, ``overwrite`` or not, as the trainer refuses a foreign --run-dir."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise SweepDirectoryInUse(f"--out {out_dir} is a file; expected a directory (new, empty or a sweep's)")
+    if not out_dir.exists():
+        from purehr.cli import check_output_file
+
+        check_output_file(out_dir / SWEEP_MARKER)      # its nearest existing parent can be written
+        return
+    entries = sorted(entry.name for entry in out_dir.iterdir())
+    if not entries:
+        return
+    previous = read_sweep(out_dir)
+    if previous is None:
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise SweepDirectoryInUse(f"{out_dir} is not empty and holds no purehr sweep (it has {shown}); choose a "
+                                  "new or empty --out (--overwrite replaces only a sweep)")
+    if overwrite:
+        return
+    if settings is not None and previous.get("settings") == json.loads(json.dumps(settings, default=_json_default)):
+        raise SweepDirectoryInUse(f"{out_dir} already holds a sweep of the same settings ({SWEEP_MARKER}); pass "
+                                  "--overwrite to run it again, or choose another --out")
+    differences = settings_differences(previous.get("settings"), settings)
+    raise SweepDirectoryInUse(f"{out_dir} already holds a sweep of other settings ({differences}); pass "
+                              "--overwrite to replace it, or choose another --out")
+
+
+def settings_differences(previous: Mapping[str, Any] | None, settings: Mapping[str, Any] | None) -> str:
+    if previous is None or settings is None:
+        return "not recorded in its sweep.json" if previous is None else "not compared"
+    names = [name for name in sorted(set(previous) | set(settings)) if previous.get(name) != settings.get(name)]
+    return "differs in " + ", ".join(names)
 
 
 def write_outputs(out_dir: Path, groups: list[GroupResult], axes: Mapping[str, Sequence[float]],
@@ -393,6 +450,8 @@ def write_outputs(out_dir: Path, groups: list[GroupResult], axes: Mapping[str, S
     from purehr.run.run_dir import atomic_write_json, atomic_write_text
 
     names = list(axes)
+    replacing = read_sweep(out_dir) is not None
+    out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out_dir / RANKING_CSV, to_csv(ranking))
     atomic_write_text(out_dir / RUNS_CSV, to_csv(run_rows(groups, names)))
     paths = [out_dir / RANKING_CSV, out_dir / RUNS_CSV]
@@ -400,7 +459,11 @@ def write_outputs(out_dir: Path, groups: list[GroupResult], axes: Mapping[str, S
     description = dict(description, groups=[{"name": g.name, "config": g.config.to_dict(), "timing": g.timing}
                                             for g in groups])
     atomic_write_json(out_dir / SWEEP_MARKER, json.loads(json.dumps(description, default=_json_default)))
-    return paths + [out_dir / SWEEP_MARKER]
+    paths.append(out_dir / SWEEP_MARKER)
+    if replacing:                       # what the replaced sweep wrote and this one did not (a heat map)
+        for name in set(OUTPUT_NAMES) - {path.name for path in paths}:
+            (out_dir / name).unlink(missing_ok=True)
+    return paths
 
 
 def _json_default(value):

@@ -15,13 +15,20 @@ import sys
 from pathlib import Path
 
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from purehr.cli import HelpFormatter
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--task", required=True, choices=["hrv", "swing"], help="task to ablate")
     parser.add_argument("--steps", type=int, default=None,
                         help="environment steps per seed (default: the task's protocol budget)")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4], help="seeds (default 0 1 2 3 4)")
-    parser.add_argument("--variants", nargs="+", default=None, help="only these variants (default: all)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4], help="training seeds")
+    parser.add_argument("--variants", nargs="+", default=None,
+                        help="only these variants, by name; the levers outside the core table "
+                             "(e.g. 'minibatch 256') run only when named (default: the core table)")
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     return parser
 

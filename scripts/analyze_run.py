@@ -1,6 +1,10 @@
 """Print the training-performance analysis of a run directory (see purehr/analysis.py).
 
     python scripts/analyze_run.py --run-dir artifacts/<run> [--json]
+
+Each metric is printed with its direction ("higher is better", ...) and a one-line meaning
+(``purehr.analysis.METRIC_GUIDE``; under "metric_guide" with --json). The logs are read
+by the renderer's reader: a log that render.py refuses (a truncated row) is refused here too.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import json
 import math
 import sys
 
-from purehr.analysis import analyze_run, to_json_safe
+from purehr.analysis import METRIC_GUIDE, analyze_run, to_json_safe
 
 
 def _format(value: float) -> str:
@@ -25,30 +29,40 @@ def _print_table(analysis: dict) -> None:
         print(f"\n[{task}] seeds {seeds}; consistency (std of final reward over seeds) "
               f"{_format(report['consistency'])}; all-seed samples/s "
               f"{_format(report['samples_per_second_all_seeds'])}")
-        header = ["metric"] + [f"seed {seed}" for seed in seeds] + ["mean", "95% t interval"]
+        header = (["metric", "direction"] + [f"seed {seed}" for seed in seeds]
+                  + ["mean", "95% t interval", "meaning"])
         rows = [header]
         for name, summary in report["aggregate"].items():
-            rows.append([name] + [_format(report["seeds"][seed][name]) for seed in seeds]
+            direction, meaning = METRIC_GUIDE.get(name, ("", ""))
+            rows.append([name, direction] + [_format(report["seeds"][seed][name]) for seed in seeds]
                         + [_format(summary["mean"]),
-                           f"[{_format(summary['ci_low'])}, {_format(summary['ci_high'])}]"])
+                           f"[{_format(summary['ci_low'])}, {_format(summary['ci_high'])}]", meaning])
         widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
         for row in rows:
-            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)))
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli import HelpFormatter
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--run-dir", required=True, help="run directory (manifest.json, "
                         "<task>/seed_<n>/updates.csv and checkpoints.csv)")
     parser.add_argument("--json", action="store_true", help="print JSON (NaN as null)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     try:
         analysis = analyze_run(args.run_dir)
     except (FileNotFoundError, ValueError) as error:
         print(f"analyze_run: {error}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(to_json_safe(analysis), indent=2))
+        guide = {name: {"direction": direction, "meaning": meaning}
+                 for name, (direction, meaning) in METRIC_GUIDE.items()}
+        print(json.dumps(to_json_safe(dict(analysis, metric_guide=guide)), indent=2))
     else:
         _print_table(analysis)
     return 0

@@ -1,7 +1,7 @@
 """Which HRV reward learns? Train every reward form x similarity of docs/hrv_task.md with the same
 seeds and budget, and compare held-out success.
 
-    python scripts/compare_rewards.py --steps 250000 --out results/reward_comparison \
+    python scripts/compare_rewards.py --steps 250000 --out results/reward_comparison \\
         --combinations potential/hrv_similarity          # one combination per invocation
     python scripts/compare_rewards.py --out results/reward_comparison --summarize-only
 
@@ -45,17 +45,19 @@ FINAL_CSV = "final_metrics.csv"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from purehr.cli import HelpFormatter
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--steps", type=int, default=300_000, help="environment steps per seed")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4], help="training seeds")
     parser.add_argument("--eval-every", type=int, default=10, help="updates between held-out evaluations")
-    parser.add_argument("--eval-episodes", type=int, default=100)
+    parser.add_argument("--eval-episodes", type=int, default=100, help="held-out episodes per evaluation")
     parser.add_argument("--combinations", nargs="+", default=[f"{r}/{s}" for r, s in COMBINATIONS],
-                        help="reward_form/similarity pairs (default: all four)")
-    parser.add_argument("--out", type=Path, required=True)
+                        help="reward_form/similarity pairs")
+    parser.add_argument("--out", type=Path, required=True, help="output directory (one folder per combination)")
     parser.add_argument("--overwrite", action="store_true",
                         help="re-run a combination whose folder under --out is finished")
-    parser.add_argument("--no-figure", action="store_true")
+    parser.add_argument("--no-figure", action="store_true", help="skip reward_comparison.png/.pdf")
     parser.add_argument("--summarize-only", action="store_true",
                         help="train nothing: rebuild summary, CSVs and figure from the finished combinations")
     return parser

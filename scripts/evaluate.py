@@ -5,7 +5,8 @@
     python scripts/evaluate.py --checkpoint artifacts/protocol --task swing --seed 0 --step latest --json
 
 Policies by task: swing {structured, zero, random}; hrv {oracle, random}; or a trained PPO
-policy restored from a run directory's checkpoint (deterministic: the mode of the policy).
+policy restored from a run directory's checkpoint (deterministic: the mode of the policy);
+the output names the checkpoint's seed and step (with --json, under "checkpoint").
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import math
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
+
+from purehr.cli import MAX_HELDOUT_EPISODES as MAX_EPISODES, HelpFormatter
 
 POLICIES = {"swing": ("structured", "zero", "random"), "hrv": ("oracle", "random")}
 
@@ -45,13 +49,27 @@ def load_task(task: str) -> Evaluation:
     raise ValueError(f"unknown task {task!r}; expected one of {sorted(POLICIES)}")
 
 
-def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Callable]:
-    """The restored PPO policy and the environment (held-out params) it was trained for."""
+def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Callable, dict]:
+    """The restored PPO policy, the environment (held-out params) it was trained for, and
+    which checkpoint it is (``--step latest`` names no step: the output must)."""
     from purehr.run import restore
 
     restored = restore(args.checkpoint, task=args.task, seed=args.seed, step=args.step)
     evaluation = load_task(args.task)
-    return Evaluation(restored.env, restored.env_params, evaluation.heldout_evaluation), restored.pure_policy
+    checkpoint = {"run_dir": str(args.checkpoint), "seed": restored.seed,
+                  "actual_steps": restored.steps, "target_steps": restored.target_steps,
+                  "requested_step": args.step}
+    return (Evaluation(restored.env, restored.env_params, evaluation.heldout_evaluation),
+            restored.pure_policy, checkpoint)
+
+
+def describe_policy(args: argparse.Namespace, checkpoint: dict | None) -> str:
+    """What was evaluated, in words: a baseline's name, or the checkpoint's run, seed and step."""
+    if checkpoint is None:
+        return args.policy
+    latest = ", the latest" if checkpoint["requested_step"] == "latest" else ""
+    return (f"PPO checkpoint of {checkpoint['run_dir']}, seed {checkpoint['seed']}, step "
+            f"{checkpoint['actual_steps']:,}{latest} (saved for target {checkpoint['target_steps']:,})")
 
 
 def build_policy(args: argparse.Namespace, evaluation: Evaluation) -> Callable:
@@ -71,19 +89,26 @@ def build_policy(args: argparse.Namespace, evaluation: Evaluation) -> Callable:
     raise ValueError(f"unknown task {args.task!r}")
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description="Held-out evaluation of a policy on the fixed starts/targets of a task.")
-    parser.add_argument("--task", required=True, choices=sorted(POLICIES))
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--task", required=True, choices=sorted(POLICIES), help="task to evaluate on")
     parser.add_argument("--policy", default=None,
-                        help="; ".join(f"{task}: {', '.join(p)}" for task, p in POLICIES.items()))
+                        help="a baseline policy, by task: "
+                             + "; ".join(f"{task}: {', '.join(p)}" for task, p in POLICIES.items())
+                             + " (default: not set; give --policy or --checkpoint)")
     parser.add_argument("--checkpoint", default=None, metavar="RUN_DIR",
                         help="evaluate the PPO policy saved in this run directory instead of --policy")
     parser.add_argument("--seed", type=int, default=0, help="with --checkpoint: the training seed")
     parser.add_argument("--step", default="latest",
                         help="with --checkpoint: environment steps (actual or target) or 'latest'")
-    parser.add_argument("--num-episodes", type=int, default=100)
+    parser.add_argument("--num-episodes", type=int, default=100,
+                        help=f"held-out episodes, 1 to {MAX_EPISODES:,}")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.checkpoint is not None:
         if args.policy is not None:
@@ -99,8 +124,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     elif args.policy not in POLICIES[args.task]:
         parser.error(f"--policy {args.policy!r} is not a {args.task} policy; "
                      f"choose from {', '.join(POLICIES[args.task])}")
-    if args.num_episodes < 1:
-        parser.error(f"--num-episodes {args.num_episodes}: expected >= 1")
+    if not 1 <= args.num_episodes <= MAX_EPISODES:
+        parser.error(f"--num-episodes {args.num_episodes}: expected 1 to {MAX_EPISODES:,} (every episode's "
+                     "trajectory is held on the device at once)")
+    if args.checkpoint is not None and not Path(args.checkpoint).is_dir():
+        state = "is a file" if Path(args.checkpoint).exists() else "does not exist"
+        parser.error(f"--checkpoint {args.checkpoint} {state}; expected a run directory (one that holds "
+                     "manifest.json)")
     return args
 
 
@@ -108,9 +138,10 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import jax
 
+    checkpoint = None
     if args.checkpoint is not None:
         try:
-            evaluation, policy = load_checkpoint(args)
+            evaluation, policy, checkpoint = load_checkpoint(args)
         except (FileNotFoundError, ValueError, RuntimeError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
@@ -124,10 +155,14 @@ def main(argv=None) -> int:
     wall = time.perf_counter() - start
     if args.json:
         # NaN (no successful episode) is not JSON: write null.
-        print(json.dumps({name: (None if math.isnan(v) else v) for name, v in metrics.items()}))
+        output = {name: (None if math.isnan(v) else v) for name, v in metrics.items()}
+        if checkpoint is not None:
+            output["checkpoint"] = {key: checkpoint[key] for key in
+                                    ("run_dir", "seed", "actual_steps", "target_steps")}
+        print(json.dumps(output))
     else:
-        print(f"{args.task} / {args.policy}: {args.num_episodes} held-out episodes "
-              f"({wall:.1f} s with compilation)")
+        print(f"{args.task} / {describe_policy(args, checkpoint)}: {args.num_episodes} "
+              f"held-out episodes ({wall:.1f} s with compilation)")
         for name, value in metrics.items():
             print(f"  {name:24s} {value:.4g}")
     return 0

@@ -14,12 +14,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli import HelpFormatter
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--run-dir", type=Path, required=True, help="a finished run directory")
+    parser.add_argument("--task", default="swing", choices=["swing", "hrv"], help="task to analyse")
+    parser.add_argument("--seed", type=int, default=0, help="training seed to analyse")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run-dir", type=Path, required=True)
-    parser.add_argument("--task", default="swing", choices=["swing", "hrv"])
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
 
     import jax
     import numpy as np

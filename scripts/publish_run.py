@@ -10,10 +10,20 @@ import sys
 from pathlib import Path
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli import HelpFormatter
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("run_dir", type=Path, help="a finished run directory")
     parser.add_argument("record_dir", type=Path, help="where to write the record (must not exist)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     from purehr.run.publish import publish_run
 

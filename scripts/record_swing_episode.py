@@ -13,18 +13,24 @@ import jax
 import numpy as np
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli import HelpFormatter
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="MP4 path to write")
     parser.add_argument("--theta-deg", type=float, default=3.0, help="start angle, degrees")
     parser.add_argument("--theta-dot", type=float, default=0.0, help="start rate, rad/s")
-    parser.add_argument("--fps", type=int, default=25)
+    parser.add_argument("--fps", type=int, default=25, help="video frames per second")
     parser.add_argument("--stride", type=int, default=4, help="control steps per frame")
     parser.add_argument("--png", type=Path, default=None,
                         help="also save one frame as PNG (at --png-time seconds)")
     parser.add_argument("--png-time", type=float, default=None,
                         help="time of the PNG frame, s (default: deepest squat of the last swing)")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv=None) -> None:

@@ -8,18 +8,24 @@ from __future__ import annotations
 import argparse
 import sys
 
-from purehr.viz.render import render_run
-from purehr.viz.run_data import RunDirectoryError
+from purehr.cli import HelpFormatter
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--run-dir", required=True, help="the run directory to render")
     parser.add_argument("--tasks", nargs="+", default=None,
                         help="tasks to render (default: every task of the run)")
     parser.add_argument("--no-replay", action="store_true",
                         help="skip the swing replay video and HTML player")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from purehr.viz.render import render_run
+    from purehr.viz.run_data import RunDirectoryError
+
     try:
         written = render_run(args.run_dir, tasks=args.tasks, replay=not args.no_replay)
     except RunDirectoryError as error:

@@ -13,7 +13,8 @@ policy is then evaluated on the task's held-out protocol (vmapped, on the device
 Writes to --out: ranking.csv (mean and two-sided 95% t interval over seeds of held-out
 success and return per setting, best first), runs.csv (every run), heatmap.png/.pdf (two
 axes, --heatmap), sweep.json (command, machine, configs, timing). A directory that already
-holds a sweep is refused unless --overwrite.
+holds a sweep is refused unless --overwrite (which then replaces only the sweep's own files,
+once the new results exist); a non-empty directory that holds no sweep is always refused.
 """
 
 from __future__ import annotations
@@ -43,28 +44,36 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--task", required=True, choices=["hrv", "swing"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=200_000, help="environment steps per run (default 200000)")
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
-    parser.add_argument("--overwrite", action="store_true", help="replace a sweep already in --out")
+    from purehr.cli import HelpFormatter
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--task", required=True, choices=["hrv", "swing"], help="task to sweep")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
+                        help="training seeds of every setting (distinct, >= 0)")
+    parser.add_argument("--steps", type=int, default=200_000, help="environment steps per run")
+    parser.add_argument("--out", type=Path, required=True,
+                        help="output directory: new, empty, or holding a sweep to replace with --overwrite")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the sweep already in --out (only its own files; anything else is refused)")
     parser.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes (default: the task's)")
     parser.add_argument("--curriculum", default=None, metavar="{none,default,STAGES}",
                         help="hrv only: difficulty schedule (see train_all_seeds.py); evaluation on its last stage")
     parser.add_argument("--heatmap", nargs="+", default=None, metavar="AXIS",
                         help="one or two swept axes for the heat map (default: the two with most values)")
     parser.add_argument("--heatmap-reduce", choices=["max", "mean"], default="max",
-                        help="how the heat map reduces the axes it does not show (default max)")
-    parser.add_argument("--top", type=int, default=20, help="rows of the ranking to print (default 20)")
+                        help="how the heat map reduces the axes it does not show")
+    parser.add_argument("--top", type=int, default=20, help="rows of the ranking to print")
     group = parser.add_argument_group("swept hyperparameters (vmapped: one compiled call for the whole grid)")
     for name in HYPERPARAMETER_FLAGS:
         group.add_argument(f"--{name.replace('_', '-')}", dest=f"axis_{name}", type=float, nargs="+",
-                           default=None, metavar="VALUE")
+                           default=None, metavar="VALUE",
+                           help=f"values of {name} to sweep (default: the task's protocol value)")
     group = parser.add_argument_group("shape choices (one compiled group per combination)")
     for name, kind in SHAPE_FLAGS.items():
         group.add_argument(f"--{name.replace('_', '-')}", dest=f"shape_{name}", nargs="+", default=None,
-                           type=_sizes if kind == "sizes" else kind, metavar="SIZES" if kind == "sizes" else "N")
+                           type=_sizes if kind == "sizes" else kind, metavar="SIZES" if kind == "sizes" else "N",
+                           help=f"{name} choices{', each written 64,64' if kind == 'sizes' else ''} "
+                                "(default: the task's protocol value)")
     return parser
 
 
@@ -82,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from purehr.run.tasks import get_task
 
     try:
+        seeds = sweep.validate_seeds(args.seeds)
         axes = sweep.validate_axes(axes)
         if args.heatmap:
             sweep.heatmap_axes(axes, args.heatmap)
@@ -100,12 +110,13 @@ def main(argv: list[str] | None = None) -> int:
                 base.replace(**{name: value})
         for setting in sweep.grid_settings(axes):
             base.replace(**setting)
-        sweep.prepare_out_dir(args.out, args.overwrite)
+        settings = sweep.sweep_settings(args.task, base, axes, choices, seeds, curriculum)
+        sweep.prepare_out_dir(args.out, args.overwrite, settings)
     except (ValueError, FileExistsError) as error:
         parser.exit(2, f"error: {error}\n")
 
     started = time.perf_counter()
-    groups = sweep.run_task_sweep(args.task, base, axes, args.seeds, choices, curriculum=curriculum,
+    groups = sweep.run_task_sweep(args.task, base, axes, seeds, choices, curriculum=curriculum,
                                   log=lambda text: print(text, file=sys.stderr, flush=True))
     wall = time.perf_counter() - started
     names = list(axes)
@@ -115,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         command=["python", "scripts/sweep.py", *(sys.argv[1:] if argv is None else argv)],
         task=args.task, axes=axes, shape_choices={k: [list(x) if isinstance(x, tuple) else x for x in v]
                                                   for k, v in choices.items()},
-        seeds=args.seeds, steps_per_run=args.steps,
+        seeds=seeds, steps_per_run=args.steps, settings=settings,
         curriculum=None if curriculum is None else curriculum.to_dict(),
         wall_time_s=wall, heatmap_reduce=args.heatmap_reduce)
     paths = sweep.write_outputs(args.out, groups, axes, ranking, description, args.heatmap, args.heatmap_reduce)

@@ -22,18 +22,55 @@ def _field_type(field: dataclasses.Field):
     if field.type in ("float", float):
         return float
     if field.type in ("bool", bool):
-        return lambda text: {"true": True, "false": False}[text.lower()]
+        from purehr.cli import parse_bool
+        return parse_bool
     if "tuple" in str(field.type):
         return int
     return str
 
 
+PPO_FIELD_HELP = {
+    "num_envs": "parallel environments per seed",
+    "num_steps": "rollout length per environment and update",
+    "num_epochs": "passes over each batch per update",
+    "minibatch_size": "transitions per gradient step (must divide num_envs * num_steps)",
+    "learning_rate": "Adam step size",
+    "anneal_lr": "decay the learning rate linearly to 0 over the budget (true/false, yes/no, 1/0, on/off)",
+    "gamma": "discount factor",
+    "gae_lambda": "GAE lambda",
+    "clip_range": "PPO ratio clipping",
+    "vf_coef": "value loss weight",
+    "ent_coef": "entropy bonus weight",
+    "max_grad_norm": "global gradient-norm clip",
+    "actor_hidden": "policy network layer widths, e.g. 64 64",
+    "critic_hidden": "value network layer widths, e.g. 64 64",
+    "activation": "hidden activation (tanh or relu)",
+    "log_std_init": "initial log standard deviation of the Gaussian policy (swing)",
+    "checkpoint_interval": "environment steps between checkpoints",
+    "eval_episodes": "held-out episodes of a full evaluation",
+    "full_eval_interval": "every N-th checkpoint gets the full evaluation; the others the quick one",
+    "quick_eval_episodes": "held-out episodes of a quick evaluation",
+    "progress_interval": "updates between progress reports",
+}
+"""Help of the generated PPO flags; a PPOConfig field missing here fails tests/test_bad_inputs_edges.py."""
+
+
+def _protocol_defaults(name: str) -> str:
+    from purehr.ppo.config import HRV_DEFAULTS, SWING_DEFAULTS
+
+    def show(value):
+        return " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+    return f"swing {show(getattr(SWING_DEFAULTS, name))}, hrv {show(getattr(HRV_DEFAULTS, name))}"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli import HelpFormatter
     from purehr.ppo.config import PPOConfig
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--tasks", nargs="+", default=["swing", "hrv"], help="tasks to train (swing, hrv)")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4], help="training seeds")
     parser.add_argument("--steps", type=int, default=None,
                         help="environment steps per task and seed (default: each task's protocol budget)")
     parser.add_argument("--run-name", default="protocol", help="run directory name under artifacts/")
@@ -60,7 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
         kind = _field_type(field)
         nargs = "+" if "tuple" in str(field.type) else None
         group.add_argument(f"--{field.name.replace('_', '-')}", dest=f"ppo_{field.name}", type=kind, nargs=nargs,
-                           default=None, metavar=field.name.upper())
+                           default=None, metavar=field.name.upper(),
+                           help=f"{PPO_FIELD_HELP.get(field.name, '')} (default: the protocol's, "
+                                f"{_protocol_defaults(field.name)})")
     return parser
 
 
@@ -115,21 +154,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(1, f"error: {error}\n")
     except RunDiverged as error:    # the manifest says "diverged": not a finished result
         parser.exit(1, f"error: {error}\n")
-    print(f"finished {summary.run_dir} in {summary.wall_time_s:.1f} s (compile {summary.compile_s:.1f} s)")
     report(summary.run_dir)
     return 0
 
 
 def report(run_dir: Path) -> None:
-    """The held-out table of the last checkpoints against the baselines, and the goals."""
-    from purehr.results_table import goals_met, results_table
+    """The run's summary: wall time with rendering, the held-out table of the last checkpoints
+    against the baselines, the goals, the figures and the commands to go on with."""
+    from purehr.run.messages import final_summary
 
-    print("\nheld-out metrics of the last checkpoint (mean [95% t interval] over seeds):\n")
-    print(results_table(run_dir))
-    for task, verdict in goals_met(run_dir).items():
-        print(f"{task} goal {'met' if verdict['met'] else 'NOT met'}: "
-              + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                          for k, v in verdict.items() if k != "met"))
+    print("\n" + final_summary(run_dir, scripts_dir=ROOT / "scripts"), end="")
 
 
 def missing_figures(run_dir: Path) -> bool:

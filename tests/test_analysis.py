@@ -160,3 +160,52 @@ def test_cli_prints_json(run_dir, capsys):
     assert cli.main(["--run-dir", str(run_dir)]) == 0
     assert "convergence_rate" in capsys.readouterr().out
     assert cli.main(["--run-dir", str(run_dir / "missing")]) == 2
+
+
+def test_a_return_that_halves_is_stable_but_declines():
+    """stability_score is 1 for a return that halves and stays flat (correct by its
+    definition, misleading alone); decline_from_best says how far it fell."""
+    halves = np.concatenate([np.full(50, 8.0), np.full(50, 4.0)])
+    assert analysis.stability_score(halves) == 1.0
+    assert analysis.decline_from_best(halves) == pytest.approx(4.0)   # best window 8, final 4
+    assert analysis.decline_from_best(np.arange(100.0)) == 0.0        # ends at its best
+    assert analysis.decline_from_best(RAMP_THEN_PLATEAU) == 0.0
+    assert math.isnan(analysis.decline_from_best(np.array([np.nan])))
+
+
+def test_every_metric_has_a_direction_and_a_meaning(run_dir, capsys):
+    import importlib.util
+    from pathlib import Path
+
+    names = analysis.analyze_run(run_dir)["tasks"]["hrv"]["seeds"][0].keys()
+    assert set(names) == set(analysis.METRIC_GUIDE)
+    assert all(direction and meaning for direction, meaning in analysis.METRIC_GUIDE.values())
+    script = Path(__file__).resolve().parents[1] / "scripts" / "analyze_run.py"
+    spec = importlib.util.spec_from_file_location("analyze_run_cli", script)
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    assert cli.main(["--run-dir", str(run_dir)]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert rows["stability_score"].startswith("stability_score         1 = flat end")
+    assert "a return that halves and stays flat scores 1" in rows["stability_score"]
+    assert rows["decline_from_best"].split()[1:4] == ["lower", "is", "better"]
+
+
+@pytest.mark.parametrize("damage, message", [
+    # cut mid-row: the last row has fewer fields
+    (lambda text: text[:text.rindex("\n", 0, len(text) - 1) + 20], r"updates\.csv: line\(s\) \[101\] do not have 15 fields"),
+    # cut at a row boundary: only the checkpoint shows that rows were lost
+    (lambda text: "\n".join(text.splitlines()[:51]) + "\n", r"updates\.csv: ends at 102,400 env steps, before the checkpoint at 204,800"),
+])
+def test_a_truncated_log_gets_the_renderers_verdict(run_dir, damage, message):
+    """analyze_run and the renderer read logs with one reader and refuse the same file with
+    the same message."""
+    from purehr.viz.run_data import RunDirectoryError, load_run
+
+    updates = run_dir / "hrv" / "seed_0" / "updates.csv"
+    updates.write_text(damage(updates.read_text()))
+    with pytest.raises(RunDirectoryError, match=message) as analysed:
+        analysis.analyze_run(run_dir)
+    with pytest.raises(RunDirectoryError, match=message) as rendered:
+        load_run(run_dir)
+    assert str(analysed.value) == str(rendered.value)

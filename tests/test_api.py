@@ -39,8 +39,13 @@ def test_predict_one_observation_and_a_batch(model, env):
     assert np.array_equal(actions[0], model.predict(first))
 
 
-def test_evaluate_reports_the_heldout_metrics(model):
-    metrics = model.evaluate(num_episodes=20)
+@pytest.fixture(scope="module")
+def heldout_metrics(model):
+    return model.evaluate(num_episodes=20)
+
+
+def test_evaluate_reports_the_heldout_metrics(heldout_metrics):
+    metrics = heldout_metrics
     assert set(metrics) >= {"success_rate", "return_mean", "final_distance", "alignment", "episode_length"}
     assert 0.0 <= metrics["success_rate"] <= 1.0 and 1 <= metrics["episode_length"] <= 100
 
@@ -75,3 +80,14 @@ def test_bad_arguments_are_refused_before_compiling(env, arguments, message):
 def test_bad_hrv_dimension_is_refused():
     with pytest.raises(ValueError, match="hrv_dim"):
         HRWritingEnv(hrv_dim=0)
+
+
+def test_a_loaded_model_evaluates_like_the_saved_one(model, heldout_metrics, tmp_path):
+    """Loading gives back jax arrays where the model had them (the environment indexes its
+    params with a traced action inside jit; NumPy arrays there fail)."""
+    loaded = PPOModel.load(model.save(tmp_path / "model"))
+    for original, restored in zip(jax.tree.leaves(model.env_params), jax.tree.leaves(loaded.env_params)):
+        assert type(restored) is type(original)
+        assert getattr(restored, "dtype", None) == getattr(original, "dtype", None)
+    assert all(isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(loaded.params))
+    assert loaded.evaluate(num_episodes=20) == heldout_metrics

@@ -79,3 +79,38 @@ def test_manifests_rebuild_their_environments():
     assert swing_task.env_from_manifest({"environments": {"swing": {}}}).default_params.reset_noise == 1.0
     assert hrv_task.env_kwargs(hrv_task.make_env()) == {"hrv_dim": 8, "similarity": "hrv_similarity",
                                                          "reward_form": "distance", "gap_features": True}
+
+
+def test_final_summary_has_wall_time_results_figures_and_next_commands_for_this_run(tmp_path):
+    from purehr.run.messages import final_summary
+
+    run = _write_run(tmp_path / "runs" / "quick")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest.update(status="finished", wall_time_s=190.0, compile_s=117.4, render_s=40.2,
+                    wall_time_with_render_s=230.4)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    (run / "figures").mkdir()
+    for name in ("swing_learning.png", "hrv_learning.png", "replay_poster.png", "replay.html"):
+        (run / "figures" / name).write_text("x")
+    text = final_summary(run, scripts_dir=tmp_path / "scripts", cwd=tmp_path)
+    lines = text.splitlines()
+    assert lines[0] == ("finished " + str(run) + " in 3 min 50 s wall time, including rendering "
+                        "(of which compilation 1 min 57 s, rendering 40 s)")
+    assert "| swing | PPO, 5 seeds, 4,096 steps | 0.82 [0.35, 1.29] |" in text     # results_table's rows
+    assert "| hrv | oracle | 1.00 | episode length (steps): 6.2 | 0.48 | |" in text
+    assert "swing goal NOT met: seeds_at_0.95=4" in text
+    figures = lines[lines.index("figures:") + 1:lines.index("next:") - 1]
+    assert figures == ["  runs/quick/figures/hrv_learning.png", "  runs/quick/figures/swing_learning.png",
+                       "  runs/quick/figures/replay.html   (the replay: open it in a browser)"]
+    assert "  python scripts/analyze_run.py --run-dir runs/quick" in lines
+    assert "  python scripts/evaluate.py --checkpoint runs/quick --task swing --seed 0 --step latest" in lines
+    assert ("  from purehr.run import restore; r = restore('runs/quick', task='swing', seed=0, step='latest')"
+            in lines)
+    # not rendered: the summary says how to draw the figures, and that its time is training only
+    manifest.pop("render_s"), manifest.pop("wall_time_with_render_s")
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    for path in (run / "figures").iterdir():
+        path.unlink()
+    bare = final_summary(run, scripts_dir=tmp_path / "scripts", cwd=tmp_path)
+    assert bare.splitlines()[0].endswith("in 3 min 10 s wall time, training only (of which compilation 1 min 57 s)")
+    assert "figures: not drawn yet; python scripts/render.py --run-dir runs/quick draws them" in bare

@@ -1,6 +1,9 @@
 """train_all_seeds end to end: files, checkpoint steps, restore, kill-and-resume, refusals,
-corruption, rendering. One compiled program serves every in-process run here."""
+corruption, rendering, what a run prints. One compiled program serves every in-process run here."""
 
+import contextlib
+import importlib.util
+import io
 import json
 import os
 import shutil
@@ -9,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import imageio_ffmpeg
@@ -69,10 +73,15 @@ def runs(tmp_path_factory):
 
     watcher = threading.Thread(target=kill_after_third_checkpoint)
     watcher.start()
-    reference = train_all_seeds(base / "reference", tasks=TASKS, seeds=SEEDS, configs=configs(), progress=False)
+    messages = io.StringIO()            # the banner, the progress line and the notes
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(messages):
+        warnings.simplefilter("always")  # rendering included
+        reference = train_all_seeds(base / "reference", tasks=TASKS, seeds=SEEDS, configs=configs(),
+                                    progress=True)
     watcher.join(timeout=600)
     output = child.stdout.read().decode()
-    return {"reference": reference, "killed_dir": killed_dir, "killed": killed, "child_output": output,
+    return {"reference": reference, "warnings": [str(w.message) for w in caught], "messages": messages.getvalue(),
+            "killed_dir": killed_dir, "killed": killed, "child_output": output,
             "child_returncode": child.returncode}
 
 
@@ -110,6 +119,43 @@ def test_run_directory_has_every_file(runs):
         assert (root / "figures" / name).stat().st_size > 5_000, name
     assert (root / "figures" / "replay_timeline.json").stat().st_size > 200
     assert len(read_csv(root / "final_metrics.csv")) == len(TASKS) * len(SEEDS)
+
+
+def test_a_rendered_run_forks_no_python_process(runs):
+    """JAX warns at every os.fork of its multithreaded process (imageio-ffmpeg's preexec_fn did
+    it for every video); training, checkpoints and rendering must start no such fork."""
+    assert [message for message in runs["warnings"] if "fork" in message] == []
+
+
+def test_a_run_says_what_it_will_do_before_compiling_and_shows_progress_per_task(runs):
+    text = runs["messages"]
+    assert "swing, hrv x seeds 0, 1 (4 trainings in one compiled program)" in text
+    assert "  swing      16,384 steps per seed: 32 updates of 4 envs x 128 steps, held-out checkpoints every 3,000" \
+        in text
+    assert "rounded up" not in text                                 # 16,384 is 32 whole updates of 512
+    assert (text.index("new run in ") < text.index("evaluating the baselines") < text.index("compiling the training")
+            < text.index("compiled in") < text.index("elapsed"))
+    # steps per seed and per task (not 2 x 2 x 16,384 summed), the last held-out success, no nan
+    assert "swing done (16.4k), held-out success" in text and "hrv done (16.4k), held-out success" in text
+    assert "swing at 16.4k steps: held-out success" in text and "(seeds " in text
+    assert "nan" not in text.lower()
+    # the command line prints its plan at once too (the run killed after its third checkpoint)
+    output = runs["child_output"]
+    assert output.index("new run in ") < output.index("compiling the training") < output.index("compiled in")
+
+
+def test_the_command_line_summary_names_wall_time_results_figures_and_next_commands(runs, capsys):
+    spec = importlib.util.spec_from_file_location("train_all_seeds_cli", ROOT / "scripts" / "train_all_seeds.py")
+    cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cli)
+    root = runs["reference"].run_dir
+    cli.report(root)
+    out = capsys.readouterr().out
+    assert f"finished {root} in " in out and "wall time, including rendering (of which compilation" in out
+    assert "| swing | PPO, 2 seeds, 16,384 steps |" in out and "| hrv | oracle |" in out
+    assert f"  {root / 'figures' / 'swing_learning.png'}" in out and f"  {root / 'figures' / 'replay.html'}" in out
+    assert f"analyze_run.py --run-dir {root}" in out and f"evaluate.py --checkpoint {root} --task swing" in out
+    assert f"restore({str(root)!r}, task='swing', seed=0, step='latest')" in out
 
 
 def test_checkpoints_are_the_first_updates_at_or_beyond_each_target(runs):

@@ -122,6 +122,7 @@ def test_heatmap_axes_default_to_the_longest():
 def test_outputs_are_written_and_a_second_sweep_is_refused(hrv_sweep, tmp_path, capsys):
     out = tmp_path / "sweep"
     sweep.prepare_out_dir(out, overwrite=False)
+    assert not out.exists()                     # a check only: write_outputs creates it
     ranking = sweep.rank_settings([hrv_sweep], list(AXES))
     paths = sweep.write_outputs(out, [hrv_sweep], AXES, ranking, {"command": ["test"]}, ["learning_rate", "ent_coef"])
     assert {p.name for p in paths} == {"ranking.csv", "runs.csv", "heatmap.png", "heatmap.pdf", "sweep.json"}
@@ -140,8 +141,9 @@ def test_outputs_are_written_and_a_second_sweep_is_refused(hrv_sweep, tmp_path, 
         sweep_cli.main(["--task", "hrv", "--learning-rate", "1e-4", "--out", str(out)])
     assert exit_info.value.code == 2
     assert "already holds a sweep" in capsys.readouterr().err
+    # --overwrite accepts it, but nothing is removed before the new results exist
     sweep.prepare_out_dir(out, overwrite=True)
-    assert not (out / "sweep.json").exists() and not (out / "heatmap.png").exists()
+    assert (out / "sweep.json").exists() and (out / "heatmap.png").exists()
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -12,22 +12,26 @@ import csv
 import json
 import math
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import imageio.v2 as imageio_v2
 import imageio.v3 as iio
 import imageio_ffmpeg
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
 from purehr.viz.learning_curves import (
-    aggregate_over_seeds, draw_baseline, t_interval, t_quantile, write_final_metrics)
+    aggregate_over_seeds, draw_baseline, learning_figure, t_interval, t_quantile,
+    training_log_figure, write_final_metrics)
 from purehr.viz.render import render_run
-from purehr.viz.replay import frame_indices, render_replay
+from purehr.viz.replay import _ReplayCanvas, checkpoint_label, frame_indices, render_replay
 from purehr.viz.run_data import RunDirectoryError, load_run
+from purehr.viz.video import first_frame, video_stream
 
 REPO = Path(__file__).resolve().parents[1]
 UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", "mean_step_reward",
@@ -49,6 +53,11 @@ SUCCESS = {"swing": {0: [0.0, 0.3, 0.6], 1: [0.1, 0.5, 0.9]},
 TRACE_ROWS = 20  # the horizon: every trace has this many rows
 SWING_EPISODE_LENGTHS = [20, 20, 12]  # the last episode succeeds at row 11; later rows repeat it
 FPS, SECONDS_PER_CHECKPOINT = 10, 1.5  # 15 frames per checkpoint at most
+# the manifest's baselines[task]["floors"]: doing nothing useful
+FLOORS = {"swing": {"zero action": {"success_rate": 0.0, "return_mean": -1.0},
+                    "random": {"success_rate": 0.0, "return_mean": -3.0}},
+          "hrv": {"no-op": {"success_rate": 0.0, "return_mean": -2.0, "alignment": -0.05},
+                  "random": {"success_rate": 0.0, "return_mean": -4.0, "alignment": -0.06}}}
 
 
 def _write_csv(path: Path, header: list[str], rows: list[list[object]]) -> None:
@@ -96,9 +105,11 @@ def build_run_directory(root: Path) -> Path:
     """Two tasks, two seeds, three checkpoints each, with showcase traces."""
     run_dir = root / "run"
     baselines = {"swing": {"definition": "structured pumping controller",
-                           "metrics": {"success_rate": 0.8, "return_mean": 500.0}},
+                           "metrics": {"success_rate": 0.8, "return_mean": 500.0},
+                           "floors": FLOORS["swing"]},
                  "hrv": {"definition": "oracle", "metrics": {"success_rate": 1.0,
-                                                             "return_mean": 7.0}}}
+                                                             "return_mean": 7.0},
+                         "floors": FLOORS["hrv"]}}
     run_dir.mkdir(parents=True)
     (run_dir / "manifest.json").write_text(json.dumps(
         {"tasks": ["swing", "hrv"], "seeds": [0, 1], "baselines": baselines,
@@ -195,7 +206,7 @@ def test_baseline_is_a_line_in_range_and_a_note_off_scale():
         ax.plot([0, 1], [0.0, 10.0])
     draw_baseline(near, 12.0, "controller")
     draw_baseline(far, 500.0, "controller")
-    assert [line.get_label() for line in near.lines][-1] == "baseline: controller"
+    assert [line.get_label() for line in near.lines][-1] == "baseline: controller = 12"
     note = far.lines[-1]
     assert len(note.get_xdata()) == 0 and "= 500, off scale (above)" in note.get_label()
     assert far.get_ylim()[1] < 100
@@ -265,10 +276,8 @@ def test_replay_video_is_h264_with_the_expected_frame_count(rendered):
     assert video.stat().st_size > 10_000
     num_frames, _ = imageio_ffmpeg.count_frames_and_secs(str(video))
     assert num_frames == sum(expected_frames_per_checkpoint())
-    with imageio_v2.get_reader(video, format="FFMPEG") as reader:
-        meta = reader.get_meta_data()
-        first = reader.get_data(0)
-    assert meta["codec"] == "h264" and meta["pix_fmt"].startswith("yuv420p")
+    stream, first = video_stream(video), first_frame(video)
+    assert stream["codec"] == "h264" and stream["pix_fmt"] == "yuv420p"
     assert first.shape == (288, 512, 3) and first.astype(float).std() > 10.0
 
 
@@ -340,3 +349,134 @@ def test_render_script_reports_a_missing_run_directory(tmp_path):
         [sys.executable, str(REPO / "scripts" / "render.py"), "--run-dir",
          str(tmp_path / "absent"), "--no-replay"], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "run directory not found" in result.stderr
+
+
+# ---------------------------------------------------------------- what a reader sees
+
+def _rendered_extents(fig):
+    """Draw ``fig`` and return its renderer (window extents are known only after a draw)."""
+    canvas = FigureCanvasAgg(fig) if not isinstance(fig.canvas, FigureCanvasAgg) else fig.canvas
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def _data_axes(fig):
+    return [ax for ax in fig.axes if ax.axison]
+
+
+def _assert_legends_clear_of_axes(fig, legends, axes):
+    renderer = _rendered_extents(fig)
+    assert legends
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        for ax in axes:
+            # the axes with its tick labels and axis labels
+            assert not box.overlaps(ax.get_tightbbox(renderer)), (
+                [text.get_text() for text in legend.get_texts()], ax.get_ylabel())
+
+
+def test_swing_training_log_draws_updates_between_nans(tmp_path):
+    """Swing episodes outlast short rollouts: most updates log NaN, and a plain line plot of
+    them is blank. Every finite return is drawn, joined, and the skipped updates are counted."""
+    run_dir = build_run_directory(tmp_path)
+    finite_counts = {}
+    for seed in (0, 1):
+        path = run_dir / "swing" / f"seed_{seed}" / "updates.csv"
+        with path.open() as handle:
+            rows = list(csv.reader(handle))
+        column = rows[0].index("mean_episode_return")
+        for number, row in enumerate(rows[1:]):
+            if (number + seed) % 7:         # isolated finite values between NaNs
+                row[column] = "nan"
+        finite_counts[seed] = sum(1 for row in rows[1:] if row[column] != "nan")
+        _write_csv(path, rows[0], rows[1:])
+    fig = training_log_figure(load_run(run_dir), "swing")
+    ax = _data_axes(fig)[0]
+    lines = {line.get_label(): line for line in ax.lines}
+    for seed, count in finite_counts.items():
+        ydata = np.asarray(lines[f"seed {seed}"].get_ydata(), dtype=float)
+        assert len(ydata) == count and count >= 8 and np.all(np.isfinite(ydata))
+        assert lines[f"seed {seed}"].get_marker() == "o"   # sparse: every point marked
+    skipped = 2 * 60 - sum(finite_counts.values())
+    assert f"({skipped} of 120 updates completed no episode; not drawn)" in ax.get_title()
+    _assert_legends_clear_of_axes(fig, [a.get_legend() for a in fig.axes if a.get_legend()], [ax])
+
+
+def test_learning_figure_draws_baseline_and_floors_with_their_labels(tmp_path):
+    fig = learning_figure(load_run(build_run_directory(tmp_path)), "swing")
+    success, returns = _data_axes(fig)
+    assert [line.get_label() for line in success.lines[-2:]] == [
+        "baseline: structured pumping controller = 0.8", "floor: zero action and random = 0"]
+    assert success.lines[-1].get_ydata()[0] == 0.0
+    # the return axis: the two floors differ (two lines); the baseline (500) is off scale
+    labels = [line.get_label() for line in returns.lines]
+    assert "floor: zero action = -1" in labels and "floor: random = -3" in labels
+    assert "baseline: structured pumping controller\n= 500, off scale (above)" in labels
+
+
+@pytest.mark.parametrize("task", ["swing", "hrv"])
+def test_learning_figure_legends_sit_below_the_data(tmp_path, task):
+    fig = learning_figure(load_run(build_run_directory(tmp_path)), task)
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    assert len(legends) == len(_data_axes(fig)) == (3 if task == "hrv" else 2)
+    _assert_legends_clear_of_axes(fig, legends, _data_axes(fig))
+    full_name = "baseline: structured pumping controller = 0.8"
+    if task == "swing":
+        assert full_name in [text.get_text() for text in legends[0].get_texts()]
+
+
+def test_replay_frame_shows_success_and_return_and_nothing_covers_them(tmp_path):
+    run = load_run(build_run_directory(tmp_path))
+    canvas = _ReplayCanvas((1280, 720), stick_pendulum, None)
+    showcase = run.logs["swing"][0]
+    canvas.start_checkpoint(run, "swing", showcase, 2, 100_352.0)
+    success, returns = canvas.curve_axes
+    assert success.get_ylabel() == "held-out success rate"
+    assert returns.get_ylabel() == "held-out mean return"
+    replayed = [line for line in returns.lines if line.get_label() == "seed 0 (replayed)"][0]
+    np.testing.assert_allclose(replayed.get_ydata(), [0.0, 3.0, 6.0])   # 10 x success - seed
+    frame = canvas.frame(_swing_trace(20, 1.0), 5, "episode time")
+    assert frame.shape == (720, 1280, 3)
+    renderer = canvas.canvas.get_renderer()
+    legend = canvas.legend.get_window_extent(renderer)
+    summary = canvas.summary.get_window_extent(renderer)
+    for box in (legend, summary):
+        for ax in (canvas.swing_ax, success, returns):
+            assert not box.overlaps(ax.get_tightbbox(renderer))
+    texts = [text.get_text() for text in canvas.legend.get_texts()]
+    assert texts.count("floor: zero action") == 1 and "baseline: structured pumping controller" in texts
+    assert checkpoint_label(2, 3) == "checkpoint 3 of 3" and canvas.title.get_text().endswith(
+        "showcase episode of checkpoint 3 of 3")
+
+
+def _player_label(page: str, node: str) -> str:
+    """The slider label the page shows before play, from its own script run by node with a
+    minimal stand-in for the DOM."""
+    script = re.search(r"<script>(.*)</script>", page, re.S).group(1)
+    dom = """
+const elements = {};
+const document = { getElementById(id) {
+  return elements[id] ??= { id, value: 0, textContent: "", currentTime: 0, addEventListener() {} };
+} };
+"""
+    completed = subprocess.run([node, "-e", dom + script + "\nconsole.log(JSON.stringify("
+                                "[document.getElementById('checkpoint-label').textContent, "
+                                "Number(document.getElementById('checkpoint').value)]));"],
+                               capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout)
+
+
+def test_poster_and_slider_name_the_same_checkpoint(rendered):
+    """The poster is the last checkpoint's frame; the slider opens there, in the frames' words."""
+    page = (rendered / "figures" / "replay.html").read_text()
+    timeline = json.loads((rendered / "figures" / "replay_timeline.json").read_text())
+    assert timeline["poster_checkpoint"] == len(TARGETS) - 1 and timeline["num_checkpoints"] == 3
+    slider = re.search(r'<input type="range"[^>]*>', page).group(0)
+    assert f'value="{len(TARGETS) - 1}"' in slider
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the page's script cannot be run here")
+    label, value = _player_label(page, node)
+    assert value == len(TARGETS) - 1
+    assert label == f"{checkpoint_label(2, 3)}: 100,352 env steps, held-out success 60%"

@@ -86,6 +86,24 @@ def flatten_observation(observation) -> jax.Array:
     return jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(observation)])
 
 
+def observation_batch_size(observation, space) -> int | None:
+    """None for one observation of ``space``, N for a batch of N (a leading axis of length N
+    on every leaf), so a policy can take either; anything else is refused with its size."""
+    leaves = [np.shape(leaf) for leaf in jax.tree.leaves(observation)]
+    expected = flat_dim(space)
+    total = sum(int(np.prod(shape)) for shape in leaves)
+    if total == expected:
+        return None
+    leading = {shape[0] for shape in leaves if len(shape) > 0}
+    if len(leading) == 1 and all(len(shape) > 0 for shape in leaves):
+        size = leading.pop()
+        if size > 0 and total == size * expected:
+            return size
+    raise ValueError(
+        f"observation with leaf shapes {leaves} ({total} values): expected one observation of "
+        f"{expected} values or a batch with a leading axis on every leaf ({space})")
+
+
 def flat_dim(space) -> int:
     if isinstance(space, (Box, Dict)):
         return space.flat_dim

@@ -28,16 +28,50 @@ def tree_digest(tree: Any) -> str:
     return digest.hexdigest()
 
 
-class SeedCheckpoints:
-    """The checkpoints of one task and seed: ``<seed dir>/checkpoints/<env steps>/``."""
+def verify_readable(path: Path) -> None:
+    """Reads every array of an OCDBT checkpoint synchronously, before Orbax does.
 
-    def __init__(self, directory: Path, asynchronous: bool = True):
+    Why: Orbax restores all arrays concurrently in a fresh asyncio loop that it closes as soon
+    as one read fails; the reads still in flight then complete into the closed loop and
+    TensorStore prints an "Event loop is closed" traceback for each (about 100 lines after
+    the one useful error). Read here with blocking TensorStore calls, damage (a checksum
+    failure, a truncated or missing file) surfaces as one clear error and Orbax only ever
+    reads a checkpoint that reads. A checkpoint in another layout is left to Orbax."""
+    import tensorstore as ts
+
+    root = Path(path).absolute() / "default"
+    if not (root / "manifest.ocdbt").is_file():
+        return
+    base = {"driver": "ocdbt", "base": f"file://{root}/"}
+    try:
+        keys = ts.KvStore.open(base).result().list().result()
+        arrays = sorted({key.decode().rsplit("/", 1)[0] for key in keys
+                         if key.endswith(b"/.zarray") or key.endswith(b"/zarr.json")})
+        for name in arrays:
+            driver = "zarr" if f"{name}/.zarray".encode() in keys else "zarr3"
+            ts.open({"driver": driver, "kvstore": dict(base, path=f"{name}/")}, open=True).result().read().result()
+    except Exception as error:  # TensorStore raises ValueError, OSError and others for damaged files
+        raise CorruptCheckpointError(f"checkpoint {path} cannot be read: {type(error).__name__}: "
+                                     f"{str(error).splitlines()[0][:400]}") from None
+
+
+class SeedCheckpoints:
+    """The checkpoints of one task and seed: ``<seed dir>/checkpoints/<env steps>/``.
+    ``read_only`` opens them for reading only: nothing is created, saved or cleaned up, and a
+    missing folder is an error (a read never writes)."""
+
+    def __init__(self, directory: Path, asynchronous: bool = True, read_only: bool = False):
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self._manager = ocp.CheckpointManager(
-            self.directory.absolute(),
-            options=ocp.CheckpointManagerOptions(max_to_keep=None, enable_async_checkpointing=asynchronous,
-                                                 create=True))
+        if read_only:
+            if not self.directory.is_dir():
+                raise CorruptCheckpointError(f"checkpoint folder {self.directory} is missing")
+            # not Orbax's read_only option: that logs a warning on every open
+            options = ocp.CheckpointManagerOptions(max_to_keep=None, enable_async_checkpointing=False, create=False)
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            options = ocp.CheckpointManagerOptions(max_to_keep=None, enable_async_checkpointing=asynchronous,
+                                                   create=True)
+        self._manager = ocp.CheckpointManager(self.directory.absolute(), options=options)
 
     def save(self, steps: int, state: Any) -> str:
         """Starts an asynchronous save and returns the state's digest."""
@@ -56,6 +90,7 @@ class SeedCheckpoints:
         path = self.path(steps)
         if steps not in self._manager.all_steps():
             raise CorruptCheckpointError(f"checkpoint {path} is missing or was never completed")
+        verify_readable(path)
         try:
             state = self._manager.restore(steps, args=ocp.args.StandardRestore(abstract_state))
         except Exception as error:  # Orbax raises many kinds for damaged files

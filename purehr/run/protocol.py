@@ -20,7 +20,8 @@ from purehr.distributed import describe_mesh, make_mesh, select_devices, shard_r
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.train import diverged_at_update, keys_for_seeds, make_ppo
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
-from purehr.run.progress import Progress
+from purehr.run.messages import start_banner
+from purehr.run.progress import Progress, TaskPlan, format_duration
 from purehr.run.recorder import RunRecorder, parse_row, seed_slice
 from purehr.run.run_dir import RunDirectory, RunDirectoryBusy, environment_description, read_csv
 from purehr.run.runner import TaskSetup, make_train_all
@@ -411,6 +412,8 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
         curricula = saved_curricula
     curricula = validate_curricula(tasks, curricula)
     setups = build_setups(tasks, configs, curricula, manifest)
+    print(start_banner(run_dir.root, tasks, seeds, {s.name: s.config for s in setups}, resume=manifest is not None),
+          file=sys.stderr, flush=True)
     mesh = _protocol_mesh(setups, seeds, devices)
 
     keys = keys_for_seeds(seeds)
@@ -431,23 +434,27 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
                 elapsed_offset = max(elapsed_offset, restored.elapsed_s)
 
     if manifest is None:
+        print("evaluating the baselines and floor policies on the held-out set ...", file=sys.stderr, flush=True)
+        baselines_started = time.perf_counter()
+        baselines = evaluate_baselines(setups)
+        print(f"  done in {format_duration(time.perf_counter() - baselines_started)}", file=sys.stderr, flush=True)
         manifest = environment_description()
         manifest.update(
             status="running", tasks=tasks, seeds=seeds, command=command,
             configs={s.name: s.config.to_dict() for s in setups}, protocol=PROTOCOL_TEXT,
             environments={s.name: s.task.env_kwargs(s.env) for s in setups},
             curricula={name: curriculum.to_dict() for name, curriculum in curricula.items()},
-            baselines=evaluate_baselines(setups), wall_time_s=None)
+            baselines=baselines, wall_time_s=None)
     manifest.update(status="running")
     manifest["mesh"] = None if mesh is None else describe_mesh(mesh)
     run_dir.write_manifest(manifest)
 
-    bar = Progress({s.name: s.config.batch_size * len(seeds) for s in setups},
-                   total_steps=sum(s.ppo.num_updates * s.config.batch_size * len(seeds) for s in setups),
-                   done_steps=sum(int(runners[s.name].update_index[0]) * s.config.batch_size * len(seeds)
-                                  for s in setups)) if progress else None
+    bar = Progress({s.name: TaskPlan.from_config(s.config) for s in setups}, len(seeds),
+                   done_updates={s.name: int(np.asarray(runners[s.name].update_index)[0]) for s in setups}
+                   ) if progress else None
     recorder = RunRecorder(run_dir, setups, seeds, elapsed_offset=elapsed_offset, update_rows=update_rows,
                            checkpoint_rows=checkpoint_rows, progress=bar, kept=kept)
+    print("compiling the training program (nothing trains until it is compiled) ...", file=sys.stderr, flush=True)
     compile_started = time.perf_counter()
     runners = jax.tree.map(lambda x: jnp.asarray(x, dtype=np.asarray(x).dtype), runners)
     if mesh is not None:
@@ -494,6 +501,7 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
     run_dir.write_manifest(manifest)
     if render:
         from purehr.viz.render import render_run
+        print("rendering the figures and the replay ...", file=sys.stderr, flush=True)
         render_started = time.perf_counter()
         try:
             render_run(run_dir.root)

@@ -168,7 +168,7 @@ class RunRecorder:
         self.flush(task)
         self.checkpoints_written += 1
         if self.progress is not None:
-            self.progress.on_checkpoint(task, evaluation)
+            self.progress.on_checkpoint(task, evaluation, full=showcase is not None)
         self.seconds_in_checkpoint_callbacks += time.perf_counter() - entered
         self.last_update_time[task] = time.perf_counter()
 

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 
 from purehr.curriculum import Curriculum
 from purehr.envs.base import Environment
+from purehr.envs.spaces import observation_batch_size
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.train import RunnerState, make_ppo
 from purehr.run.checkpoints import SeedCheckpoints
@@ -28,7 +29,7 @@ class Restored:
     target_steps: int
     params: Any                       # the network parameters
     runner: RunnerState               # everything: optimiser state, env states, keys, update index
-    policy: Callable                  # policy(obs, t=0) -> env action, deterministic, jitted
+    policy: Callable                  # policy(obs or batch, t=0) -> env action(s), deterministic, jitted
     pure_policy: Callable             # policy(obs, t, key) -> env action, to use inside jit/vmap
     config: PPOConfig
     env: Environment
@@ -58,15 +59,23 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     schedule = None if curriculum is None else curriculum.schedule(config.num_updates)
     ppo = make_ppo(config, env, env.default_params, schedule)
     abstract = jax.eval_shape(ppo.init, jax.random.PRNGKey(0))
-    checkpoints = SeedCheckpoints(run.checkpoint_dir(task, seed), asynchronous=False)
+    checkpoints = SeedCheckpoints(run.checkpoint_dir(task, seed), read_only=True)
     try:
         runner = checkpoints.restore(row["actual_steps"], abstract, row["state_digest"])
     finally:
         checkpoints.finish()
     act = jax.jit(lambda params, obs, t: ppo.policy(params)(obs, t, jax.random.PRNGKey(0)))
+    act_batch = jax.jit(jax.vmap(lambda params, obs, t: ppo.policy(params)(obs, t, jax.random.PRNGKey(0)),
+                                 in_axes=(None, 0, 0)))
+    observation_space = env.observation_space(env.default_params)
 
     def policy(observation, t=0):
-        return act(runner.params, observation, jnp.int32(t))
+        """One observation, or a batch (a leading axis on every leaf; ``t`` a scalar or one
+        step index per observation), like ``PPOModel.predict``."""
+        batch = observation_batch_size(observation, observation_space)
+        if batch is None:
+            return act(runner.params, observation, jnp.int32(t))
+        return act_batch(runner.params, observation, jnp.broadcast_to(jnp.asarray(t, jnp.int32), (batch,)))
 
     return Restored(task, seed, row["actual_steps"], row["target_steps"], runner.params, runner, policy,
                     ppo.policy(runner.params), config, env,

@@ -39,7 +39,7 @@ _PAGE = """<!doctype html>
 </video>
 <div class="controls">
   <label for="checkpoint">checkpoint</label>
-  <input type="range" id="checkpoint" min="0" max="{last_index}" step="1" value="0"
+  <input type="range" id="checkpoint" min="0" max="{last_index}" step="1" value="{poster_index}"
          list="checkpoint-stops">
   <output id="checkpoint-label" for="checkpoint"></output>
 </div>
@@ -53,11 +53,14 @@ const slider = document.getElementById("checkpoint");
 const label = document.getElementById("checkpoint-label");
 const checkpoints = TIMELINE.checkpoints;
 
+// the words of the video frames' titles (purehr.viz.replay.checkpoint_label)
+const NUM_CHECKPOINTS = TIMELINE.num_checkpoints ?? checkpoints.length;
+const POSTER_INDEX = TIMELINE.poster_checkpoint ?? checkpoints.length - 1;
 function describe(index) {{
   const c = checkpoints[index];
   const success = Number.isFinite(c.eval_success_rate)
     ? `, held-out success ${{(100 * c.eval_success_rate).toFixed(0)}}%` : "";
-  return `${{index + 1}} of ${{checkpoints.length}}: ` +
+  return `checkpoint ${{c.index + 1}} of ${{NUM_CHECKPOINTS}}: ` +
          `${{c.actual_steps.toLocaleString("en")}} env steps${{success}}`;
 }}
 function show(index) {{
@@ -74,7 +77,7 @@ video.addEventListener("timeupdate", () => {{
   if (index < 0) index = checkpoints.length - 1;
   if (index !== Number(slider.value)) show(index);
 }});
-show(0);
+show(POSTER_INDEX);   // the poster is that checkpoint's frame: slider and poster agree until play
 </script>
 </body>
 </html>
@@ -91,8 +94,11 @@ def _steps_label(steps: float) -> str:
 
 def write_html_player(path: Path, video_path: Path, poster_path: Path,
                       timeline: dict[str, Any], *, title: str, description: str = "") -> Path:
-    """Write the player; ``timeline["checkpoints"]`` entries need ``start_s``, ``end_s``,
-    ``actual_steps``, ``target_steps`` and optionally ``eval_success_rate``."""
+    """Write the player; ``timeline["checkpoints"]`` entries need ``index`` (the checkpoint's
+    row), ``start_s``, ``end_s``, ``actual_steps``, ``target_steps`` and optionally
+    ``eval_success_rate``; ``timeline["num_checkpoints"]`` and ``["poster_checkpoint"]`` (the
+    entry the poster shows, where the slider starts) default to the entries' count and the
+    last entry."""
     options = "\n".join(
         f'  <option value="{index}" label="{_steps_label(entry["target_steps"])}"></option>'
         for index, entry in enumerate(timeline["checkpoints"]))
@@ -102,5 +108,6 @@ def write_html_player(path: Path, video_path: Path, poster_path: Path,
         title=html.escape(title), description=html.escape(description),
         poster=_base64_file(poster_path), video=_base64_file(video_path),
         last_index=len(timeline["checkpoints"]) - 1, options=options,
+        poster_index=timeline.get("poster_checkpoint", len(timeline["checkpoints"]) - 1),
         timeline_json=timeline_json)
     return write_text_atomic(path, page)

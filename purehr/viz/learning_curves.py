@@ -29,6 +29,8 @@ OKABE_ITO = {
 }
 PPO_COLOUR = OKABE_ITO["blue"]
 BASELINE_COLOUR = OKABE_ITO["vermillion"]
+FLOOR_COLOUR = "0.3"
+FLOOR_STYLES = [":", "-."]   # two floors at different levels stay apart without colour
 HIGHLIGHT_COLOUR = OKABE_ITO["orange"]
 SEED_COLOURS = [OKABE_ITO[name] for name in
                 ("blue", "orange", "green", "purple", "sky_blue", "vermillion", "yellow", "black")]
@@ -176,20 +178,62 @@ def draw_seed_curves(ax: Axes, logs: list[SeedLog], column: str, *,
     ax.grid(alpha=0.3)
 
 
-def draw_baseline(ax: Axes, value: float, definition: str) -> None:
-    """Dashed line when the baseline fits without squeezing the curves below half the axis;
-    otherwise an off-scale note in the legend (keeps the curves readable, hides nothing)."""
-    # the legend names the baseline; its full definition (module paths) lives in the manifest
-    definition = textwrap.shorten(definition.split(" (")[0], width=48, placeholder="...")
+def _draw_level(ax: Axes, value: float, label: str, *, with_value: bool = True, **style) -> None:
+    """A horizontal reference line when it fits without squeezing the curves below a third
+    of the axis; otherwise an off-scale entry in the legend (keeps the curves readable,
+    hides nothing)."""
     low, high = ax.get_ylim()
     span = high - low
     if low - span <= value <= high + span:
-        ax.axhline(value, color=BASELINE_COLOUR, linestyle="--", linewidth=1.6,
-                   label=f"baseline: {definition}")
+        ax.axhline(value, label=f"{label} = {value:.3g}" if with_value else label, zorder=1.5, **style)
         return
     where = "above" if value > high else "below"
-    ax.plot([], [], color=BASELINE_COLOUR, linestyle="--", linewidth=1.6,
-            label=f"baseline: {definition}\n= {value:.4g}, off scale ({where})")
+    ax.plot([], [], label=f"{label}\n= {value:.4g}, off scale ({where})", **style)
+
+
+def draw_baseline(ax: Axes, value: float, name: str, *, with_value: bool = True) -> None:
+    """The reference controller's level, dashed; its full name wraps (never cut)."""
+    _draw_level(ax, value, textwrap.fill(f"baseline: {name}", width=44), with_value=with_value,
+                color=BASELINE_COLOUR, linestyle="--", linewidth=1.6)
+
+
+def draw_floors(ax: Axes, floors: dict[str, float], *, with_value: bool = True,
+                merge_equal: bool = True) -> None:
+    """The levels of doing nothing useful (zero action, no-op, random), dotted or
+    dash-dotted (one style per floor, in the manifest's order); with ``merge_equal``,
+    floors at the same value share one line and one entry."""
+    styles = {name: FLOOR_STYLES[index % len(FLOOR_STYLES)] for index, name in enumerate(floors)}
+    groups: dict[float | str, list[str]] = {}
+    for name, value in floors.items():
+        if math.isfinite(value):
+            groups.setdefault(round(float(value), 12) if merge_equal else name, []).append(name)
+    for names in groups.values():
+        _draw_level(ax, floors[names[0]], f"floor: {' and '.join(names)}", with_value=with_value,
+                    color=FLOOR_COLOUR, linestyle=styles[names[0]], linewidth=1.6)
+
+
+def draw_reference_levels(ax: Axes, run: RunData, task: str, column: str, *,
+                          with_values: bool = True) -> None:
+    """Baseline and floors of ``column`` (``eval_<metric>``) from the manifest, where it has
+    them. Without values in the labels, every panel's entries read the same (one shared
+    legend) and floors are not merged."""
+    metric = column.removeprefix("eval_")
+    baseline = run.baseline(task)
+    if baseline is not None and metric in baseline[1]:
+        draw_baseline(ax, float(baseline[1][metric]), baseline[0], with_value=with_values)
+    draw_floors(ax, {name: float(metrics[metric]) for name, metrics in run.floors(task).items()
+                     if metric in metrics and metrics[metric] is not None},
+                with_value=with_values, merge_equal=with_values)
+
+
+def legend_below(fig: Figure, legend_ax: Axes, ax: Axes, *, ncol: int = 2,
+                 fontsize: float = 8) -> None:
+    """``ax``'s legend in ``legend_ax``, an empty axes below it: a legend inside the data
+    area covers curves or bands somewhere, whatever ``loc`` says."""
+    legend_ax.set_axis_off()
+    handles, labels = ax.get_legend_handles_labels()
+    legend_ax.legend(handles, labels, loc="upper center", ncol=ncol, fontsize=fontsize,
+                     frameon=False, borderaxespad=0.0)
 
 
 def _metric_columns(logs: list[SeedLog]) -> list[str]:
@@ -212,38 +256,63 @@ def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
 def plot_learning_figure(run: RunData, task: str, out_dir: Path) -> list[Path]:
     """``<task>_learning.{pdf,png}``: held-out success and return (and alignment when logged)
     against environment steps."""
+    return save_figure(learning_figure(run, task), out_dir, f"{task}_learning")
+
+
+def learning_figure(run: RunData, task: str) -> Figure:
+    """The learning figure: one panel per metric, each with its legend beneath it."""
     logs = list(run.logs[task].values())
     columns = _metric_columns(logs)
-    baseline = run.baseline(task)
-    fig = Figure(figsize=(5.2 * len(columns), 4.0), layout="constrained")
-    axes = fig.subplots(1, len(columns), squeeze=False)[0]
-    for ax, column in zip(axes, columns):
+    fig = Figure(figsize=(5.2 * len(columns), 4.8), layout="constrained")
+    grid = fig.add_gridspec(2, len(columns), height_ratios=[4.0, 0.75])
+    for index, column in enumerate(columns):
+        ax = fig.add_subplot(grid[0, index])
         draw_seed_curves(ax, logs, column)
         if column in METRIC_LIMITS:
             ax.set_ylim(*METRIC_LIMITS[column])
-        if baseline is not None and column.removeprefix("eval_") in baseline[1]:
-            draw_baseline(ax, float(baseline[1][column.removeprefix("eval_")]), baseline[0])
-        ax.legend(fontsize=8, loc="best")
+        draw_reference_levels(ax, run, task, column)
+        legend_below(fig, fig.add_subplot(grid[1, index]), ax)
     fig.suptitle(f"{task}: PPO held-out evaluation at each checkpoint ({len(logs)} seeds)")
-    return save_figure(fig, out_dir, f"{task}_learning")
+    return fig
 
 
 def plot_training_log(run: RunData, task: str, out_dir: Path) -> list[Path]:
     """``<task>_training_log.{pdf,png}``: the mean completed-episode return of each update, per
     seed (training episodes, stochastic policy: not the held-out measure)."""
-    fig = Figure(figsize=(6.5, 4.0), layout="constrained")
-    ax = fig.subplots()
+    return save_figure(training_log_figure(run, task), out_dir, f"{task}_training_log")
+
+
+SPARSE_POINTS = 60
+"""Below this many logged returns a seed's line gets markers: a handful of points joined by
+lines would hide which updates completed an episode."""
+
+
+def training_log_figure(run: RunData, task: str) -> Figure:
+    """Updates that complete no episode (swing episodes are longer than a short rollout) log
+    NaN, and a line plot draws nothing between NaNs: plot each seed's finite returns only,
+    joined in step order, and say how many updates had none."""
+    fig = Figure(figsize=(6.5, 4.4), layout="constrained")
+    grid = fig.add_gridspec(2, 1, height_ratios=[4.0, 0.4])
+    ax = fig.add_subplot(grid[0])
+    skipped, total = 0, 0
     for index, log in enumerate(run.logs[task].values()):
-        ax.plot(log.updates["env_steps"], log.updates["mean_episode_return"],
-                color=SEED_COLOURS[index % len(SEED_COLOURS)], linewidth=1.0,
-                label=f"seed {log.seed}")
+        steps, returns = log.updates["env_steps"], log.updates["mean_episode_return"]
+        finite = np.isfinite(returns)
+        skipped, total = skipped + int(np.sum(~finite)), total + len(returns)
+        sparse = np.sum(finite) < SPARSE_POINTS
+        ax.plot(steps[finite], returns[finite], color=SEED_COLOURS[index % len(SEED_COLOURS)],
+                linewidth=1.0, marker="o" if sparse else None, markersize=3,
+                label=f"seed {log.seed}" + ("" if finite.any() else " (no episode completed)"))
     ax.xaxis.set_major_formatter(STEPS_FORMATTER)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("mean return of completed training episodes")
-    ax.set_title(f"{task}: training log")
+    title = f"{task}: training log"
+    if skipped:
+        title += f"\n({skipped:,} of {total:,} updates completed no episode; not drawn)"
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    return save_figure(fig, out_dir, f"{task}_training_log")
+    legend_below(fig, fig.add_subplot(grid[1]), ax, ncol=min(5, max(1, len(run.logs[task]))))
+    return fig
 
 
 # ---------------------------------------------------------------- final metrics

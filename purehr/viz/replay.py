@@ -3,7 +3,7 @@ the learning curve that checkpoint is.
 
 Each checkpoint's showcase episode (same start for every checkpoint, so only the policy
 changes) is played sped up, subsampled to a fixed number of frames, beside the held-out
-success curve grown up to that checkpoint. Outputs: an H.264/yuv420p MP4 (plays in every
+success and return curves grown up to that checkpoint. Outputs: an H.264/yuv420p MP4 (plays in every
 browser), a poster PNG, a JSON timeline (checkpoint -> seconds in the video) and the HTML
 player built on that timeline.
 """
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import imageio.v2 as imageio_v2
 import imageio.v3 as iio
 import numpy as np
 from matplotlib.artist import Artist
@@ -27,9 +26,10 @@ from matplotlib.figure import Figure
 
 from purehr.viz.html_player import write_html_player
 from purehr.viz.learning_curves import (
-    HIGHLIGHT_COLOUR, METRIC_LIMITS, aggregate_over_seeds, draw_baseline, draw_seed_curves)
+    HIGHLIGHT_COLOUR, METRIC_LIMITS, aggregate_over_seeds, draw_reference_levels, draw_seed_curves)
 from purehr.viz.run_data import (
     RunData, SeedLog, atomic_output, load_showcase, write_text_atomic)
+from purehr.viz.video import H264Writer
 
 # draw_frame(ax, trace, index, params): draw frame ``index`` of a showcase trace on ``ax``;
 # it may return an object with update(trace, index) that redraws cheaply (see _ReplayCanvas).
@@ -40,6 +40,8 @@ POSTER_NAME = "replay_poster.png"
 TIMELINE_NAME = "replay_timeline.json"
 HTML_NAME = "replay.html"
 SUCCESS_COLUMN = "eval_success_rate"
+RETURN_COLUMN = "eval_return_mean"
+CURVE_COLUMNS = (SUCCESS_COLUMN, RETURN_COLUMN)
 TENSION_COLUMN = "eval_min_tension_worst"
 
 
@@ -72,44 +74,90 @@ def _checkpoint_value(log: SeedLog, column: str, row: int) -> float:
     return float(log.checkpoints[column][row]) if column in log.checkpoints else math.nan
 
 
+def checkpoint_label(row: int, num_checkpoints: int) -> str:
+    """How a checkpoint is named in the frames, the poster and the HTML slider alike (the
+    player's JavaScript builds the same words from the timeline)."""
+    return f"checkpoint {row + 1} of {num_checkpoints}"
+
+
 def _summary_text(run: RunData, task: str, showcase: SeedLog, row: int) -> str:
-    """The box on the curve: how much interaction and time this checkpoint cost, and how
-    good and how safe (worst chain tension) it is on the held-out starts."""
+    """The line under the title: how much interaction and time this checkpoint cost, and how
+    good (held-out success and return) and how safe (worst chain tension) it is."""
     logs = list(run.logs[task].values())
     target = showcase.checkpoints["target_steps"][row]
-    aggregate = aggregate_over_seeds(logs, SUCCESS_COLUMN, max_target=target)
     success = _checkpoint_value(showcase, SUCCESS_COLUMN, row)
-    lines = [
-        f"checkpoint {row + 1} of {showcase.num_checkpoints}",
-        f"interactions: {int(showcase.checkpoints['actual_steps'][row]):,} env steps",
-        f"training time: {_format_duration(_checkpoint_value(showcase, 'elapsed_s', row))}",
-        f"held-out success: {success:.0%} (seed {showcase.seed})",
-    ]
-    if aggregate.target_steps.size and aggregate.target_steps[-1] == target and len(logs) > 1:
-        lines.append(f"    mean of {len(logs)} seeds: {aggregate.mean[-1]:.0%}")
-    lines.append(f"worst tension: {_checkpoint_value(showcase, TENSION_COLUMN, row):.1f} N")
-    return "\n".join(lines)
+    mean_note = ""
+    if len(logs) > 1:
+        aggregate = aggregate_over_seeds(logs, SUCCESS_COLUMN, max_target=target)
+        if aggregate.target_steps.size and aggregate.target_steps[-1] == target:
+            mean_note = f" (mean of {len(logs)} seeds {aggregate.mean[-1]:.0%})"
+    first = (f"{int(showcase.checkpoints['actual_steps'][row]):,} env steps, training time "
+             f"{_format_duration(_checkpoint_value(showcase, 'elapsed_s', row))}")
+    second = (f"held-out success {success:.0%}{mean_note}, held-out return "
+              f"{_checkpoint_value(showcase, RETURN_COLUMN, row):.3g}, worst tension "
+              f"{_checkpoint_value(showcase, TENSION_COLUMN, row):.1f} N")
+    return f"{first}\n{second}"
 
 
-def _draw_curve_panel(ax: Axes, run: RunData, task: str, showcase: SeedLog, row: int,
-                      max_steps: float) -> None:
+def _draw_curve_panels(axes: tuple[Axes, Axes], run: RunData, task: str, showcase: SeedLog,
+                       row: int, max_steps: float) -> None:
+    """Held-out success (top) and return (bottom) up to this checkpoint, with the baseline
+    and the floors; the legend lives outside both (see _ReplayCanvas)."""
     logs = list(run.logs[task].values())
     target = showcase.checkpoints["target_steps"][row]
-    ax.cla()
-    draw_seed_curves(ax, logs, SUCCESS_COLUMN, max_target=target, highlight_seed=showcase.seed)
-    ax.set_xlim(0, max_steps * 1.02)
-    ax.set_ylim(*METRIC_LIMITS[SUCCESS_COLUMN])
-    ax.axvline(showcase.checkpoints["actual_steps"][row], color=HIGHLIGHT_COLOUR,
-               linestyle=":", linewidth=1.0)
+    for ax, column in zip(axes, CURVE_COLUMNS):
+        ax.cla()
+        draw_seed_curves(ax, logs, column, max_target=target, highlight_seed=showcase.seed)
+        ax.set_xlim(0, max_steps * 1.02)
+        if column in METRIC_LIMITS:
+            ax.set_ylim(*METRIC_LIMITS[column])
+        else:
+            ax.set_ylim(*_full_run_limits(logs, column, _reference_values(run, task, column)))
+        ax.axvline(showcase.checkpoints["actual_steps"][row], color=HIGHLIGHT_COLOUR,
+                   linestyle=":", linewidth=1.0)
+        draw_reference_levels(ax, run, task, column, with_values=False)
+    axes[0].set_xlabel("")
+    axes[0].tick_params(labelbottom=False)
+    axes[0].set_title("held-out evaluation up to this checkpoint", fontsize=11)
+
+
+def _reference_values(run: RunData, task: str, column: str) -> list[float]:
+    """The baseline's and the floors' values of ``column`` in the manifest."""
+    metric = column.removeprefix("eval_")
+    sources = list(run.floors(task).values())
     baseline = run.baseline(task)
-    if baseline is not None and "success_rate" in baseline[1]:
-        draw_baseline(ax, float(baseline[1]["success_rate"]), baseline[0])
-    ax.legend(fontsize=9, loc="lower right")
-    ax.text(0.02, 0.97, _summary_text(run, task, showcase, row), transform=ax.transAxes,
-            va="top", ha="left", fontsize=10, family="monospace",
-            bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9,
-                  "edgecolor": "0.6"})
-    ax.set_title("held-out success rate up to this checkpoint")
+    if baseline is not None:
+        sources.append(baseline[1])
+    values = [source.get(metric) for source in sources]
+    return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+
+
+def _full_run_limits(logs: list[SeedLog], column: str,
+                     references: list[float]) -> tuple[float, float]:
+    """The same y range in every frame (the whole run's values, and the reference levels
+    that sit within one data range of them; farther ones become off-scale legend notes), so
+    the curve grows into a fixed frame instead of rescaling from checkpoint to checkpoint."""
+    values = np.concatenate([log.checkpoints[column] for log in logs if column in log.checkpoints])
+    values = values[np.isfinite(values)]
+    if not values.size:
+        return -1.0, 1.0
+    low, high = float(values.min()), float(values.max())
+    span = max(high - low, 1e-9)
+    near = [value for value in references if low - span <= value <= high + span]
+    low, high = min([low, *near]), max([high, *near])
+    pad = 0.06 * (high - low) if high > low else 1.0
+    return low - pad, high + pad
+
+
+def _shared_legend_entries(axes: tuple[Axes, ...]) -> tuple[list, list[str]]:
+    """Every distinct entry of the panels once (their labels carry no values)."""
+    handles, labels = [], []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
+                handles.append(handle)
+                labels.append(label)
+    return handles, labels
 
 
 def _swing_height(trace: dict[str, np.ndarray], index: int) -> float:
@@ -131,7 +179,9 @@ def _remove_drawn_artists(ax: Axes) -> None:
 
 
 class _ReplayCanvas:
-    """The video frame: swing on the left, learning curve and summary box on the right.
+    """The video frame: the swing on the left; on the right held-out success and return up
+    to the checkpoint, their legend beneath them; the checkpoint's numbers under the title.
+    Nothing is drawn over the data or the rider.
 
     Blitting: the right side only changes per checkpoint, so it is drawn once per
     checkpoint and only the swing panel and the clock are redrawn per frame."""
@@ -140,20 +190,31 @@ class _ReplayCanvas:
         width, height = size_px
         self.figure = Figure(figsize=(width / 100, height / 100), dpi=100)
         self.canvas = FigureCanvasAgg(self.figure)  # pixels without pyplot or a GUI backend
-        self.swing_ax = self.figure.add_axes((0.04, 0.08, 0.42, 0.82))
-        self.curve_ax = self.figure.add_axes((0.55, 0.1, 0.42, 0.78))
+        self.swing_ax = self.figure.add_axes((0.02, 0.08, 0.42, 0.74))
+        self.curve_axes = (self.figure.add_axes((0.565, 0.555, 0.41, 0.255)),
+                           self.figure.add_axes((0.565, 0.255, 0.41, 0.255)))
         self.title = self.figure.text(0.5, 0.965, "", ha="center", va="center", fontsize=14)
-        self.clock = self.figure.text(0.24, 0.035, "", ha="center", va="center", fontsize=11,
+        self.summary = self.figure.text(0.5, 0.895, "", ha="center", va="center", fontsize=10.5,
+                                        linespacing=1.4)
+        self.clock = self.figure.text(0.23, 0.035, "", ha="center", va="center", fontsize=11,
                                       family="monospace")
+        self.legend = None
         self.draw_frame, self.env_params = draw_frame, env_params
         self.drawn: Any = None
         self.background: Any = None
 
     def start_checkpoint(self, run: RunData, task: str, showcase: SeedLog, row: int,
                          max_steps: float) -> None:
-        _draw_curve_panel(self.curve_ax, run, task, showcase, row, max_steps)
+        _draw_curve_panels(self.curve_axes, run, task, showcase, row, max_steps)
+        if self.legend is not None:
+            self.legend.remove()
+        handles, labels = _shared_legend_entries(self.curve_axes)
+        self.legend = self.figure.legend(handles, labels, loc="lower center",
+                                         bbox_to_anchor=(0.77, 0.005), ncol=2, fontsize=8.5,
+                                         frameon=False)
         self.title.set_text(f"{task}: PPO training replay, seed {showcase.seed}, showcase "
-                            f"episode of checkpoint {row + 1}/{showcase.num_checkpoints}")
+                            f"episode of {checkpoint_label(row, showcase.num_checkpoints)}")
+        self.summary.set_text(_summary_text(run, task, showcase, row))
         moving = (self.swing_ax, self.clock)
         for artist in moving:
             artist.set_visible(False)
@@ -210,14 +271,11 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
     video_path, poster_path = out_dir / VIDEO_NAME, out_dir / POSTER_NAME
     entries, frame_count, poster, poster_height = [], 0, None, -math.inf
     with atomic_output(video_path) as partial_video:
-        writer = imageio_v2.get_writer(
-            partial_video, format="FFMPEG", mode="I", fps=fps, codec="libx264",
-            pixelformat="yuv420p", quality=6, macro_block_size=16,
-            ffmpeg_log_level="error", output_params=["-movflags", "+faststart"])
-        with writer:
+        with H264Writer(partial_video, fps=fps, crf=20, output_params=["-movflags", "+faststart"]) as writer:
             recorded = [row for row in range(showcase.num_checkpoints)
                         if str(showcase.checkpoints["showcase_path"][row])]
-            for row in [recorded[i] for i in replayed_rows(len(recorded), max_checkpoints)]:
+            replayed = [recorded[i] for i in replayed_rows(len(recorded), max_checkpoints)]
+            for row in replayed:
                 trace_path = str(showcase.checkpoints["showcase_path"][row])
                 trace = load_showcase(run.run_dir, trace_path)
                 # rows after a success repeat it (recording.py): play the episode's own rows
@@ -225,13 +283,13 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
                 episode_seconds = float(trace["time"][indices[-1]] - trace["time"][0])
                 speed_up = episode_seconds / (len(indices) / fps)
                 replay_canvas.start_checkpoint(run, task, showcase, row, max_steps)
-                is_last = row == showcase.num_checkpoints - 1
+                is_last = row == replayed[-1]
                 for index in map(int, indices):
                     frame = replay_canvas.frame(
                         trace, index, f"episode time {float(trace['time'][index]):5.1f} s "
                                       f"(played {speed_up:.2g}x)")
-                    writer.append_data(frame)
-                    # poster: the last checkpoint at the moment the swing is highest
+                    writer.append(frame)
+                    # poster: the last replayed checkpoint when the swing is highest
                     if is_last and _swing_height(trace, index) > poster_height:
                         poster, poster_height = frame, _swing_height(trace, index)
                 entries.append(_timeline_entry(showcase, row, frame_count, len(indices), fps))
@@ -239,15 +297,18 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
 
     with atomic_output(poster_path) as partial_poster:
         iio.imwrite(partial_poster, poster, extension=".png")
+    # the poster shows the last replayed checkpoint: the player opens its slider there
     timeline = {"task": task, "seed": showcase.seed, "fps": fps, "num_frames": frame_count,
-                "duration_s": frame_count / fps, "video": VIDEO_NAME, "checkpoints": entries}
+                "duration_s": frame_count / fps, "video": VIDEO_NAME,
+                "num_checkpoints": showcase.num_checkpoints,
+                "poster_checkpoint": len(entries) - 1, "checkpoints": entries}
     timeline_path = write_text_atomic(out_dir / TIMELINE_NAME, json.dumps(timeline, indent=2))
     html_path = write_html_player(
         out_dir / HTML_NAME, video_path, poster_path, timeline,
         title=f"{task}: PPO training replay (seed {showcase.seed})",
         description=("Each checkpoint's recorded showcase episode, sped up, beside the "
-                     "held-out success curve up to that checkpoint. The slider jumps to a "
-                     "checkpoint."))
+                     "held-out success and return curves up to that checkpoint. The poster "
+                     "is the last checkpoint; the slider jumps to a checkpoint."))
     return ReplayOutputs(video_path, poster_path, timeline_path, html_path)
 
 

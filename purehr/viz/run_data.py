@@ -61,11 +61,21 @@ class RunData:
         return list(self.logs[task])
 
     def baseline(self, task: str) -> tuple[str, dict[str, float]] | None:
-        """(definition, metrics) of the task's reference controller, if the manifest has one."""
+        """(name, metrics) of the task's reference controller, if the manifest has one; the
+        name is the manifest's short ``name`` (else its ``definition``, whose module paths the
+        figures leave to the manifest)."""
         entry = (self.manifest.get("baselines") or {}).get(task)
         if not entry or "metrics" not in entry:
             return None
-        return str(entry.get("definition", "baseline")), dict(entry["metrics"])
+        name = entry.get("name") or str(entry.get("definition", "baseline")).split(" (")[0]
+        return str(name), dict(entry["metrics"])
+
+    def floors(self, task: str) -> dict[str, dict[str, float]]:
+        """The levels of doing nothing useful, ``baselines[task]["floors"]`` in the manifest
+        (swing: zero action, random; hrv: no-op, random), name -> metrics; {} when absent."""
+        entry = (self.manifest.get("baselines") or {}).get(task) or {}
+        floors = entry.get("floors") or {}
+        return {str(name): dict(metrics) for name, metrics in floors.items() if isinstance(metrics, dict)}
 
 
 def _parse_cell(text: str) -> float | None:
@@ -133,10 +143,26 @@ def _seed_directories(task_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def check_seed_logs_agree(directory: Path, updates: Columns, checkpoints: Columns) -> None:
+    """The recorder writes a seed's updates.csv together with its checkpoints.csv, and a
+    checkpoint's update is logged before it is saved, so updates.csv always reaches the last
+    checkpoint; a log that ends before it has lost rows (a copy cut at a row boundary, which
+    no field count can show)."""
+    steps, saved = updates.get("env_steps"), checkpoints.get("actual_steps")
+    if steps is None or saved is None or not len(steps) or not len(saved):
+        return
+    logged, last_checkpoint = float(np.nanmax(steps)), float(np.nanmax(saved))
+    if logged < last_checkpoint:
+        raise RunDirectoryError(
+            f"{directory / 'updates.csv'}: ends at {logged:,.0f} env steps, before the checkpoint "
+            f"at {last_checkpoint:,.0f} steps in checkpoints.csv (rows lost: truncated copy?)")
+
+
 def load_seed_log(run_dir: Path, task: str, seed: int) -> SeedLog:
     directory = run_dir / task / f"seed_{seed}"
     updates = read_csv_columns(directory / "updates.csv", REQUIRED_UPDATE_COLUMNS)
     checkpoints = read_csv_columns(directory / "checkpoints.csv", REQUIRED_CHECKPOINT_COLUMNS)
+    check_seed_logs_agree(directory, updates, checkpoints)
     if len(checkpoints["target_steps"]) == 0:
         raise RunDirectoryError(f"{directory / 'checkpoints.csv'}: no checkpoint rows")
     order = np.argsort(checkpoints["target_steps"], kind="stable")

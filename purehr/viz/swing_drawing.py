@@ -8,7 +8,6 @@ hips and pushes the knees out, so both actions are visible. The CoM drawn is the
 
 from __future__ import annotations
 
-import warnings
 from typing import Mapping
 
 import numpy as np
@@ -137,9 +136,10 @@ def write_episode_mp4(trace: Mapping[str, np.ndarray], params: SwingParams, path
     Every ``stride``-th control step becomes a frame: with dt = 0.02 s, stride 4 at 25 fps
     plays at twice real time, keeping a 15 s episode near 8 s of video.
     """
-    import imageio.v2 as imageio
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+
+    from purehr.viz.video import H264Writer
 
     trace = {k: np.asarray(v) for k, v in trace.items()}
     last = episode_length(trace) - 1
@@ -153,17 +153,10 @@ def write_episode_mp4(trace: Mapping[str, np.ndarray], params: SwingParams, path
     canvas = FigureCanvasAgg(fig)
     ax = fig.add_axes([0, 0, 1, 1])
     frame = SwingFrame(ax, params)
-    writer = imageio.get_writer(str(path), fps=fps, codec="libx264", pixelformat="yuv420p",
-                                macro_block_size=16, ffmpeg_log_level="error")
-    with warnings.catch_warnings():
-        # imageio-ffmpeg starts ffmpeg (on the first frame) by fork+exec; JAX warns about
-        # any fork, but an immediate exec cannot deadlock on JAX's threads.
-        warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
-        try:
-            for index in indices:
-                frame.update(trace, index)
-                canvas.draw()
-                writer.append_data(np.asarray(canvas.buffer_rgba())[..., :3])
-        finally:
-            writer.close()
+    # crf 25: the quality imageio's default (quality 5) gave this video before
+    with H264Writer(path, fps=fps, crf=25) as writer:
+        for index in indices:
+            frame.update(trace, index)
+            canvas.draw()
+            writer.append(np.asarray(canvas.buffer_rgba())[..., :3])
     return len(indices)

@@ -1,0 +1,325 @@
+"""Bad inputs at the edges (scripts, the seed API, saved models, checkpoints): each refused
+with a message naming the value and what was expected, before any work, writing nothing.
+
+One table, ``CASES``: a row prepares its inputs under a fresh directory, makes one call, and
+states the exception (or exit code) and a fragment of the message; every row also checks that
+the call wrote, changed and removed nothing under that directory. No row compiles a program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from purehr.api import DamagedModelError, PPOModel, train_hr_ppo
+from purehr.cli import HelpFormatter, parse_bool
+from purehr.envs.hrv import HRWritingEnv
+from purehr.ppo.config import HRV_DEFAULTS
+from purehr.ppo.train import make_ppo
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted((ROOT / "scripts").glob("*.py")) + sorted((ROOT / "benchmarks").glob("*.py"))
+TINY = HRV_DEFAULTS.replace(num_envs=8, num_steps=16, minibatch_size=64, actor_hidden=(16,), critic_hidden=(16,),
+                            total_timesteps=128)
+
+
+def load_script(path: Path):
+    """A script as a module (registered: dataclasses need it), its main() not run."""
+    name = f"edges_{path.parent.name}_{path.stem}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def cli(script: str, *argv: str) -> Callable[[Path], Any]:
+    """A call of ``<script>.main(argv)``; ``{tmp}`` in an argument is the row's directory."""
+    def call(tmp: Path):
+        module = load_script(ROOT / script)
+        return module.main([arg.replace("{tmp}", str(tmp)) for arg in argv])
+    return call
+
+
+# --- saved models ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def model() -> PPOModel:
+    """A small untrained model (initial parameters): what load checks does not depend on training."""
+    env = HRWritingEnv(hrv_dim=8)
+    params = make_ppo(TINY, env, env.default_params).init(jax.random.PRNGKey(0)).params
+    return PPOModel(env, env.default_params, TINY, params, {"loss": np.arange(3, dtype=np.float32)}, seed=0)
+
+
+def saved(model: PPOModel, tmp: Path, **env_param_changes) -> Path:
+    copy = PPOModel(model.env, model.env_params.replace(**env_param_changes), model.config, model.params,
+                    model.metrics, model.seed)
+    return copy.save(tmp / "model")
+
+
+def edit_description(path: Path, change: Callable[[dict], None]) -> None:
+    description = json.loads((path / "model.json").read_text())
+    change(description)
+    (path / "model.json").write_text(json.dumps(description))
+
+
+def flip_byte(path: Path, offset: int | None = None) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 if offset is None else offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+# --- the table ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    call: Callable[[Path, PPOModel], Any]
+    raises: type[BaseException]
+    message: str
+    exit_code: int | None = None                       # SystemExit's code, for scripts
+    setup: Callable[[Path, PPOModel], None] = lambda tmp, model: None
+
+
+def script_case(name, script, argv, message, setup=lambda tmp, model: None, exit_code=2):
+    call = cli(script, *argv)
+    return Case(name, lambda tmp, model: call(tmp), SystemExit, message, exit_code, setup)
+
+
+def write(relative: str, text: str):
+    def setup(tmp: Path, model: PPOModel) -> None:
+        (tmp / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / relative).write_text(text)
+    return setup
+
+
+def a_sweep(settings_of: Callable[[], dict] | None):
+    """An existing sweep.json whose recorded settings are ``settings_of()`` (None: other ones)."""
+    def setup(tmp: Path, model: PPOModel) -> None:
+        from purehr import sweep
+        settings = settings_of() if settings_of else {"task": "swing"}
+        (tmp / "out").mkdir()
+        (tmp / "out" / "sweep.json").write_text(json.dumps({"command": ["x"], "groups": [], "settings": settings}))
+        (tmp / "out" / "ranking.csv").write_text("rank\n1\n")
+        assert sweep.read_sweep(tmp / "out") is not None
+    return setup
+
+
+def settings_of_the_sweep_below() -> dict:
+    from purehr import sweep
+    base = HRV_DEFAULTS.replace(total_timesteps=2048)
+    return sweep.sweep_settings("hrv", base, {"learning_rate": (1e-4,)}, {}, [0, 1, 2])
+
+
+SWEEP = ("scripts/sweep.py", "--task", "hrv", "--learning-rate", "1e-4", "--steps", "2048", "--out", "{tmp}/out")
+EVALUATE = "scripts/evaluate.py"
+THROUGHPUT = "benchmarks/throughput.py"
+
+CASES = [
+    # scripts/sweep.py: seeds and --out, refused before any compile, no empty --out left behind
+    script_case("sweep seeds -1", SWEEP[0], [*SWEEP[1:], "--seeds", "-1"], "seeds=[-1]"),
+    script_case("sweep seeds 0 0", SWEEP[0], [*SWEEP[1:], "--seeds", "0", "0"], "seeds=[0, 0]"),
+    script_case("sweep out holds no sweep", SWEEP[0], SWEEP[1:], "holds no purehr sweep (it has runs.csv)",
+                write("out/runs.csv", "mine\n")),
+    script_case("sweep out holds no sweep, --overwrite", SWEEP[0], [*SWEEP[1:], "--overwrite"],
+                "holds no purehr sweep", write("out/runs.csv", "mine\n")),
+    script_case("sweep out is a file", SWEEP[0], SWEEP[1:], "is a file", write("out", "mine\n")),
+    script_case("sweep out holds another sweep", SWEEP[0], SWEEP[1:], "already holds a sweep of other settings",
+                a_sweep(None)),
+    script_case("sweep out holds this sweep", SWEEP[0], SWEEP[1:], "already holds a sweep of the same settings",
+                a_sweep(settings_of_the_sweep_below)),
+    # benchmarks/throughput.py: outputs and counts checked before the benchmark runs
+    script_case("throughput json is a directory", THROUGHPUT, ["--quick", "--json", "{tmp}"], "is a directory"),
+    script_case("throughput json under a file", THROUGHPUT, ["--quick", "--json", "{tmp}/file/out.json"],
+                "is a file, not a directory", write("file", "x")),
+    script_case("throughput envs 0", THROUGHPUT, ["--envs", "0"], "0: expected a positive integer"),
+    script_case("throughput report missing", THROUGHPUT, ["--report", "{tmp}/missing.json"], "no such file"),
+    script_case("throughput report not JSON", THROUGHPUT, ["--report", "{tmp}/r.json"], "is not JSON",
+                write("r.json", "not json")),
+    script_case("throughput report other JSON", THROUGHPUT, ["--report", "{tmp}/r.json"], "lacks ['records'",
+                write("r.json", "{}")),
+    # scripts/evaluate.py
+    script_case("evaluate checkpoint is a file", EVALUATE, ["--task", "hrv", "--checkpoint", "{tmp}/run"],
+                "--checkpoint " + "{tmp}/run is a file; expected a run directory", write("run", "x")),
+    script_case("evaluate 10^8 episodes", EVALUATE, ["--task", "hrv", "--policy", "oracle", "--num-episodes",
+                                                     "100000000"], "expected 1 to 100,000"),
+    script_case("evaluate 0 episodes", EVALUATE, ["--task", "hrv", "--policy", "oracle", "--num-episodes", "0"],
+                "--num-episodes 0: expected 1 to 100,000"),
+    # scripts/train_all_seeds.py: boolean spellings
+    script_case("train anneal-lr maybe", "scripts/train_all_seeds.py", ["--anneal-lr", "maybe", "--run-dir", "{tmp}/r"],
+                "'maybe' is not a boolean; expected one of true/yes/1/on or false/no/0/off"),
+    # the seed API
+    Case("train_hr_ppo of a string", lambda tmp, model: train_hr_ppo("hrv", timesteps=128), TypeError,
+         "env is the str 'hrv'; expected an Environment instance"),
+    Case("train_hr_ppo of the class", lambda tmp, model: train_hr_ppo(HRWritingEnv, timesteps=128), TypeError,
+         "env is the class HRWritingEnv; expected an instance: HRWritingEnv()"),
+    Case("predict a 7-long vector", lambda tmp, model: model.predict(
+        dict(_observation(model), current_hrv=np.zeros(7, np.float32))), ValueError,
+         "observation['current_hrv'] has shape (7,); expected (8,) (one observation) or (N, 8)"),
+    Case("predict without a key", lambda tmp, model: model.predict(
+        {k: v for k, v in _observation(model).items() if k != "gap"}), ValueError, "missing ['gap']"),
+    Case("predict batches that disagree", lambda tmp, model: model.predict(
+        {k: np.stack([v] * (3 if k == "gap" else 2)) for k, v in _observation(model).items()}), ValueError,
+         "disagree on the batch"),
+    Case("evaluate 0 episodes (API)", lambda tmp, model: model.evaluate(num_episodes=0), ValueError,
+         "num_episodes=0: expected an integer from 1 to 100,000"),
+    Case("evaluate -5 episodes (API)", lambda tmp, model: model.evaluate(num_episodes=-5), ValueError,
+         "num_episodes=-5"),
+    Case("evaluate 10^8 episodes (API)", lambda tmp, model: model.evaluate(num_episodes=10 ** 8), ValueError,
+         "num_episodes=100000000"),
+    # saved models: PPOModel.load
+    Case("load a flipped byte in params.msgpack", lambda tmp, model: PPOModel.load(tmp / "model"),
+         DamagedModelError, "params.msgpack does not match the SHA-256 recorded",
+         setup=lambda tmp, model: flip_byte(saved(model, tmp) / "params.msgpack")),
+    Case("load a flipped byte in metrics.npz", lambda tmp, model: PPOModel.load(tmp / "model"),
+         DamagedModelError, "metrics.npz does not match the SHA-256 recorded",
+         setup=lambda tmp, model: flip_byte(saved(model, tmp) / "metrics.npz")),
+    Case("load target_precision=nan", lambda tmp, model: PPOModel.load(tmp / "model"), ValueError,
+         "HRVParams.target_precision=nan, expected > 0",
+         setup=lambda tmp, model: saved(model, tmp, target_precision=jnp.float32(jnp.nan))),
+    Case("load step_size=-1", lambda tmp, model: PPOModel.load(tmp / "model"), ValueError,
+         "HRVParams.step_size=-1.0, expected > 0",
+         setup=lambda tmp, model: saved(model, tmp, step_size=jnp.float32(-1.0))),
+    Case("load model.json with another hrv_dim", lambda tmp, model: PPOModel.load(tmp / "model"), ValueError,
+         "env_params.msgpack: style_vectors has shape (5, 8), but the HRWritingEnv parameters",
+         setup=lambda tmp, model: edit_description(
+             saved(model, tmp), lambda d: d["env"]["kwargs"].update(hrv_dim=9))),
+    Case("load model.json with another width", lambda tmp, model: PPOModel.load(tmp / "model"), ValueError,
+         "params/actor/Dense_0/kernel has shape (53, 16), but the network of",
+         setup=lambda tmp, model: edit_description(saved(model, tmp), lambda d: d["config"].update(actor_hidden=[32]))),
+    Case("load seed 'zero'", lambda tmp, model: PPOModel.load(tmp / "model"), ValueError,
+         "seed is 'zero'; expected a non-negative integer",
+         setup=lambda tmp, model: edit_description(saved(model, tmp), lambda d: d.update(seed="zero"))),
+    Case("load model.json not JSON", lambda tmp, model: PPOModel.load(tmp / "model"), DamagedModelError,
+         "model.json is not JSON", setup=lambda tmp, model: (saved(model, tmp) / "model.json").write_text("{")),
+    Case("load an unknown config field", lambda tmp, model: PPOModel.load(tmp / "model"), ValueError,
+         "config is not a valid PPOConfig: unknown PPOConfig field(s) ['speed']",
+         setup=lambda tmp, model: edit_description(saved(model, tmp), lambda d: d["config"].update(speed=1))),
+]
+
+
+def _observation(model: PPOModel) -> dict[str, np.ndarray]:
+    observation, _ = model.env.reset(jax.random.PRNGKey(1), model.env_params)
+    return {name: np.asarray(value) for name, value in observation.items()}
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file and folder under ``root`` with its content's digest: what a call must not change."""
+    return {str(path.relative_to(root)): "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_bad_input_is_refused_clearly_and_writes_nothing(case: Case, model, tmp_path, capsys):
+    case.setup(tmp_path, model)
+    before = snapshot(tmp_path)
+    with pytest.raises(case.raises) as raised:
+        case.call(tmp_path, model)
+    if case.exit_code is not None:
+        assert raised.value.code == case.exit_code
+    said = capsys.readouterr().err + str(raised.value)
+    assert case.message.replace("{tmp}", str(tmp_path)) in said, said
+    assert "Traceback" not in said
+    assert snapshot(tmp_path) == before
+
+
+# --- rows that are not refusals ------------------------------------------------------------
+
+def test_a_model_saved_without_digests_loads_with_a_warning(model, tmp_path):
+    path = saved(model, tmp_path)
+    edit_description(path, lambda d: d.pop("digests"))
+    with pytest.warns(UserWarning, match="saved without file digests"):
+        loaded = PPOModel.load(path)
+    for a, b in zip(jax.tree.leaves(model.params), jax.tree.leaves(loaded.params)):
+        assert isinstance(b, jax.Array) and np.array_equal(np.asarray(a), np.asarray(b))
+    assert isinstance(loaded.env_params.style_vectors, jax.Array)     # the pytree types a fresh env has
+    assert json.loads((path / "model.json").read_text()).get("digests") is None     # load wrote nothing
+
+
+def test_a_saved_model_records_the_sha256_of_each_file(model, tmp_path):
+    path = saved(model, tmp_path)
+    digests = json.loads((path / "model.json").read_text())["digests"]
+    assert digests == {name: hashlib.sha256((path / name).read_bytes()).hexdigest()
+                       for name in ("params.msgpack", "env_params.msgpack", "metrics.npz")}
+
+
+@pytest.mark.parametrize("text, value", [(w, True) for w in ("true", "YES", "1", "On", " True ")]
+                         + [(w, False) for w in ("false", "no", "0", "OFF", "False")])
+def test_boolean_flags_take_the_usual_spellings(text, value):
+    assert parse_bool(text) is value
+    train = load_script(ROOT / "scripts" / "train_all_seeds.py")
+    assert train.build_parser().parse_args(["--anneal-lr", text]).ppo_anneal_lr is value
+
+
+# --- every flag of every script -------------------------------------------------------------
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[f"{p.parent.name}/{p.name}" for p in SCRIPTS])
+def test_every_flag_has_help_and_shows_its_default(script):
+    parser = load_script(script).build_parser()
+    assert issubclass(parser.formatter_class, HelpFormatter), "defaults are shown by purehr.cli.HelpFormatter"
+    formatter = parser._get_formatter()
+    for action in parser._actions:
+        if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):
+            continue
+        name = "/".join(action.option_strings) or action.dest
+        assert action.help and action.help.strip(), f"{script.name} {name} has no help"
+        shown = formatter._get_help_string(action)
+        if action.option_strings:
+            assert "default" in shown.lower() or "(required)" in shown, f"{script.name} {name}: {shown!r}"
+        assert getattr(action.type, "__name__", "") != "<lambda>", f"{script.name} {name}: an anonymous type"
+
+
+def test_help_shows_defaults_as_typed():
+    train = load_script(ROOT / "scripts" / "train_all_seeds.py").build_parser().format_help()
+    flat = " ".join(train.split())
+    assert "training seeds (default: 0 1 2 3 4)" in flat
+    assert "--no-render skip figures and the replay (default: off)" in flat
+    assert "(default: the protocol's, swing 64 64, hrv 256 128 64)" in flat
+
+
+def test_compare_rewards_example_keeps_its_line_continuation():
+    text = load_script(ROOT / "scripts" / "compare_rewards.py").build_parser().format_help()
+    assert "--out results/reward_comparison \\\n        --combinations potential/hrv_similarity" in text
+
+
+# --- damaged checkpoints: one clear error, no asyncio noise, and a read writes nothing ------------
+
+def test_a_damaged_checkpoint_gives_one_error_and_no_event_loop_tracebacks(tmp_path, capfd):
+    from purehr.run.checkpoints import CorruptCheckpointError, SeedCheckpoints
+
+    state = {f"leaf_{i}": jnp.arange(64.0) * i for i in range(24)}
+    checkpoints = SeedCheckpoints(tmp_path / "checkpoints", asynchronous=False)
+    digest = checkpoints.save(0, state)
+    checkpoints.finish()
+    for data in (tmp_path / "checkpoints" / "0" / "default" / "d").iterdir():
+        flip_byte(data)
+    before = snapshot(tmp_path)
+    reader = SeedCheckpoints(tmp_path / "checkpoints", read_only=True)
+    with pytest.raises(CorruptCheckpointError, match="checkpoint .*/0 cannot be read"):
+        reader.restore(0, jax.eval_shape(lambda: state), digest)
+    reader.finish()
+    time.sleep(0.5)              # reads Orbax left in flight would report into the closed loop by now
+    printed = capfd.readouterr()
+    assert "Event loop is closed" not in printed.err + printed.out
+    assert snapshot(tmp_path) == before
+
+
+def test_reading_checkpoints_that_are_missing_creates_nothing(tmp_path):
+    from purehr.run.checkpoints import CorruptCheckpointError, SeedCheckpoints
+
+    with pytest.raises(CorruptCheckpointError, match="checkpoint folder .*checkpoints is missing"):
+        SeedCheckpoints(tmp_path / "seed_0" / "checkpoints", read_only=True)
+    assert list(tmp_path.iterdir()) == []

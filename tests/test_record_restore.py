@@ -1,0 +1,66 @@
+"""The committed record (results/protocol) as a user restores it: a policy that takes one
+observation or a batch, and scripts/evaluate.py naming the checkpoint it evaluated. No
+training program is compiled."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from purehr.run import restore
+REPO = Path(__file__).resolve().parents[1]
+RECORD = REPO / "results" / "protocol"
+
+
+def load(name: str):
+    """Import scripts/<name>.py (registered in sys.modules: its dataclasses need that)."""
+    module_name = f"_purehr_script_{name}"
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, REPO / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[module_name]
+
+
+@pytest.fixture(scope="module")
+def restored():
+    return restore(RECORD, task="hrv", seed=0, step="latest")
+
+
+def test_restored_policy_takes_one_observation_or_a_batch(restored):
+    env, params = restored.env, restored.env_params
+    batch, _ = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(1), 5), params)
+    actions = np.asarray(restored.policy(batch))
+    assert actions.shape == (5, 10)
+    one_by_one = [np.asarray(restored.policy(jax.tree.map(lambda leaf: leaf[i], batch))) for i in range(5)]
+    np.testing.assert_array_equal(actions, np.stack(one_by_one))
+    with pytest.raises(ValueError, match=r"\(3 values\): expected one observation of 53 values or a batch"):
+        restored.policy({"current_hrv": np.zeros(3)})
+
+
+def test_evaluate_names_the_checkpoint_step_it_evaluated(capsys):
+    evaluate = load("evaluate")
+    argv = ["--checkpoint", str(RECORD), "--task", "hrv", "--seed", "0", "--num-episodes", "2"]
+    assert evaluate.main(argv + ["--json"]) == 0
+    output = json.loads(capsys.readouterr().out)
+    assert output["checkpoint"] == {"run_dir": str(RECORD), "seed": 0, "actual_steps": 301_056,
+                                    "target_steps": 300_000}
+    assert 0.0 <= output["success_rate"] <= 1.0
+
+
+def test_evaluate_text_output_names_the_step():
+    evaluate = load("evaluate")
+    args = evaluate.build_parser().parse_args(["--checkpoint", "runs/x", "--task", "swing", "--seed", "3"])
+    checkpoint = {"run_dir": "runs/x", "seed": 3, "actual_steps": 10_002_432,
+                  "target_steps": 10_000_000, "requested_step": "latest"}
+    assert evaluate.describe_policy(args, checkpoint) == (
+        "PPO checkpoint of runs/x, seed 3, step 10,002,432, the latest (saved for target 10,000,000)")
+    assert evaluate.describe_policy(args, dict(checkpoint, requested_step=10_000_000)) == (
+        "PPO checkpoint of runs/x, seed 3, step 10,002,432 (saved for target 10,000,000)")
