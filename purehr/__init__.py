@@ -18,13 +18,14 @@ prepare_host_devices()
 
 _EXPORTS = {
     "HRPPOModel": "purehr.api", "PPOModel": "purehr.api", "train_hr_ppo": "purehr.api",
+    "TrainingDiverged": "purehr.api",
     "HRWritingEnv": "purehr.envs.hrv", "SwingEnv": "purehr.envs.swing",
     "PPOConfig": "purehr.ppo.config", "PPOHyperparams": "purehr.ppo.config",
     "make_ppo": "purehr.ppo.train", "make_train": "purehr.ppo.train",
 }
 
 __all__ = ["HRWritingEnv", "SwingEnv", "PPOConfig", "PPOHyperparams", "PPOModel", "HRPPOModel",
-           "make_ppo", "make_train", "train_hr_ppo"]
+           "make_ppo", "make_train", "train_hr_ppo", "TrainingDiverged"]
 __version__ = "0.1.0"
 
 

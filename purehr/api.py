@@ -22,7 +22,7 @@ from purehr.cli import MAX_HELDOUT_EPISODES
 from purehr.envs.base import Environment
 from purehr.envs.spaces import Dict as DictSpace
 from purehr.ppo.config import HRV_DEFAULTS, PPOConfig
-from purehr.ppo.train import PPO, keys_for_seeds, make_ppo, make_train
+from purehr.ppo.train import PPO, diverged_at_update, keys_for_seeds, make_ppo, make_train
 
 MODEL_FORMAT = "purehr-ppo-model/1"
 MODEL_FILES = ("params.msgpack", "env_params.msgpack", "metrics.npz")
@@ -346,7 +346,25 @@ def train_hr_ppo(env: Environment, timesteps: int = HRV_DEFAULTS.total_timesteps
     metrics = {name: value[completed] for name, value in metrics.items()}
     model = PPOModel(env, env_params, config, params, metrics, seed)
     model.curriculum = curriculum
+    first_diverged = int(np.asarray(diverged_at_update(result.runner, config))[0])
+    if first_diverged:
+        raise TrainingDiverged(
+            f"training diverged at update {first_diverged} ({first_diverged * config.batch_size:,} env steps): a "
+            f"loss or parameter became NaN or infinite (learning_rate={config.learning_rate}); the parameters "
+            f"stayed frozen at update {first_diverged - 1}. The frozen model is this error's .model; train "
+            "again with a smaller learning rate or other settings", model, first_diverged)
     return model
+
+
+class TrainingDiverged(RuntimeError):
+    """``train_hr_ppo`` ended with non-finite losses or parameters: not a trained model. The
+    model frozen at the last finite update is kept in ``.model`` for inspection, and
+    ``.update`` is the first update that diverged."""
+
+    def __init__(self, message: str, model: PPOModel, update: int):
+        super().__init__(message)
+        self.model = model
+        self.update = update
 
 
 HRPPOModel = PPOModel

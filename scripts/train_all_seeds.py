@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.x64:
         import jax
         jax.config.update("jax_enable_x64", True)
-    from purehr.run.protocol import RunAlreadyFinished, RunFailed, train_all_seeds
+    from purehr.run.protocol import RunAlreadyFinished, RunDiverged, RunFailed, train_all_seeds
 
     import jax
 
@@ -202,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as error:      # FileExistsError, NotADirectoryError, PermissionError, ...
         parser.exit(2, f"error: {error}\n")
     except RunFailed as error:      # the manifest says "failed"; one line, not the callback's traceback
+        parser.exit(1, f"error: {error}\n")
+    except RunDiverged as error:    # the manifest says "diverged": not a finished result
         parser.exit(1, f"error: {error}\n")
     report(summary.run_dir)
     return 0

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from purehr.run.checkpoints import SeedCheckpoints
-from purehr.run.protocol import RunFailed, train_all_seeds
+from purehr.run.protocol import RunDiverged, RunFailed, train_all_seeds
 from purehr.run.run_dir import RunDirectory, RunDirectoryBusy, read_csv, write_csv
 from purehr.run.tasks import get_task
 
@@ -183,6 +183,50 @@ def test_a_failed_checkpoint_save_stops_the_run_and_marks_it_failed(reference, t
     monkeypatch.setattr(SeedCheckpoints, "save", original)
     summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
     assert_matches_reference(summary, reference, run)
+
+
+def test_a_seed_that_diverges_is_frozen_reported_and_the_run_is_not_finished(reference, tmp_path, monkeypatch,
+                                                                             capsys):
+    """Resumed at 15,360 steps (update 30) with seed 1's learning rate made huge (the learning
+    rate is data in the state, so the compiled program is the same): seed 1 diverges at
+    update 31 and keeps its update-30 parameters; seed 0 ends exactly as the reference."""
+    import dataclasses
+
+    import purehr.run.protocol as protocol
+    from purehr.run import restore
+
+    run = killed_copy(reference, tmp_path)
+    for task in TASKS:
+        for seed in SEEDS:
+            truncate_index(run, task, seed, 15360)
+    original = protocol.restore_task
+
+    def restore_with_a_huge_learning_rate(*args, **kwargs):
+        resumed = original(*args, **kwargs)
+        hparams = resumed.runner.hparams
+        learning_rate = np.array(hparams.learning_rate)
+        learning_rate[1] = 1e30
+        runner = resumed.runner.replace(hparams=hparams.replace(learning_rate=learning_rate))
+        return dataclasses.replace(resumed, runner=runner)
+
+    monkeypatch.setattr(protocol, "restore_task", restore_with_a_huge_learning_rate)
+    with pytest.raises(RunDiverged) as raised:
+        train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    expected = {task: {"1": {"update": 31, "env_steps": 31 * 512}} for task in TASKS}
+    assert raised.value.diverged == expected
+    assert "training diverged: swing seed 1 at update 31 (15,872 env steps); hrv seed 1 at update 31" in str(raised.value)
+    assert "warning: swing seed 1 diverged at update 31" in capsys.readouterr().err
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "diverged" and manifest["diverged"] == expected
+    for task in TASKS:
+        seed_1 = read_csv(run / task / "seed_1" / "updates.csv")
+        assert [int(r["diverged_at_update"]) for r in seed_1] == [0] * 30 + [31, 31]
+        assert {r["diverged_at_update"] for r in read_csv(run / task / "seed_0" / "updates.csv")} == {"0"}
+        digests = [r["state_digest"] for r in read_csv(run / task / "seed_0" / "checkpoints.csv")]
+        assert digests == [r["state_digest"] for r in read_csv(reference.run_dir / task / "seed_0" / "checkpoints.csv")]
+    frozen, before = restore(run, "hrv", 1, 16384), restore(run, "hrv", 1, 15360)
+    for leaf, expected_leaf in zip(jax.tree.leaves(frozen.params), jax.tree.leaves(before.params)):
+        assert np.array_equal(np.asarray(leaf), np.asarray(expected_leaf))
 
 
 def test_resume_is_refused_while_another_process_still_trains_in_the_directory(reference, tmp_path):

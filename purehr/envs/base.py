@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Generic, TypeVar
 
 import jax
+import jax.numpy as jnp
 
 StateT = TypeVar("StateT")
 ParamsT = TypeVar("ParamsT")
@@ -47,3 +48,22 @@ class Environment(Generic[StateT, ParamsT]):
     def diagnostics(self, info: dict[str, jax.Array]) -> dict[str, jax.Array]:
         """Task-specific per-step scalars to average into the training log (see docs/protocol.md)."""
         return {}
+
+
+def all_finite(tree: Any) -> jax.Array:
+    """True when every floating leaf of ``tree`` is finite (integer leaves always are)."""
+    flags = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)
+             if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.inexact)]
+    return jnp.all(jnp.stack(flags)) if flags else jnp.bool_(True)
+
+
+def end_if_not_finite(step: StepResult, finite: jax.Array) -> StepResult:
+    """A step whose next state (or reward) is no longer finite ends the episode as terminated,
+    never truncated, so PPO does not bootstrap a value from it; its reward is 0, its success
+    False, non-finite observation entries read 0 and ``info["nonfinite_state"]`` says so. A
+    finite step passes through unchanged (``nonfinite_state`` False)."""
+    observation, state, reward, terminated, truncated, info = step
+    observation = jax.tree.map(lambda x: jnp.where(jnp.isfinite(x), x, jnp.zeros((), x.dtype)), observation)
+    info = dict(info, success=jnp.logical_and(info["success"], finite), nonfinite_state=jnp.logical_not(finite))
+    return (observation, state, jnp.where(finite, reward, jnp.zeros((), reward.dtype)),
+            jnp.logical_or(terminated, jnp.logical_not(finite)), jnp.logical_and(truncated, finite), info)

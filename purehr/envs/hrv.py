@@ -22,7 +22,7 @@ import numpy as np
 from flax import struct
 
 from purehr.envs import spaces
-from purehr.envs.base import Environment, StepResult
+from purehr.envs.base import Environment, StepResult, all_finite, end_if_not_finite
 
 CONTEXT_DIM = 16
 """Length of the audience context vector (``generation_context``)."""
@@ -161,6 +161,9 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
     pick the reward; ``gap_features`` adds the scaled gap ``(target - current) / step_size``
     and the context gain to the observation (decisions live at the step scale, which the
     raw vectors in [0, 1] hide); ``param_overrides`` replace fields of ``HRVParams``.
+    An invalid action component acts as the neutral choice and sets ``info["invalid_action"]``
+    (``checked_action``); a state that is no longer finite terminates the episode with reward
+    0 and ``info["nonfinite_state"]`` set.
     """
 
     name = "hrv"
@@ -298,10 +301,9 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         """Apply one edit. Terminated on success; truncated at max_episode_length unless the
         same step succeeded (terminated wins, so PPO never bootstraps past a success)."""
         params = self.default_params if params is None else params
-        action = jnp.asarray(action).astype(jnp.int32)
-        style = jnp.clip(action[0], 0, NUM_STYLES - 1)
-        content_op = jnp.clip(action[1], 0, 2)
-        modification = jnp.clip(action[2:], 0, 2) - MOD_KEEP
+        action, invalid = self.checked_action(action)
+        style, content_op = action[0], action[1]
+        modification = action[2:] - MOD_KEEP
         direction = modification.astype(jnp.float32) + params.style_vectors[style]
         delta = (params.step_scale[content_op] * params.step_size
                  * context_gain(state.context, params) * direction)
@@ -327,9 +329,29 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
             "distance": jnp.linalg.norm(error),
             "max_abs_error": jnp.max(jnp.abs(error)),
             "similarity": self.similarity_to_target(next_hrv, state.target_hrv),
+            "invalid_action": invalid,
         }
-        return (self._observation(next_state, params), next_state, reward.astype(jnp.float32),
-                success, truncated, info)
+        reward = reward.astype(jnp.float32)
+        # a state that is no longer finite ends the episode (terminated, reward 0: no NaN to bootstrap)
+        return end_if_not_finite((self._observation(next_state, params), next_state, reward, success, truncated,
+                                  info), all_finite(next_state) & jnp.isfinite(reward))
+
+    def checked_action(self, action: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """The action as int32 components, and whether it was invalid. A component that is NaN,
+        infinite, fractional or outside ``0 .. nvec - 1`` becomes the neutral choice (no style,
+        keep the content, keep that dimension) rather than a clipped neighbour, and the action
+        is flagged (``info["invalid_action"]``): a broken policy is seen, not silently steered."""
+        action = jnp.asarray(action)
+        nvec = np.asarray(self.action_space().nvec)
+        if action.shape != nvec.shape:
+            raise ValueError(f"action of shape {action.shape}: expected shape {nvec.shape} "
+                             f"(style, content op, one modification per HRV dimension)")
+        neutral = jnp.asarray([STYLE_NONE, CONTENT_KEEP] + [MOD_KEEP] * self.hrv_dim, jnp.int32)
+        valid = (action >= 0) & (action < nvec)
+        if jnp.issubdtype(action.dtype, jnp.inexact):
+            valid = valid & jnp.isfinite(action) & (action == jnp.round(action))
+        checked = jnp.where(valid, action, neutral).astype(jnp.int32)
+        return checked, jnp.logical_not(jnp.all(valid))
 
     def diagnostics(self, info: dict[str, jax.Array]) -> dict[str, jax.Array]:
         return {"distance": info["distance"]}

@@ -69,7 +69,9 @@ class EpisodeStatisticsState:
 
 class EpisodeStatisticsWrapper(Wrapper):
     """Adds the finished episode's return, length and success to ``info``; counts NaN
-    actions (the environment replaces them, this wrapper reports them)."""
+    actions (the environment replaces them, this wrapper reports them). ``invalid_action``
+    and ``nonfinite_state`` are the environment's own flags (``purehr.envs.base``), False for
+    an environment that does not raise them, so every task logs the same columns."""
 
     def reset(self, key, params=None):
         obs, env_state = self.env.reset(key, params)
@@ -94,6 +96,8 @@ class EpisodeStatisticsWrapper(Wrapper):
             episode_success=jnp.logical_and(done, info["success"]),
             episode_nan_actions=jnp.where(done, episode_nan_actions, 0),
             nan_action=nan_action,
+            invalid_action=jnp.asarray(info.get("invalid_action", nan_action), bool),
+            nonfinite_state=jnp.asarray(info.get("nonfinite_state", False), bool),
         )
         keep = jnp.logical_not(done)
         next_state = EpisodeStatisticsState(

@@ -12,9 +12,19 @@ import math
 from dataclasses import dataclass
 
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 ACTIVATIONS = ("tanh", "relu")
+INT_FIELDS = ("total_timesteps", "num_envs", "num_steps", "num_epochs", "minibatch_size",
+              "checkpoint_interval", "eval_episodes", "full_eval_interval", "quick_eval_episodes",
+              "progress_interval")
+FLOAT_FIELDS = ("learning_rate", "gamma", "gae_lambda", "clip_range", "vf_coef", "ent_coef",
+                "max_grad_norm", "log_std_init")
+BOOL_FIELDS = ("anneal_lr",)
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+MAX_OPTIMIZER_STEPS = 2**31 - 1
+"""Largest count of an int32 counter: the limit on updates x epochs x minibatches per seed."""
 
 
 @struct.dataclass
@@ -57,11 +67,10 @@ class PPOConfig:
     progress_interval: int = 10
 
     def __post_init__(self) -> None:
-        for name in ("total_timesteps", "num_envs", "num_steps", "num_epochs", "minibatch_size",
-                     "checkpoint_interval", "eval_episodes", "full_eval_interval", "quick_eval_episodes",
-                     "progress_interval"):
+        self._check_types()
+        for name in INT_FIELDS:
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            if value <= 0:
                 raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer")
         if self.full_eval_interval > 1 and self.quick_eval_episodes > self.eval_episodes:
             raise ValueError(f"PPOConfig.quick_eval_episodes={self.quick_eval_episodes}: expected at most "
@@ -73,19 +82,69 @@ class PPOConfig:
                 f"expected a divisor of {self.batch_size}")
         for name in ("learning_rate", "clip_range", "max_grad_norm"):
             if not getattr(self, name) > 0:
-                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected > 0")
+                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected a finite number > 0")
         for name in ("vf_coef", "ent_coef"):
             if not getattr(self, name) >= 0:
-                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected >= 0")
+                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected a finite number >= 0")
         for name in ("gamma", "gae_lambda"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected in [0, 1]")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
+        self._check_budget()
+
+    def _check_types(self) -> None:
+        """Wrong types and non-finite numbers are refused by name (a string learning rate, a
+        NaN log std, ``anneal_lr='no'``, which is truthy); numbers are normalised to Python
+        ``int``/``float`` and sizes to tuples, so configs compare, hash and serialise alike."""
+        for name in INT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer, "
+                                 f"got {type(value).__name__}")
+            object.__setattr__(self, name, int(value))
+        for name in FLOAT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise ValueError(f"PPOConfig.{name}={value!r}: expected a finite real number (int or float), "
+                                 f"got {type(value).__name__}")
+            try:
+                number = float(value)
+            except OverflowError:       # an int beyond float range
+                number = math.inf
+            if not abs(number) <= FLOAT32_MAX:     # NaN fails this too; training is float32
+                raise ValueError(f"PPOConfig.{name}={value!r}: expected a finite number "
+                                 f"(|x| <= {FLOAT32_MAX:.4g}, the float32 range training uses)")
+            object.__setattr__(self, name, number)
+        for name in BOOL_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"PPOConfig.{name}={value!r}: expected True or False, got {type(value).__name__}")
+            object.__setattr__(self, name, bool(value))
+        if not isinstance(self.activation, str):
+            raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
         for name in ("actor_hidden", "critic_hidden"):
             sizes = getattr(self, name)
-            if not sizes or any(not isinstance(s, int) or s <= 0 for s in sizes):
+            if (not isinstance(sizes, (tuple, list)) or not sizes
+                    or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s <= 0
+                           for s in sizes)):
                 raise ValueError(f"PPOConfig.{name}={sizes!r}: expected a non-empty tuple of positive ints")
+            object.__setattr__(self, name, tuple(int(s) for s in sizes))
+
+    def _check_budget(self) -> None:
+        """The update and optimiser-step counters are int32 on the device (optax counts its
+        steps in int32 without x64), so a budget whose optimiser steps do not fit is refused
+        here, before anything is compiled or written. Environment steps are never counted
+        on the device: they are ``update * batch_size`` in Python ints on the host."""
+        steps_per_update = self.num_epochs * self.num_minibatches
+        if self.num_updates * steps_per_update > MAX_OPTIMIZER_STEPS:
+            most = MAX_OPTIMIZER_STEPS // steps_per_update * self.batch_size
+            raise ValueError(
+                f"PPOConfig.total_timesteps={self.total_timesteps:,}: {self.num_updates:,} updates x "
+                f"{self.num_epochs} epochs x {self.num_minibatches} minibatches = "
+                f"{self.num_updates * steps_per_update:,} optimiser steps, more than the "
+                f"{MAX_OPTIMIZER_STEPS:,} an int32 step counter holds; expected total_timesteps <= "
+                f"{most:,} with this batch ({self.batch_size} steps per update)")
 
     @property
     def batch_size(self) -> int:
@@ -98,7 +157,7 @@ class PPOConfig:
     @property
     def num_updates(self) -> int:
         """Rounded up, so the last checkpoint target (= total_timesteps) is always reached."""
-        return math.ceil(self.total_timesteps / self.batch_size)
+        return -(-self.total_timesteps // self.batch_size)      # exact for any int
 
     def hyperparams(self) -> PPOHyperparams:
         return PPOHyperparams(**{f.name: jnp.float32(getattr(self, f.name))

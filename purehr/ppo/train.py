@@ -20,7 +20,7 @@ import optax
 from flax import struct
 from jax.experimental import io_callback
 
-from purehr.envs.base import Environment
+from purehr.envs.base import Environment, all_finite
 from purehr.envs.spaces import Box, flatten_observation, flat_dim
 from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.config import PPOConfig, PPOHyperparams
@@ -152,6 +152,8 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
                 "episode_return": info["episode_return"],
                 "episode_success": info["episode_success"],
                 "nan_action": info["nan_action"],
+                "invalid_action": info["invalid_action"],
+                "nonfinite_state": info["nonfinite_state"],
                 "diagnostics": train_env.diagnostics(info),
             }
             return (env_state, next_observation, key), transition
@@ -195,15 +197,41 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
         (params, opt_state, key), stats = jax.lax.scan(
             epoch, (runner.params, runner.opt_state, key), None, config.num_epochs)
 
+        # --- divergence: a seed whose losses or parameters stop being finite is frozen ---
+        finite = jnp.logical_and(all_finite(stats), all_finite((params, opt_state)))
+        frozen = jnp.logical_or(diverged_at_update(runner, config) > 0, jnp.logical_not(finite))
+        params, opt_state = jax.tree.map(lambda old, new: jnp.where(frozen, old, new),
+                                         (runner.params, runner.opt_state), (params, opt_state))
+
         metrics = jax.tree.map(jnp.mean, stats)
         metrics.update(_rollout_metrics(trajectory))
         metrics["update"] = runner.update_index + 1
-        metrics["env_steps"] = (runner.update_index + 1) * batch_size
         next_runner = RunnerState(params, opt_state, env_state, observation, key,
                                   runner.update_index + 1, hparams)
+        metrics["diverged_at_update"] = diverged_at_update(next_runner, config)
         return next_runner, metrics
 
     return PPO(config, env, env_params, network, init, update, params_at)
+
+
+def optimizer_steps(opt_state) -> jax.Array:
+    """Adam's own int32 step count: every update applied adds ``epochs x minibatches``."""
+    states = [s for s in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))
+              if isinstance(s, optax.ScaleByAdamState)]
+    return states[0].count
+
+
+def diverged_at_update(runner: RunnerState, config: PPOConfig) -> jax.Array:
+    """The first update (1-based) whose losses or parameters were not finite; 0 for a healthy
+    seed. A diverged seed keeps the parameters and optimiser state of its last finite update,
+    so its optimiser has applied fewer steps than ``update_index`` updates would: that gap is
+    the record of the divergence. It lives in the checkpointed state without a new field, so
+    checkpoints of healthy runs keep their format and digests. One seed or a leading seed
+    axis; traced or numpy."""
+    steps_per_update = config.num_epochs * config.num_minibatches
+    applied = optimizer_steps(runner.opt_state)
+    healthy = applied == runner.update_index * steps_per_update
+    return jnp.where(healthy, 0, applied // steps_per_update + 1).astype(jnp.int32)
 
 
 def _rollout_metrics(trajectory: dict) -> dict[str, jax.Array]:
@@ -217,6 +245,8 @@ def _rollout_metrics(trajectory: dict) -> dict[str, jax.Array]:
         "mean_episode_return": jnp.where(no_episode, jnp.nan, trajectory["episode_return"].sum() / safe),
         "train_success_rate": jnp.where(no_episode, jnp.nan, trajectory["episode_success"].sum() / safe),
         "nan_actions": trajectory["nan_action"].sum(),
+        "invalid_actions": trajectory["invalid_action"].sum(),
+        "nonfinite_states": trajectory["nonfinite_state"].sum(),
     }
     for name, values in trajectory["diagnostics"].items():
         if name.startswith("min_"):
@@ -243,10 +273,17 @@ def keys_for_seeds(seeds) -> jax.Array:
     return jax.vmap(jax.random.PRNGKey)(jnp.asarray(list(seeds), jnp.uint32))
 
 
+def host_env_steps(update, config: PPOConfig) -> np.ndarray:
+    """Environment steps after each logged update, counted on the host in int64: the device
+    counts updates only (int32 would wrap past 2**31 steps; see ``PPOConfig._check_budget``).
+    A skipped update (update 0) has 0 steps."""
+    return np.asarray(update, np.int64) * config.batch_size
+
+
 @struct.dataclass
 class TrainResult:
     runner: RunnerState                # leading seed axis
-    metrics: dict[str, jax.Array]      # [seed, update]
+    metrics: dict[str, jax.Array]      # [seed, update]; env_steps is numpy int64, from the host
 
 
 HostCallback = Callable[[dict[str, np.ndarray]], Any]
@@ -272,7 +309,8 @@ def make_train(config: PPOConfig, env: Environment, env_params=None, *,
     ppo = make_ppo(config, env, env_params, env_params_schedule)
 
     def host_callback(metrics):
-        keep_going = callback({name: np.asarray(value) for name, value in metrics.items()})
+        metrics = {name: np.asarray(value) for name, value in metrics.items()}
+        keep_going = callback(dict(metrics, env_steps=host_env_steps(metrics["update"], config)))
         return np.bool_(keep_going is not False)
 
     def train_seeds(keys: jax.Array, seed_hparams) -> TrainResult:
@@ -318,7 +356,11 @@ def make_train(config: PPOConfig, env: Environment, env_params=None, *,
                                                                    (keys.shape[0],)), hparams)
         else:
             seed_hparams = None
-        return compiled(keys, seed_hparams)
+        result = compiled(keys, seed_hparams)
+        if not getattr(result.metrics["update"], "is_fully_addressable", True):
+            return result       # spread over hosts (purehr.distributed): env_steps = update * batch_size
+        steps = host_env_steps(result.metrics["update"], config)
+        return result.replace(metrics=dict(result.metrics, env_steps=steps))
 
     train.ppo = ppo
     train.jitted = compiled

@@ -20,7 +20,7 @@ from purehr.distributed import (broadcast_json, broadcast_tree, check_host_callb
                                  gather_to_host, is_primary_process, make_mesh, select_devices, shard_runner,
                                  wait_for_all_processes)
 from purehr.ppo.config import PPOConfig
-from purehr.ppo.train import keys_for_seeds, make_ppo
+from purehr.ppo.train import diverged_at_update, keys_for_seeds, make_ppo
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
 from purehr.run.messages import start_banner
 from purehr.run.progress import Progress, TaskPlan, format_duration
@@ -49,6 +49,16 @@ class RunAlreadyFinished(RunDirectoryInUse):
 class RunFailed(RuntimeError):
     """Training stopped on an error (a checkpoint that could not be saved); the manifest says
     "failed" with the reason, and the run can be continued with ``resume``."""
+
+
+class RunDiverged(RuntimeError):
+    """Training ran to the end, but some seeds' losses or parameters became NaN or infinite;
+    those seeds stopped updating there (frozen), the manifest says "diverged" and lists them
+    (``diverged``: task -> seed -> first diverged update and its env steps). Not a finished result."""
+
+    def __init__(self, message: str, diverged: dict[str, dict[str, dict[str, int]]]):
+        super().__init__(message)
+        self.diverged = diverged
 
 
 @dataclass(frozen=True)
@@ -788,9 +798,11 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
         raise RunFailed(f"training stopped: {reason}. {run_dir.root} is marked failed in manifest.json; "
                         "fix the cause, then continue it with --resume") from error
 
+    diverged = diverged_seeds(setups, seeds, final)
     manifest = run_dir.read_manifest()
     previous_wall = manifest.get("wall_time_s") or 0.0
-    manifest.update(status="finished", wall_time_s=previous_wall + wall, compile_s=compile_s,
+    manifest.update(status="diverged" if diverged else "finished", diverged=diverged,
+                    wall_time_s=previous_wall + wall, compile_s=compile_s,
                     peak_memory_bytes=peak_memory_bytes(),
                     timing={"seconds_in_checkpoint_callbacks": recorder.seconds_in_checkpoint_callbacks,
                             "seconds_in_evaluation_and_showcase": recorder.seconds_in_evaluation,
@@ -801,11 +813,38 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
         from purehr.viz.render import render_run
         print("rendering the figures and the replay ...", file=sys.stderr, flush=True)
         render_started = time.perf_counter()
-        render_run(run_dir.root)
+        try:
+            render_run(run_dir.root)
+        except Exception as raised:
+            if not diverged:
+                raise
+            print(f"rendering the diverged run failed: {type(raised).__name__}: {raised}", file=sys.stderr)
         manifest = run_dir.read_manifest()
         manifest.update(render_s=time.perf_counter() - render_started,
                         wall_time_with_render_s=time.perf_counter() - started + previous_wall)
         run_dir.write_manifest(manifest)
         wall = time.perf_counter() - started
+    if diverged:
+        seeds_said = "; ".join(f"{task} seed {seed} at update {at['update']} ({at['env_steps']:,} env steps)"
+                               for task, per_seed in diverged.items() for seed, at in per_seed.items())
+        raise RunDiverged(f"training diverged: {seeds_said}: a loss or parameter became NaN or infinite, and "
+                          "those seeds kept their last finite parameters from then on. "
+                          f"{run_dir.root} is marked diverged in manifest.json (and updates.csv, column "
+                          "diverged_at_update); it is not a finished result. Start a new run with a smaller "
+                          "learning rate or other settings", diverged)
     return RunSummary(run_dir.root, wall, compile_s, resumed_from, recorder.seconds_in_checkpoint_callbacks,
                       recorder.seconds_in_evaluation, final)
+
+
+def diverged_seeds(setups: list[TaskSetup], seeds: list[int], runners: dict) -> dict[str, dict[str, dict[str, int]]]:
+    """task -> seed (a string, as JSON keys are) -> the first update whose losses or parameters
+    were not finite and its env steps, read from the final states (a diverged seed's
+    optimiser stopped counting there); tasks without a diverged seed are left out."""
+    diverged = {}
+    for setup in setups:
+        first = np.asarray(diverged_at_update(runners[setup.name], setup.config))
+        per_seed = {str(seed): {"update": int(update), "env_steps": int(update) * setup.config.batch_size}
+                    for seed, update in zip(seeds, first) if update > 0}
+        if per_seed:
+            diverged[setup.name] = per_seed
+    return diverged

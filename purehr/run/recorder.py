@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import sys
 import time
 from typing import Any
 
@@ -74,6 +75,13 @@ class RunRecorder:
         # again (a task starting over saves its initial state at update 0): verified, not rewritten
         self.kept = kept or {}
         self.failure: str | None = None     # what stopped the run, said once
+        # task -> seed -> first diverged update, from the rows a resume kept and those logged since
+        self.diverged: dict[str, dict[int, int]] = {}
+        for name, seeds_rows in self.update_rows.items():
+            for seed, rows in seeds_rows.items():
+                first = next((row["diverged_at_update"] for row in rows if row.get("diverged_at_update", 0) > 0), 0)
+                if first:
+                    self.diverged.setdefault(name, {})[seed] = first
 
     def start(self) -> None:
         """Called when the compiled program starts running (compilation is not training time)."""
@@ -90,13 +98,28 @@ class RunRecorder:
         if self.failure is not None:
             return
         now = self.elapsed()
+        batch_size = self.setups[task].config.batch_size
         for index, seed in enumerate(self.seeds):
             row = {name: _scalar(value[index]) for name, value in metrics.items()}
+            row["env_steps"] = row["update"] * batch_size     # Python ints: exact at any budget
             row["elapsed_s"] = now
             self.update_rows[task][seed].append(row)
+            self._note_divergence(task, seed, row.get("diverged_at_update", 0))
         self.last_update_time[task] = time.perf_counter()
         if self.progress is not None:
             self.progress.on_update(task, metrics)
+
+    def _note_divergence(self, task: str, seed: int, update: int) -> None:
+        """Says once, as it happens, that a seed diverged (the run goes on for the others)."""
+        if update > 0 and seed not in self.diverged.setdefault(task, {}):
+            self.diverged[task][seed] = update
+            message = (f"warning: {task} seed {seed} diverged at update {update} "
+                       f"({update * self.setups[task].config.batch_size:,} env steps): a loss or parameter "
+                       f"became NaN or infinite; its parameters stay frozen at update {update - 1}")
+            if self.progress is not None and self.progress.bar is not None:
+                self.progress.bar.write(message, file=sys.stderr)
+            else:
+                print(message, file=sys.stderr, flush=True)
 
     def on_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None) -> None:
         """Saves every seed's state and row. An error here must stop the run (it propagates out

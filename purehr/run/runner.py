@@ -19,11 +19,13 @@ iterations early.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.experimental import io_callback
 
 from purehr.envs.base import Environment
@@ -53,21 +55,54 @@ class TaskSetup:
 
     def full_evaluation_due(self, update_index: jax.Array) -> jax.Array:
         """The initial state, every ``full_eval_interval``-th target and the last update get the
-        full evaluation and a showcase; the targets between a quick one."""
-        target_index = update_index * self.config.batch_size // self.config.checkpoint_interval
-        return ((update_index == 0) | (update_index == self.ppo.num_updates)
-                | (target_index % self.config.full_eval_interval == 0))
+        full evaluation and a showcase; the targets between a quick one. Only meaningful at an
+        update that saves (``crossed_target``)."""
+        return full_evaluation_due(self.config, update_index)
 
     def showcase(self, network_params) -> dict[str, jax.Array]:
         return self.task.record_showcase(self.env, self.eval_env_params, self.ppo.policy(network_params))
 
     def crossed_target(self, update_index: jax.Array) -> jax.Array:
         """True when the update that brought the count to ``update_index`` crossed a target
-        (or was the last one): the first update at or beyond each target saves."""
-        steps_after = update_index * self.config.batch_size
-        steps_before = (update_index - 1) * self.config.batch_size
-        interval = self.config.checkpoint_interval
-        return (steps_after // interval > steps_before // interval) | (update_index == self.ppo.num_updates)
+        (or was the last one): the first update at or beyond each target saves. Looked up in
+        the schedule the host computed in Python ints, so it stays exact at any budget (no
+        int32 ``update * batch_size`` on the device)."""
+        return checkpoint_due(self.config, update_index)
+
+
+@functools.lru_cache(maxsize=32)
+def checkpoint_schedule(config: PPOConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The updates after which a run saves, ascending (int32), and whether each gets the full
+    evaluation (bool). Exact integer arithmetic on the host: update 0 (the initial state), the
+    first update ``u`` with ``u * batch_size >= k * checkpoint_interval`` for every target
+    ``k * checkpoint_interval <= total``, and the last update; full at update 0, the last, and
+    every ``full_eval_interval``-th target."""
+    batch, interval, last = config.batch_size, config.checkpoint_interval, config.num_updates
+    if interval <= batch:       # every update passes at least one target
+        updates = range(last + 1)
+    else:
+        targets = last * batch // interval
+        updates = sorted({0, last} | {-(-k * interval // batch) for k in range(1, targets + 1)})
+    full = [u in (0, last) or (u * batch // interval) % config.full_eval_interval == 0 for u in updates]
+    return np.asarray(updates, np.int32), np.asarray(full, bool)
+
+
+def checkpoint_due(config: PPOConfig, update_index: jax.Array) -> jax.Array:
+    """Whether the run saves after ``update_index`` updates (traceable; see ``checkpoint_schedule``)."""
+    updates, _ = checkpoint_schedule(config)
+    return jnp.asarray(updates)[_schedule_index(updates, update_index)] == update_index
+
+
+def full_evaluation_due(config: PPOConfig, update_index: jax.Array) -> jax.Array:
+    """Whether the checkpoint after ``update_index`` updates gets the full evaluation."""
+    updates, full = checkpoint_schedule(config)
+    return jnp.asarray(full)[_schedule_index(updates, update_index)]
+
+
+def _schedule_index(updates: np.ndarray, update_index: jax.Array) -> jax.Array:
+    """Where ``update_index`` is (or would be) in the ascending ``updates``, clamped to it."""
+    position = jnp.searchsorted(jnp.asarray(updates), jnp.asarray(update_index, jnp.int32))
+    return jnp.minimum(position, len(updates) - 1)
 
 
 class HostHandlers(Protocol):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from purehr.envs import spaces
-from purehr.envs.base import Environment, StepResult
+from purehr.envs.base import Environment, StepResult, all_finite, end_if_not_finite
 from purehr.envs.swing import physics
 from purehr.envs.swing.physics import PlantState, SwingParams
 
@@ -33,11 +33,20 @@ def _default_float():
 
 
 def sanitize_action(action: jax.Array) -> jax.Array:
-    """NaN -> 0 (the statistics wrapper counts them), then clip to [-1, 1]."""
+    """NaN and +-inf -> 0, the neutral pose (``invalid_action`` flags them), then clip to
+    [-1, 1] (finite values beyond the box saturate, as a tanh policy's limits do)."""
     action = jnp.asarray(action)
     if not jnp.issubdtype(action.dtype, jnp.floating):
         action = action.astype(_default_float())
-    return jnp.clip(jnp.where(jnp.isnan(action), 0.0, action), -1.0, 1.0)
+    return jnp.clip(jnp.where(jnp.isfinite(action), action, 0.0), -1.0, 1.0)
+
+
+def invalid_action(action: jax.Array) -> jax.Array:
+    """True when any component is NaN or infinite: ``sanitize_action`` replaced it."""
+    action = jnp.asarray(action)
+    if not jnp.issubdtype(action.dtype, jnp.inexact):
+        return jnp.zeros((), bool)
+    return jnp.logical_not(jnp.all(jnp.isfinite(action)))
 
 
 def energy_potential(energy_norm: jax.Array) -> jax.Array:
@@ -71,7 +80,9 @@ class SwingEnv(Environment[SwingState, SwingParams]):
 
     Actions are squat and lean targets in [-1, 1]; success (terminal) is a full revolution,
     ``|swing_angle| >= 2 pi`` with the seat at ``>= 0.9 L``; the episode is truncated at
-    ``params.horizon`` control steps.
+    ``params.horizon`` control steps. A NaN or infinite action component acts as 0 and sets
+    ``info["invalid_action"]``; a plant state that is no longer finite terminates the
+    episode with reward 0 and ``info["nonfinite_state"]`` set.
     """
 
     name = "swing"
@@ -130,9 +141,12 @@ class SwingEnv(Environment[SwingState, SwingParams]):
             "tension": physics.tension(plant, target, params),
             "command_speed": command_speed,
             "success": success,
+            "invalid_action": invalid_action(action),
         }
-        return (physics.observation(plant, params), next_state, reward.astype(plant.theta.dtype),
-                success, truncated, info)
+        reward = reward.astype(plant.theta.dtype)
+        # a plant that is no longer finite ends the episode (terminated, reward 0: no NaN to bootstrap)
+        return end_if_not_finite((physics.observation(plant, params), next_state, reward, success, truncated, info),
+                                 all_finite(plant) & jnp.isfinite(reward))
 
     # ------------------------------------------------------------------ description
     def observation_space(self, params: SwingParams | None = None) -> spaces.Box:

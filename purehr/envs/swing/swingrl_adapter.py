@@ -18,9 +18,9 @@ import jax.numpy as jnp
 from flax import struct
 
 from purehr.envs import spaces
-from purehr.envs.base import Environment, StepResult
+from purehr.envs.base import Environment, StepResult, all_finite, end_if_not_finite
 from purehr.envs.swing import physics
-from purehr.envs.swing.env import (INFO_KEYS, is_success, sanitize_action, swing_diagnostics,
+from purehr.envs.swing.env import (INFO_KEYS, invalid_action, is_success, sanitize_action, swing_diagnostics,
                                    swing_reward)
 from purehr.envs.swing.physics import SwingParams
 
@@ -96,6 +96,7 @@ class SwingRLEnv(Environment[SwingRLState, SwingParams]):
     def step(self, key: jax.Array, state: SwingRLState, action: jax.Array,
              params: SwingParams | None = None) -> StepResult:
         params = self._default_params if params is None else params
+        invalid = invalid_action(action)
         action = sanitize_action(action)
         sim_state, observation, summary = self.simulator.advance(state.sim_state, action[None])
         info = self._summary(summary)
@@ -106,8 +107,10 @@ class SwingRLEnv(Environment[SwingRLState, SwingParams]):
         step = state.step + 1
         truncated = (step >= params.horizon) & ~success
         info["success"] = success
-        return (jnp.asarray(observation)[0], SwingRLState(sim_state, info["energy_norm"], step),
-                reward, success, truncated, info)
+        info["invalid_action"] = invalid
+        reward = jnp.asarray(reward)
+        return end_if_not_finite((jnp.asarray(observation)[0], SwingRLState(sim_state, info["energy_norm"], step),
+                                  reward, success, truncated, info), all_finite(sim_state) & jnp.isfinite(reward))
 
     def observation_space(self, params: SwingParams | None = None) -> spaces.Box:
         observation, _ = self.reset_to(0.0, 0.0, params)
