@@ -10,6 +10,7 @@ import math
 import pytest
 
 from purehr.results_table import final_checkpoint_metrics, goals_met, results_table
+from purehr.run.protocol import PROTOCOL_TEXT
 from purehr.run.tasks import get_task
 
 SWING_SUCCESS = [0.98, 0.98, 1.0, 1.0, 0.14]
@@ -26,7 +27,9 @@ def _write_run(root, swing_success=SWING_SUCCESS, swing_times=SWING_TIMES, hrv_l
                   "floors": {"zero action": {"success_rate": 0.0, "time_to_rotation": math.nan,
                                              "return_mean": -1.66}}},
         "hrv": {"name": "oracle", "metrics": {"success_rate": 1.0, "episode_length": 6.2, "return_mean": 0.48},
-                "floors": {}}}}
+                "floors": {}}},
+        # what every reader checks a purehr manifest by (run_dir.run_manifest_problem)
+        "configs": {"swing": {}, "hrv": {}}, "protocol": PROTOCOL_TEXT, "status": "finished"}
     (root / "manifest.json").write_text(json.dumps(manifest))
     for task, rows in (("swing", [{"eval_success_rate": s, "eval_time_to_rotation": t, "eval_return_mean": 12.0}
                                   for s, t in zip(swing_success, swing_times)]),
