@@ -68,10 +68,17 @@ def summarize(device: dict | None, throughput: dict | None, host_loop: dict | No
             "throughput_records": records, "host_loop": host_loop}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli import HelpFormatter
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("out_dir", type=Path, help="the folder accelerator_check.sh wrote its parts to")
     parser.add_argument("--json", type=Path, required=True, help="where the one JSON goes")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not args.out_dir.is_dir():
         parser.exit(2, f"error: {args.out_dir} is not a folder; expected accelerator_check.sh's output folder\n")
