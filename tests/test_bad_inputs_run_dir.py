@@ -125,7 +125,7 @@ ROWS = [
      ["already holds a finished run", "--resume renders the figures it is missing"]),
     ("new run into other files", not_empty, TINY, ["is not empty and holds no purehr run"]),
     ("--overwrite with a bad setting", lambda p: write_run(p, status="finished"),
-     ["--overwrite", "--learning-rate", "-1", *TINY], ["PPOConfig.learning_rate=-1.0: expected > 0"]),
+     ["--overwrite", "--learning-rate", "-1", *TINY], ["PPOConfig.learning_rate=-1.0: expected a finite number > 0"]),
 ]
 
 
