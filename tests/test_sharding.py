@@ -112,7 +112,7 @@ def test_cli_on_4_devices_with_progress_and_checkpoints_equals_one_device():
                                capture_output=True, text=True, timeout=900, cwd=root)
     assert completed.returncode == 0, completed.stderr[-4000:]
     result = json.loads([line for line in completed.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
-    assert "step/s" in completed.stderr                 # the progress bar was on
+    assert "hrv done (1,024), held-out success" in completed.stderr     # the progress bar was on
     assert result["code"] == 0
     assert result["actor_hidden"] == [256, 128, 64]     # the task's default network
     assert result["mesh"] == {"seeds": 2, "envs": 2}   # seed and environment axes both split
