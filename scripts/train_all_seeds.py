@@ -126,13 +126,6 @@ def overrides_from_args(args) -> dict:
     return overrides
 
 
-def configs_from_args(args) -> dict:
-    from purehr.run.tasks import get_task
-
-    overrides = overrides_from_args(args)
-    return {task: get_task(task).default_config.replace(**overrides) for task in args.tasks or ["swing", "hrv"]}
-
-
 def recorded_precision(run_dir: Path) -> str | None:
     """The precision a run directory's manifest records, if it can be read (the trainer
     refuses anything else clearly later)."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import sys
 from pathlib import Path
 
 import jax
