@@ -622,42 +622,33 @@ def train_all_seeds(run_dir: str | Path, *, tasks=None, seeds=None,
         return chosen, seeds or list(DEFAULT_SEEDS), {
             task: configs.get(task, get_task(task).default_config).replace(**overrides) for task in chosen}
 
-    followers = _Followers()
+    followers = _Followers()    # process 0 tells the other processes what to train, or why not
     try:
-        return _train_primary(run_dir, started, tasks, seeds, configs, overrides, curricula, resume, overwrite,
-                              directory_option, new_run_request, progress, render, command, devices, followers)
+        request = None if resume else new_run_request()
+        run_dir = RunDirectory(Path(run_dir))
+        check_run_directory_path(run_dir.root)      # a file, or a directory this process cannot write
+        resume = prepare_run_directory(run_dir, resume, overwrite, directory_option)
+        plan = None
+        if resume:
+            manifest = run_dir.read_manifest()
+            plan = plan_resume(run_dir, manifest, tasks, seeds, configs, overrides, curricula)
+            if manifest["status"] == "finished" and not plan.extended:
+                raise RunAlreadyFinished(f"{run_dir.root} holds a finished run: nothing left to train"
+                                         f"{extension_hint(manifest, ' ({})')}; scripts/render.py --run-dir "
+                                         f"{run_dir.root} renders its figures, --overwrite replaces it, or choose "
+                                         f"another {directory_option}")
+            check_indexes(run_dir, plan.tasks, plan.seeds)
+        else:       # a new run (or a resume of one stopped before its manifest: nothing to continue)
+            tasks, seeds, configs = request or new_run_request()
+        lock = run_dir.lock()
+        try:
+            return _train_locked(run_dir, started, tasks, seeds, configs, plan, progress, render, command,
+                                 curricula, devices, followers)
+        finally:
+            lock.release()
     except BaseException as error:
         followers.fail(error)
         raise
-
-
-def _train_primary(run_dir, started, tasks, seeds, configs, overrides, curricula, resume, overwrite,
-                   directory_option, new_run_request, progress, render, command, devices,
-                   followers: _Followers) -> RunSummary:
-    """``train_all_seeds`` in process 0 (the only process under ``jax.distributed`` that reads
-    and writes the run directory)."""
-    request = None if resume else new_run_request()
-    run_dir = RunDirectory(Path(run_dir))
-    check_run_directory_path(run_dir.root)      # a file, or a directory this process cannot write
-    resume = prepare_run_directory(run_dir, resume, overwrite, directory_option)
-    plan = None
-    if resume:
-        manifest = run_dir.read_manifest()
-        plan = plan_resume(run_dir, manifest, tasks, seeds, configs, overrides, curricula)
-        if manifest["status"] == "finished" and not plan.extended:
-            raise RunAlreadyFinished(f"{run_dir.root} holds a finished run: nothing left to train"
-                                     f"{extension_hint(manifest, ' ({})')}; scripts/render.py --run-dir "
-                                     f"{run_dir.root} renders its figures, --overwrite replaces it, or choose "
-                                     f"another {directory_option}")
-        check_indexes(run_dir, plan.tasks, plan.seeds)
-    else:       # a new run (or a resume of one stopped before its manifest: nothing to continue)
-        tasks, seeds, configs = request or new_run_request()
-    lock = run_dir.lock()
-    try:
-        return _train_locked(run_dir, started, tasks, seeds, configs, plan, progress, render, command,
-                             curricula, devices, followers)
-    finally:
-        lock.release()
 
 
 def _follow_primary(started: float, devices) -> RunSummary:
