@@ -26,6 +26,7 @@ from purehr.envs import hrv
 from purehr.envs.base import Environment
 from purehr.ppo.config import HRV_DEFAULTS, SWING_DEFAULTS, PPOConfig
 from purehr.sweep import train_group
+from purehr.tasks import get_task
 
 SPEED_METRIC = {"swing": "time_to_rotation", "hrv": "episode_length"}
 """The held-out metric that says how fast a successful policy is, per task."""
@@ -107,8 +108,6 @@ def run_variant(task: str, variant: Variant, seeds: Sequence[int]) -> dict[str, 
 def _evaluator(task: str, env: Environment, variant: Variant):
     """The task's held-out protocol with the training-only overrides undone (e.g. the swing
     is judged from its fixed small-angle starts whatever its training starts were)."""
-    from purehr.run.tasks import get_task
-
     heldout_evaluation = get_task(task).heldout_evaluation
     restore = {name: getattr(env.default_params, name) for name in variant.train_param_overrides}
 

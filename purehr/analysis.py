@@ -26,7 +26,7 @@ import numpy as np
 TAIL_FRACTION = 0.1
 ROBUSTNESS_COLUMN = "eval_noisy_success_rate"
 """checkpoints.csv column holding held-out success under observation noise (the hrv task's
-checkpoint evaluation, ``purehr.run.tasks.hrv_checkpoint_evaluation``, writes it with noise
+checkpoint evaluation, ``purehr.envs.hrv.checkpoint_evaluation``, writes it with noise
 std ``HRV_OBSERVATION_NOISE_STD`` = 0.02 on the observed ``current_hrv``); robustness is NaN
 without it (e.g. the swing task)."""
 PEAK_MEMORY_KEY = "peak_memory_bytes"

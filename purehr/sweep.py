@@ -30,8 +30,10 @@ import numpy as np
 
 from purehr.analysis import mean_confidence_interval
 from purehr.envs.base import Environment
+from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig, PPOHyperparams
 from purehr.ppo.train import RunnerState, keys_for_seeds, make_train
+from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
 
 HYPERPARAMETERS = tuple(PPOHyperparams.__dataclass_fields__)
 """Fields a sweep vmaps over (one compiled program for any grid of them)."""
@@ -154,30 +156,23 @@ def train_group(config: PPOConfig, env: Environment, axes: Mapping[str, Sequence
                        {k: np.asarray(v) for k, v in result.metrics.items()}, evaluation, timing)
 
 
-def task_evaluator(task_name: str, env: Environment, num_episodes: int, curriculum=None):
-    """``evaluate(ppo, params, hparams)`` on the task's held-out protocol: the params of the
-    last update (PPO's discount is the env's for potential shaping) and, with a curriculum,
-    its final stage; hrv adds ``noisy_success_rate`` (purehr.run.tasks)."""
-    from purehr.run.tasks import get_task
-
+def task_evaluator(task_name: str, env: Environment, num_episodes: int, curriculum: Curriculum | None = None):
+    """``evaluate(ppo, params, hparams)`` on the task's held-out protocol, at each run's own
+    ``heldout_env_params``; hrv adds ``noisy_success_rate`` (purehr.tasks)."""
     task = get_task(task_name)
 
     def evaluate(ppo, network_params, hparams):
-        env_params = ppo.params_at(ppo.num_updates - 1, hparams)
-        if curriculum is not None:
-            env_params = curriculum.final_params(env_params)
-        return task.heldout_evaluation(env, env_params, ppo.policy(network_params), num_episodes=num_episodes)
+        return task.heldout_evaluation(env, heldout_env_params(ppo, hparams, curriculum), ppo.policy(network_params),
+                                       num_episodes=num_episodes)
 
     return evaluate
 
 
 def run_task_sweep(task_name: str, base_config: PPOConfig, axes: Mapping[str, Sequence[float]],
                    seeds: Sequence[int], shape_choices: Mapping[str, Sequence[Any]] | None = None,
-                   curriculum=None, log: Callable[[str], None] = print) -> list[GroupResult]:
+                   curriculum: Curriculum | None = None, log: Callable[[str], None] = print) -> list[GroupResult]:
     """One group per combination of ``shape_choices`` (e.g. ``{"minibatch_size": [64, 128]}``),
     each trained and evaluated as one compiled call on the task's held-out protocol."""
-    from purehr.run.tasks import get_task
-
     task = get_task(task_name)
     env = task.make_env()
     axes = validate_axes(axes)
@@ -188,7 +183,6 @@ def run_task_sweep(task_name: str, base_config: PPOConfig, axes: Mapping[str, Se
     combinations = [dict(zip(shape_choices, values))
                     for values in itertools.product(*shape_choices.values())] or [{}]
     configs = [(group_name(choice), base_config.replace(**choice)) for choice in combinations]  # validates all first
-    schedule_for = (lambda c: None) if curriculum is None else (lambda c: curriculum.schedule(c.num_updates))
     if curriculum is not None:
         curriculum.check_params(env.default_params)
     groups = []
@@ -196,7 +190,7 @@ def run_task_sweep(task_name: str, base_config: PPOConfig, axes: Mapping[str, Se
         log(f"[sweep] group {name}: {len(grid_settings(axes))} settings x {len(seeds)} seeds = "
             f"{len(grid_settings(axes)) * len(seeds)} runs of {config.num_updates * config.batch_size} steps")
         group = train_group(config, env, axes, seeds, env_params=env.default_params,
-                            env_params_schedule=schedule_for(config),
+                            env_params_schedule=curriculum_schedule(curriculum, config),
                             evaluate=task_evaluator(task_name, env, config.eval_episodes, curriculum), name=name)
         t = group.timing
         log(f"[sweep] group {name}: compile {t['train_compile_s']:.1f} s, train {t['train_run_s']:.1f} s "

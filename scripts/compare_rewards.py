@@ -69,16 +69,14 @@ def make_comparison_program(env, config, eval_every: int, eval_episodes: int):
     import jax
     import jax.numpy as jnp
 
-    from purehr.ppo.train import make_ppo
-    from purehr.run.tasks import hrv_checkpoint_evaluation
+    from purehr.run.task_setup import build_task_setup
 
-    ppo = make_ppo(config, env, env.default_params)
-    hparams = config.hyperparams()
-    eval_params = ppo.params_at(ppo.num_updates - 1, hparams)
-    num_updates = ppo.num_updates
+    setup = build_task_setup("hrv", config, env=env)
+    ppo, num_updates = setup.ppo, setup.ppo.num_updates
 
     def evaluate(network_params):
-        return hrv_checkpoint_evaluation(env, eval_params, ppo.policy(network_params), num_episodes=eval_episodes)
+        return setup.task.heldout_evaluation(env, setup.eval_env_params, ppo.policy(network_params),
+                                             num_episodes=eval_episodes)
 
     def evaluate_seeds(runner):
         return jax.vmap(evaluate)(runner.params)
@@ -146,17 +144,17 @@ def run_combination(args, reward_form: str, similarity: str, argv) -> None:
     import jax
     import numpy as np
 
-    from purehr.envs.hrv import HRWritingEnv
+    from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD
     from purehr.ppo.train import keys_for_seeds
     from purehr.run.run_dir import atomic_write_json, atomic_write_text
-    from purehr.run.tasks import HRV_OBSERVATION_NOISE_STD, get_task
+    from purehr.tasks import get_task
     from purehr.sweep import to_csv
 
     name = f"{reward_form}/{similarity}"
     folder = combination_dir(args.out, name)
     config = get_task("hrv").default_config.replace(total_timesteps=args.steps, eval_episodes=args.eval_episodes)
     keys = keys_for_seeds(args.seeds)
-    env = HRWritingEnv(hrv_dim=8, similarity=similarity, reward_form=reward_form)
+    env = get_task("hrv").make_env(similarity=similarity, reward_form=reward_form)
     train, ppo = make_comparison_program(env, config, args.eval_every, args.eval_episodes)
     load_before = _load_average()
     started = time.perf_counter()
@@ -269,21 +267,19 @@ def reference_metrics(out: Path) -> dict[str, dict[str, dict[str, float]]]:
     if path.exists():
         return json.loads(path.read_text())
     import jax
-    import jax.numpy as jnp
 
-    from purehr.envs import hrv
     from purehr.run.run_dir import atomic_write_json
-    from purehr.run.tasks import hrv_checkpoint_evaluation
+    from purehr.tasks import get_task
 
+    task = get_task("hrv")
+    baselines = {baseline.name: baseline for baseline in task.baselines}
     references: dict[str, dict[str, dict[str, float]]] = {}
     for reward_form, similarity in COMBINATIONS:
-        env = hrv.HRWritingEnv(hrv_dim=8, similarity=similarity, reward_form=reward_form)
+        env = task.make_env(similarity=similarity, reward_form=reward_form)
         params = env.default_params
-        no_op = jnp.asarray([hrv.STYLE_NONE, hrv.CONTENT_KEEP] + [hrv.MOD_KEEP] * env.hrv_dim, jnp.int32)
-        policies = {"oracle": hrv.oracle_policy(env, params), "random": hrv.random_policy(env, params),
-                    "no-op": lambda obs, t, key: no_op}
+        policies = {name: baselines[name].make_policy(env, params) for name in REFERENCE_POLICIES}
         references[f"{reward_form}/{similarity}"] = {
-            name: {k: float(v) for k, v in jax.jit(lambda: hrv_checkpoint_evaluation(env, params, policy))().items()}
+            name: {k: float(v) for k, v in jax.jit(lambda: task.heldout_evaluation(env, params, policy))().items()}
             for name, policy in policies.items()}
     atomic_write_json(path, references)
     return references

@@ -16,7 +16,7 @@ import pytest
 
 from purehr.run.protocol import PROTOCOL_TEXT, prepare_run_directory, restore_task
 from purehr.run.run_dir import NotARunDirectory, RunDirectory
-from purehr.run.tasks import get_task
+from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--steps", "2048", "--num-envs", "4", "--num-steps", "64", "--minibatch-size", "64",
