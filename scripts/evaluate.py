@@ -4,10 +4,10 @@
     python scripts/evaluate.py --task hrv --policy oracle --json
     python scripts/evaluate.py --checkpoint artifacts/protocol --task swing --seed 0 --step latest --json
 
-Policies by task: swing {structured, zero, random}; hrv {oracle, no-op, random} (the
-baselines of purehr.tasks); or a trained PPO
-policy restored from a run directory's checkpoint (deterministic: the mode of the policy);
-the output names the checkpoint's seed and step (with --json, under "checkpoint").
+Policies by task (the baselines of purehr.tasks): swing {structured, zero, random}; hrv
+{oracle, no-op, random}; or a trained PPO policy restored from a run directory's checkpoint
+(deterministic: the mode of the policy); the output names the checkpoint's seed and step
+(with --json, under "checkpoint").
 """
 
 from __future__ import annotations

@@ -176,6 +176,4 @@ class Curriculum:
                 difficulty=jnp.asarray(difficulties)[stage],
                 target_precision=jnp.asarray(precisions)[stage])
 
-        env_params_schedule.curriculum = self
-        env_params_schedule.num_updates = num_updates
         return env_params_schedule
