@@ -229,11 +229,10 @@ def report(run_dir: Path) -> None:
 
 
 def missing_figures(run_dir: Path) -> bool:
-    from purehr.run.run_dir import RunDirectory
-    from purehr.viz.render import FIGURES_DIRECTORY
+    from purehr.run.run_dir import FIGURES, RunDirectory
 
     tasks = RunDirectory(Path(run_dir)).read_manifest()["tasks"]
-    figures = Path(run_dir) / FIGURES_DIRECTORY
+    figures = Path(run_dir) / FIGURES
     expected = [f"{task}_learning.png" for task in tasks] + (["replay.html"] if "swing" in tasks else [])
     return not all((figures / name).exists() for name in expected)
 
