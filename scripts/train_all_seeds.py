@@ -129,11 +129,10 @@ def overrides_from_args(args) -> dict:
 def recorded_precision(run_dir: Path) -> str | None:
     """The precision a run directory's manifest records, if it can be read (the trainer
     refuses anything else clearly later)."""
-    import json
+    from purehr.run.run_dir import read_manifest
 
     try:
-        manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
-        return manifest.get("precision") if isinstance(manifest, dict) else None
+        return read_manifest(Path(run_dir)).get("precision")
     except (OSError, ValueError):
         return None
 

@@ -25,8 +25,9 @@ from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
 from purehr.run.messages import start_banner
 from purehr.run.progress import Progress, TaskPlan, format_duration
 from purehr.run.recorder import RunRecorder, seed_slice
-from purehr.run.run_dir import (RunDirectory, RunDirectoryBusy, RunDirectoryError, check_run_directory_path,
-                                environment_description, parse_row, read_csv, remove_run_files)
+from purehr.run.run_dir import (MANIFEST_TEMPORARIES, RunDirectory, RunDirectoryBusy, RunDirectoryError,
+                                check_run_directory_path, environment_description, parse_row, read_csv,
+                                remove_run_files)
 from purehr.run.runner import TaskSetup, make_train_all
 from purehr.run.tasks import get_task
 
@@ -283,7 +284,7 @@ def _stopped_before_manifest(run_dir: RunDirectory) -> bool:
     directory and was stopped while evaluating baselines or before, so nothing was trained."""
     if not run_dir.lock_path.exists():
         return False
-    return all(entry.name in (run_dir.lock_path.name, f".{run_dir.manifest_path.name}.tmp")
+    return all(entry.name in (run_dir.lock_path.name, *MANIFEST_TEMPORARIES)
                for entry in run_dir.root.iterdir())
 
 

@@ -103,6 +103,10 @@ def partial_name(name: str) -> str:
     return f".{path.stem}.partial{path.suffix}"
 
 
+MANIFEST_TEMPORARIES = (partial_name(MANIFEST), f".{MANIFEST}.tmp")
+"""A manifest being written (``.<name>.tmp``: as runs before atomic_output wrote it)."""
+
+
 @contextlib.contextmanager
 def atomic_output(path: Path) -> Iterator[Path]:
     """Yield a temporary sibling of ``path`` and move it onto ``path`` only once it is
@@ -473,7 +477,7 @@ def run_written_paths(root: Path, manifest: dict[str, Any]) -> tuple[list[Path],
     top = {MANIFEST, FINAL_METRICS_CSV}
     seed_entries = {UPDATES_CSV, CHECKPOINTS_CSV}
     # and their temporaries; ".<name>.tmp" are those of runs written before atomic_output
-    top |= {partial_name(name) for name in top} | {LOCK, f".{MANIFEST}.tmp"}
+    top |= {partial_name(name) for name in top} | {LOCK, *MANIFEST_TEMPORARIES}
     seed_entries |= {partial_name(name) for name in seed_entries} | {f".{name}.tmp" for name in seed_entries}
     seed_entries |= {"checkpoints", "showcase", "quarantine"}
     ours: list[Path] = []
