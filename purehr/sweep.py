@@ -14,8 +14,6 @@ reproduces the runs made one at a time (``tests/test_sweep.py``).
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import json
 import math
@@ -28,11 +26,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purehr.analysis import mean_confidence_interval
 from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig, PPOHyperparams
 from purehr.ppo.train import RunnerState, keys_for_seeds, make_train
+from purehr.run.run_dir import atomic_write_json, json_values, write_csv
+from purehr.stats import mean_confidence_interval, tail_mean
 from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
 
 HYPERPARAMETERS = tuple(PPOHyperparams.__dataclass_fields__)
@@ -211,12 +210,6 @@ def group_name(choice: Mapping[str, Any]) -> str:
 RANKED_METRICS = ("success_rate", "return_mean")
 
 
-def _final_training_return(metrics: dict[str, np.ndarray], run: int) -> float:
-    values = metrics["mean_episode_return"][run]
-    values = values[np.isfinite(values)]
-    return float(np.mean(values[-max(1, math.ceil(0.1 * len(values))):])) if len(values) else math.nan
-
-
 def run_rows(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[str, Any]]:
     """One row per trained run: group, setting, seed, every held-out metric, final training return."""
     rows = []
@@ -225,7 +218,7 @@ def run_rows(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[str, A
             row = {"group": group.name, **{a: group.run_setting(run)[a] for a in axes},
                    "seed": group.run_seed(run)}
             row.update({f"eval_{k}": float(v[run]) for k, v in group.evaluation.items()})
-            row["train_final_return"] = _final_training_return(group.training_metrics, run)
+            row["train_final_return"] = tail_mean(group.training_metrics["mean_episode_return"][run])
             rows.append(row)
     return rows
 
@@ -258,25 +251,6 @@ def rank_settings(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[s
     for rank, row in enumerate(table, start=1):
         row["rank"] = rank
     return [{"rank": row.pop("rank"), **row} for row in table]
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.6g}"
-    return str(value)
-
-
-def to_csv(rows: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    if rows:
-        columns = list(rows[0])
-        for row in rows[1:]:
-            columns += [c for c in row if c not in columns]
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([_cell(row.get(c, math.nan)) for c in columns])
-    return buffer.getvalue()
 
 
 def format_table(rows: list[dict[str, Any]], axes: Sequence[str], limit: int | None = None) -> str:
@@ -386,7 +360,7 @@ def sweep_settings(task: str, base_config: PPOConfig, axes: Mapping[str, Sequenc
                                   for name, values in shape_choices.items()},
                 "seeds": list(seeds), "base_config": base_config.to_dict(),
                 "curriculum": None if curriculum is None else curriculum.to_dict()}
-    return json.loads(json.dumps(settings, default=_json_default))
+    return json_values(settings)
 
 
 def read_sweep(out_dir: Path) -> dict[str, Any] | None:
@@ -423,7 +397,7 @@ def prepare_out_dir(out_dir: Path, overwrite: bool, settings: Mapping[str, Any] 
                                   "new or empty --out (--overwrite replaces only a sweep)")
     if overwrite:
         return
-    if settings is not None and previous.get("settings") == json.loads(json.dumps(settings, default=_json_default)):
+    if settings is not None and previous.get("settings") == json_values(settings):
         raise SweepDirectoryInUse(f"{out_dir} already holds a sweep of the same settings ({SWEEP_MARKER}); pass "
                                   "--overwrite to run it again, or choose another --out")
     differences = settings_differences(previous.get("settings"), settings)
@@ -441,28 +415,19 @@ def settings_differences(previous: Mapping[str, Any] | None, settings: Mapping[s
 def write_outputs(out_dir: Path, groups: list[GroupResult], axes: Mapping[str, Sequence[float]],
                   ranking: list[dict[str, Any]], description: dict[str, Any],
                   heatmap: Sequence[str] | None = None, reduce: str = "max") -> list[Path]:
-    from purehr.run.run_dir import atomic_write_json, atomic_write_text
-
     names = list(axes)
     replacing = read_sweep(out_dir) is not None
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / RANKING_CSV, to_csv(ranking))
-    atomic_write_text(out_dir / RUNS_CSV, to_csv(run_rows(groups, names)))
+    write_csv(out_dir / RANKING_CSV, None, ranking)
+    write_csv(out_dir / RUNS_CSV, None, run_rows(groups, names))
     paths = [out_dir / RANKING_CSV, out_dir / RUNS_CSV]
     paths += plot_heatmap(groups, axes, heatmap_axes(axes, heatmap), out_dir, reduce)
     description = dict(description, groups=[{"name": g.name, "config": g.config.to_dict(), "timing": g.timing}
                                             for g in groups])
-    atomic_write_json(out_dir / SWEEP_MARKER, json.loads(json.dumps(description, default=_json_default)))
+    atomic_write_json(out_dir / SWEEP_MARKER, description)
     paths.append(out_dir / SWEEP_MARKER)
     if replacing:                       # what the replaced sweep wrote and this one did not (a heat map)
         for name in set(OUTPUT_NAMES) - {path.name for path in paths}:
             (out_dir / name).unlink(missing_ok=True)
     return paths
 
-
-def _json_default(value):
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

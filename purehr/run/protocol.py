@@ -24,9 +24,10 @@ from purehr.ppo.train import diverged_at_update, keys_for_seeds
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
 from purehr.run.messages import start_banner
 from purehr.run.progress import Progress, TaskPlan, format_duration
-from purehr.run.recorder import RunRecorder, parse_row, seed_slice
-from purehr.run.run_dir import (NotARunDirectory, RunDirectory, RunDirectoryBusy, check_run_directory_path,
-                                environment_description, read_csv, remove_run_files)
+from purehr.run.recorder import RunRecorder, seed_slice
+from purehr.run.run_dir import (MANIFEST_TEMPORARIES, RunDirectory, RunDirectoryBusy, RunDirectoryError,
+                                check_run_directory_path, environment_description, parse_row, read_csv,
+                                remove_run_files)
 from purehr.run.runner import TaskSetup, make_train_all
 from purehr.run.task_setup import build_task_setup
 from purehr.tasks import TASK_NAMES, get_task
@@ -235,9 +236,9 @@ def prepare_run_directory(run_dir: RunDirectory, resume: bool, overwrite: bool,
     if has_manifest:
         try:
             manifest = run_dir.read_manifest()
-        except NotARunDirectory as error:
+        except RunDirectoryError as error:
             action = "remove anything in it" if overwrite else "train into it"
-            raise NotARunDirectory(f"{error}; refusing to {action}: choose another {directory_option}") from None
+            raise RunDirectoryError(f"{error}; refusing to {action}: choose another {directory_option}") from None
         if not overwrite:
             raise RunDirectoryInUse(occupied_message(run_dir, manifest, directory_option))
         kept = remove_run_files(run_dir.root, manifest)
@@ -273,7 +274,7 @@ def _stopped_before_manifest(run_dir: RunDirectory) -> bool:
     directory and was stopped while evaluating baselines or before, so nothing was trained."""
     if not run_dir.lock_path.exists():
         return False
-    return all(entry.name in (run_dir.lock_path.name, f".{run_dir.manifest_path.name}.tmp")
+    return all(entry.name in (run_dir.lock_path.name, *MANIFEST_TEMPORARIES)
                for entry in run_dir.root.iterdir())
 
 

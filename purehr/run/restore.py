@@ -16,8 +16,7 @@ from purehr.envs.spaces import observation_batch_size
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.train import RunnerState
 from purehr.run.checkpoints import SeedCheckpoints
-from purehr.run.recorder import parse_row
-from purehr.run.run_dir import RunDirectory, read_csv
+from purehr.run.run_dir import RunDirectory, parse_row, read_csv
 from purehr.run.task_setup import build_task_setup
 from purehr.tasks import get_task
 
