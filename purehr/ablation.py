@@ -67,11 +67,12 @@ def swing_variants(steps: int) -> list[Variant]:
                 config.replace(minibatch_size=512), core=False),
         Variant("minibatch 256", "minibatch 256 (16 per epoch) instead of 1024", SwingEnv,
                 config.replace(minibatch_size=256), core=False),
-        *(Variant(f"minibatch 256 small starts {fraction}",
-                  f"minibatch 256 and a fraction {fraction} of training starts at the held-out scale "
-                  "(small_start_fraction, small_reset_noise 0.05)", SwingEnv,
-                  config.replace(minibatch_size=256), {"small_start_fraction": fraction}, core=False)
-          for fraction in (0.25, 0.5)),
+        *(Variant(f"{prefix}small starts {fraction}",
+                  f"{prefix}{fraction} of the training starts at the held-out scale "
+                  "(small_start_fraction; small_reset_noise 0.05)", SwingEnv,
+                  config.replace(minibatch_size=minibatch), {"small_start_fraction": fraction}, core=False)
+          for prefix, minibatch, fractions in (("", 1024, (0.25,)), ("minibatch 256 ", 256, (0.25, 0.5)))
+          for fraction in fractions),
     ]
 
 
