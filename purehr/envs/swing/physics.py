@@ -118,7 +118,8 @@ def validate(params: SwingParams) -> SwingParams:
     return params
 
 
-def training_start(key: jax.Array, params: SwingParams, dtype=None) -> tuple[jax.Array, jax.Array]:
+def training_start(key: jax.Array, params: SwingParams,
+                   dtype: jnp.dtype | None = None) -> tuple[jax.Array, jax.Array]:
     """(theta, theta_dot) of a training reset: N(0, reset_noise^2) each, or with probability
     ``small_start_fraction`` N(0, small_reset_noise^2) each.
 
