@@ -48,6 +48,14 @@ def swing_variants(steps: int) -> list[Variant]:
     from purehr.envs.swing import SwingEnv
 
     config = SWING_DEFAULTS.replace(total_timesteps=steps)
+
+    def small_starts(fraction: float, minibatch: int) -> Variant:
+        prefix = "" if minibatch == config.minibatch_size else f"minibatch {minibatch} "
+        return Variant(f"{prefix}small starts {fraction}",
+                       f"{prefix}with {fraction} of the training starts at the held-out scale "
+                       "(small_start_fraction, small_reset_noise 0.05)", SwingEnv,
+                       config.replace(minibatch_size=minibatch), {"small_start_fraction": fraction}, core=False)
+
     return [
         Variant("default", "wide training starts (reset_noise 1.0), 32 envs x 128 steps, minibatch 1024",
                 SwingEnv, config),
@@ -66,6 +74,9 @@ def swing_variants(steps: int) -> list[Variant]:
                 config.replace(minibatch_size=512), core=False),
         Variant("minibatch 256", "minibatch 256 (16 per epoch) instead of 1024", SwingEnv,
                 config.replace(minibatch_size=256), core=False),
+        small_starts(0.25, 1024),
+        small_starts(0.25, 256),
+        small_starts(0.5, 256),
     ]
 
 
