@@ -48,6 +48,7 @@ Devices = int | Sequence[jax.Device] | None
 
 from purehr.host_devices import (COLLECTIVE_TERMINATE_FLAG, cpu_pool_threads,  # noqa: F401  (re-exported)
                                   prepare_host_devices, requested_host_devices)
+from purehr.ppo.train import make_train, seed_keys
 
 
 def check_host_callback_threads(devices: Sequence[jax.Device]) -> None:
@@ -260,8 +261,6 @@ def make_sharded_train(config, env, env_params=None, *, devices: Devices = None,
     """``make_train`` whose ``train(keys)`` runs over a ``("seeds", "envs")`` mesh of
     ``devices`` (default: all visible). Same arguments and result as ``make_train``; the
     result's arrays are sharded global arrays (``np.asarray`` gathers them on one host)."""
-    from purehr.ppo.train import make_train, seed_keys
-
     programs: dict[int, tuple[Mesh, Callable]] = {}
 
     def train(keys):

@@ -160,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         import jax
         jax.config.update("jax_enable_x64", True)
     from purehr.run.protocol import RunAlreadyFinished, RunDiverged, RunFailed, train_all_seeds
+    from purehr.viz.render import render_run, render_trained_run
 
     import jax
 
@@ -170,8 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         curricula = _curricula_from_args(args)
         summary = train_all_seeds(run_dir, tasks=args.tasks, seeds=args.seeds, overrides=overrides_from_args(args),
                                   resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
-                                  render=not args.no_render, command=sys.argv if argv is None else argv,
+                                  command=sys.argv if argv is None else argv,
                                   curricula=curricula, devices=args.devices, directory_option=directory_option)
+        if not args.no_render:
+            render_trained_run(summary.run_dir)
     except RunAlreadyFinished:
         # a run killed after training (before or while rendering) is finished: finish its files
         from purehr.run.protocol import extension_hint
@@ -184,8 +187,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"its figures are missing: --resume without --no-render, or scripts/render.py --run-dir "
                       f"{run_dir}, renders them", file=sys.stderr)
             else:
-                from purehr.viz.render import render_run
-
                 print("rendering the figures it is missing", file=sys.stderr)
                 render_run(run_dir)
         else:
@@ -197,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as error:      # the manifest says "failed"; one line, not the callback's traceback
         parser.exit(1, f"error: {error}\n")
     except RunDiverged as error:    # the manifest says "diverged": not a finished result
+        if not args.no_render:
+            render_trained_run(run_dir, diverged=True)
         parser.exit(1, f"error: {error}\n")
     report(summary.run_dir)
     return 0
@@ -209,7 +212,7 @@ def _follow(args, run_dir: Path, parser) -> int:
 
     try:
         train_all_seeds(run_dir, tasks=args.tasks, seeds=args.seeds, overrides=overrides_from_args(args),
-                        resume=args.resume, progress=False, render=False, devices=args.devices)
+                        resume=args.resume, progress=False, devices=args.devices)
     except RunAlreadyFinished:
         return 0
     except (ValueError, OSError) as error:
@@ -223,7 +226,7 @@ def _follow(args, run_dir: Path, parser) -> int:
 def report(run_dir: Path) -> None:
     """The run's summary: wall time with rendering, the held-out table of the last checkpoints
     against the baselines, the goals, the figures and the commands to go on with."""
-    from purehr.run.messages import final_summary
+    from purehr.summary import final_summary
 
     print("\n" + final_summary(run_dir, scripts_dir=ROOT / "scripts"), end="")
 

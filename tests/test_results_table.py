@@ -85,7 +85,7 @@ def test_manifests_rebuild_their_environments():
 
 
 def test_final_summary_has_wall_time_results_figures_and_next_commands_for_this_run(tmp_path):
-    from purehr.run.messages import final_summary
+    from purehr.summary import final_summary
 
     run = _write_run(tmp_path / "runs" / "quick")
     manifest = json.loads((run / "manifest.json").read_text())

@@ -25,6 +25,7 @@ from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
 from purehr.run.protocol import RunDirectoryInUse, train_all_seeds
 from purehr.run.run_dir import read_csv
 from purehr.run.tasks import get_task
+from purehr.viz.render import render_trained_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = [0, 1]
@@ -78,6 +79,7 @@ def runs(tmp_path_factory):
         warnings.simplefilter("always")  # rendering included
         reference = train_all_seeds(base / "reference", tasks=TASKS, seeds=SEEDS, configs=configs(),
                                     progress=True)
+        render_trained_run(reference.run_dir)     # as scripts/train_all_seeds.py does after training
     watcher.join(timeout=600)
     output = child.stdout.read().decode()
     return {"reference": reference, "warnings": [str(w.message) for w in caught], "messages": messages.getvalue(),
@@ -209,7 +211,7 @@ def test_killed_run_resumes_to_bit_identical_parameters(runs):
     assert runs["child_returncode"] == -signal.SIGKILL
     killed_dir = runs["killed_dir"]
     assert json.loads((killed_dir / "manifest.json").read_text())["status"] == "running"
-    resumed = train_all_seeds(killed_dir, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    resumed = train_all_seeds(killed_dir, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     assert resumed.resumed_from["swing"] >= 3072
     for task in TASKS:
         assert params_equal(resumed.final_runners[task], runs["reference"].final_runners[task]), task
@@ -269,7 +271,7 @@ def test_corrupted_checkpoint_is_named_and_resume_falls_back(runs, tmp_path):
     manifest = json.loads((copy / "manifest.json").read_text())
     manifest["status"] = "running"                             # as if it had been killed at the end
     (copy / "manifest.json").write_text(json.dumps(manifest))
-    resumed = train_all_seeds(copy, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    resumed = train_all_seeds(copy, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     assert resumed.resumed_from["hrv"] == 15360
     assert params_equal(resumed.final_runners["hrv"], runs["reference"].final_runners["hrv"])
     assert any((copy / "hrv" / "seed_0" / "quarantine").iterdir())
@@ -278,7 +280,7 @@ def test_corrupted_checkpoint_is_named_and_resume_falls_back(runs, tmp_path):
 
 
 def test_a_published_record_keeps_only_the_final_checkpoints_and_restores_them(runs, tmp_path):
-    from purehr.run.publish import publish_run
+    from purehr.publish import publish_run
 
     source = runs["reference"].run_dir
     record = tmp_path / "record"

@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 
 from purehr.run.run_dir import MANIFEST
+from purehr.viz.replay import replayed_rows
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -28,8 +29,6 @@ def publish_run(run_dir: str | Path, record_dir: str | Path, max_replayed: int =
     """Copy ``run_dir`` (a finished run) to ``record_dir`` (which must not exist yet), with
     the showcase traces of the lowest seed that a replay of ``max_replayed`` checkpoints
     plays. Returns the files written."""
-    from purehr.viz.replay import replayed_rows     # viz only to pick the replayed rows
-
     source, target = Path(run_dir), Path(record_dir)
     manifest = json.loads((source / MANIFEST).read_text())
     if manifest.get("status") != "finished":
