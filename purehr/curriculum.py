@@ -179,11 +179,4 @@ class Curriculum:
                 difficulty=jnp.asarray(difficulties)[stage],
                 target_precision=jnp.asarray(precisions)[stage])
 
-        env_params_schedule.curriculum = self
-        env_params_schedule.num_updates = num_updates
         return env_params_schedule
-
-
-def curriculum_from_arg(text: str | None) -> Curriculum | None:
-    """For CLIs: ``None`` (flag not given) stays None; otherwise ``Curriculum.parse``."""
-    return None if text is None else Curriculum.parse(text)

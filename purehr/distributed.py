@@ -274,7 +274,6 @@ def make_sharded_train(config, env, env_params=None, *, devices: Devices = None,
         mesh, inner = programs[num_seeds]
         return inner(shard_seeds(keys, mesh))
 
-    train.mesh_for = lambda num_seeds: make_mesh(num_seeds, config.num_envs, devices)
     return train
 
 

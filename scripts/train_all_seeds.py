@@ -50,7 +50,6 @@ PPO_FIELD_HELP = {
     "eval_episodes": "held-out episodes of a full evaluation",
     "full_eval_interval": "every N-th checkpoint gets the full evaluation; the others the quick one",
     "quick_eval_episodes": "held-out episodes of a quick evaluation",
-    "progress_interval": "updates between progress reports",
 }
 """Help of the generated PPO flags; a PPOConfig field missing here fails tests/test_bad_inputs_edges.py."""
 

@@ -5,7 +5,6 @@ import contextlib
 import importlib.util
 import io
 import json
-import os
 import shutil
 import signal
 import subprocess

@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from purehr.run.checkpoints import SeedCheckpoints, tree_digest
-from purehr.run.run_dir import RunDirectory, atomic_write_text, write_csv
+from purehr.run.run_dir import RunDirectory, write_csv
 
 UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", "mean_step_reward", "mean_episode_return",
                   "episodes_completed", "train_success_rate", "loss", "policy_loss", "value_loss",
@@ -221,7 +221,3 @@ def parse_row(row: dict[str, str]) -> dict[str, Any]:
         except ValueError:
             parsed[name] = float(text) if text != "nan" else math.nan
     return parsed
-
-
-def touch_text(path, text: str) -> None:
-    atomic_write_text(path, text)
