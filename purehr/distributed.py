@@ -40,15 +40,14 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from purehr.host_devices import (COLLECTIVE_TERMINATE_FLAG, cpu_pool_threads,  # noqa: F401  (re-exported)
+                                  prepare_host_devices, requested_host_devices)
+from purehr.ppo.train import make_train, seed_keys
+
 SEED_AXIS = "seeds"
 ENV_AXIS = "envs"
 
 Devices = int | Sequence[jax.Device] | None
-
-
-from purehr.host_devices import (COLLECTIVE_TERMINATE_FLAG, cpu_pool_threads,  # noqa: F401  (re-exported)
-                                  prepare_host_devices, requested_host_devices)
-from purehr.ppo.train import make_train, seed_keys
 
 
 def check_host_callback_threads(devices: Sequence[jax.Device]) -> None:
