@@ -3,7 +3,8 @@ different checkpoints, seeds that disagree, newer folders the index does not lis
 saves, a task that starts over. Built by editing a copy of a finished run, so no real SIGKILL
 (and no timing) is involved; and a failed checkpoint save that must not end as "finished".
 
-The configs match tests/test_run.py, so in one pytest process the compiled program is shared."""
+The reference is the session's (tests/conftest.py), which tests/test_run.py uses too: one
+training and one compiled program for both files."""
 
 import json
 import os
@@ -19,25 +20,20 @@ from purehr.run.checkpoints import SeedCheckpoints
 from purehr.run.protocol import RunDiverged, RunFailed, train_all_seeds
 from purehr.run.run_dir import RunDirectory, RunDirectoryBusy, read_csv, write_csv
 from purehr.run.tasks import get_task
+from conftest import PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_configs
 
 ROOT = Path(__file__).resolve().parents[1]
-SEEDS = [0, 1]
-TASKS = ["swing", "hrv"]
-SMALL = dict(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, num_epochs=2,
-             actor_hidden=(16,), critic_hidden=(16,), checkpoint_interval=3000, eval_episodes=4,
-             full_eval_interval=2, quick_eval_episodes=2,
-             anneal_lr=False)     # as tests/test_run.py: one compiled program; a constant rate can be extended
+SEEDS = PROTOCOL_SEEDS
+TASKS = PROTOCOL_TASKS
 CHECKPOINTS = [0, 3072, 6144, 9216, 12288, 15360, 16384]       # batch 512: update = steps // 512
 
 
-def configs():
-    return {task: get_task(task).default_config.replace(**SMALL) for task in TASKS}
+configs = protocol_configs
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    return train_all_seeds(tmp_path_factory.mktemp("resume") / "reference", tasks=TASKS, seeds=SEEDS,
-                           configs=configs(), progress=False)
+def reference(protocol_reference):
+    return protocol_reference["summary"]
 
 
 def killed_copy(reference, tmp_path: Path) -> Path:
