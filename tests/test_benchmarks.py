@@ -34,6 +34,7 @@ def quick_result(tmp_path_factory):
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_quick_throughput_records_every_field_with_positive_numbers(quick_result):
     module = _throughput_module()
     records = quick_result["records"]

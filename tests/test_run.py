@@ -121,6 +121,7 @@ def test_a_rendered_run_forks_no_python_process(runs):
     assert [message for message in runs["warnings"] if "fork" in message] == []
 
 
+@pytest.mark.slow
 def test_a_run_says_what_it_will_do_before_compiling_and_shows_progress_per_task(runs):
     text = runs["messages"]
     assert "swing, hrv x seeds 0, 1 (4 trainings in one compiled program)" in text
@@ -171,6 +172,7 @@ def test_rendered_replay_has_one_stop_and_one_video_segment_per_recorded_checkpo
     assert html.count("<option") == len(EXPECTED_FULL)
 
 
+@pytest.mark.slow
 def test_restore_in_a_fresh_process_returns_the_saved_parameters(runs):
     root = runs["reference"].run_dir
     script = (
@@ -198,6 +200,7 @@ def test_restore_in_a_fresh_process_returns_the_saved_parameters(runs):
     assert len(action) == 10 and all(0 <= a <= 4 for a in action)
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_bit_identical_parameters(runs):
     assert runs["killed"].get("rows", 0) >= 3, runs["child_output"][-2000:]
     assert runs["child_returncode"] == -signal.SIGKILL
@@ -215,6 +218,7 @@ def test_killed_run_resumes_to_bit_identical_parameters(runs):
             assert [int(r["update"]) for r in updates] == list(range(1, 33))
 
 
+@pytest.mark.slow
 def test_a_directory_holding_a_run_is_refused(runs):
     root = runs["reference"].run_dir
     before = sorted(p.name for p in root.iterdir())

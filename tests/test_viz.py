@@ -344,6 +344,7 @@ def test_missing_column_and_truncated_rows_are_named(tmp_path):
         load_run(run_dir, tasks=["hrv"])
 
 
+@pytest.mark.slow
 def test_render_script_reports_a_missing_run_directory(tmp_path):
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "render.py"), "--run-dir",
@@ -467,6 +468,7 @@ const document = { getElementById(id) {
     return json.loads(completed.stdout)
 
 
+@pytest.mark.slow
 def test_poster_and_slider_name_the_same_checkpoint(rendered):
     """The poster is the last checkpoint's frame; the slider opens there, in the frames' words."""
     page = (rendered / "figures" / "replay.html").read_text()
