@@ -42,7 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from _common import load_averages, write_json
+from _common import load_averages, write_json  # noqa: E402
 from purehr.envs.gymnax_adapter import GymnaxEnv  # noqa: E402
 from purehr.envs.rollout import run_episodes  # noqa: E402
 from purehr.ppo.config import PPOConfig  # noqa: E402

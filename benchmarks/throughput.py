@@ -162,7 +162,7 @@ def _measure(fn, args, env_steps: int, repeats: int) -> dict:
     if memory is not None:
         program_bytes = int(memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes)
     best = float("inf")
-    for attempt in range(repeats):
+    for _ in range(repeats):
         started = time.perf_counter()
         jax.block_until_ready(compiled(*args))
         elapsed = time.perf_counter() - started
