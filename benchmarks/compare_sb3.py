@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from _common import load_averages, write_json
 from purehr.cli import HelpFormatter, output_file, positive_int
 from purehr.envs import HRWritingEnv, to_gymnasium
 from purehr.envs.hrv import heldout_evaluation
@@ -131,15 +132,12 @@ def main(argv=None) -> int:
                 "per_seed": sb3_runs},
         "versions": {"jax": jax.__version__, "stable_baselines3": __import__("stable_baselines3").__version__,
                      "torch": __import__("torch").__version__},
-        "load_average_before": [round(x, 2) for x in load_before],
-        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        **load_averages(load_before),
         "cpu_count": os.cpu_count(),
     }
     out["speedup_steps_per_s"] = round(out["purehr"]["steps_per_s"] / out["sb3"]["steps_per_s"], 1)
     print(json.dumps(out, indent=1))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1))
+    write_json(args.json, out)
     return 0
 
 

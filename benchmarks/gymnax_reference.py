@@ -24,6 +24,7 @@ import time
 import jax
 import numpy as np
 
+from _common import load_averages, write_json
 from purehr.cli import HelpFormatter, output_file, positive_int
 from purehr.envs.gymnax_adapter import GymnaxEnv
 from purehr.envs.rollout import run_episodes
@@ -88,11 +89,8 @@ def main(argv=None) -> int:
         print(json.dumps({k: v for k, v in results[-1].items() if k != "config"}), flush=True)
     out = {"command": " ".join(["gymnax_reference.py"] + (sys.argv[1:] if argv is None else list(argv))),
            "results": results, "jax": jax.__version__, "devices": [str(d) for d in jax.devices()],
-           "cpu_count": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
-           "load_average_after": [round(x, 2) for x in os.getloadavg()]}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1))
+           "cpu_count": os.cpu_count(), **load_averages(load_before)}
+    write_json(args.json, out)
     return 0
 
 

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from _common import load_averages, write_json
 from purehr.cli import HelpFormatter, output_file, positive_int
 from purehr.envs.spaces import flatten_observation
 from purehr.envs.wrappers import training_wrappers
@@ -185,8 +186,7 @@ def main(argv=None) -> int:
                       "run_s_one_seed_warm": round(host_run_one_seed, 2),
                       "run_s_all_seeds_warm": round(host_run_one_seed * args.seeds, 2),
                       "steps_per_s_warm": round(env_steps / (host_run_one_seed * args.seeds))},
-        "load_average_before": [round(x, 2) for x in load_before],
-        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        **load_averages(load_before),
         "devices": [str(d) for d in jax.devices()], "cpu_count": os.cpu_count(),
     }
     out["speedup_run"] = round(out["host_loop"]["run_s_all_seeds_warm"] / scan_run, 2)
@@ -196,9 +196,7 @@ def main(argv=None) -> int:
             jax.tree.map(lambda x: x[i], result.runner.params) for i in range(args.seeds)])
         out["heldout_return_host_loop"] = heldout_return(task, env, config, host_params)
     print(json.dumps(out, indent=1))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1))
+    write_json(args.json, out)
     return 0
 
 

@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from _common import write_json
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
@@ -75,9 +77,7 @@ def main(argv=None) -> int:
         print(json.dumps(results["seed_api"]), flush=True)
     results["machine"]["load_after"] = os.getloadavg()
     print(f"5 seeds / 1 seed wall time: {results['five_seeds_over_one_wall_ratio']:.2f}x")
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(results, indent=2))
+    write_json(args.json, results, indent=2)
     return 0
 
 

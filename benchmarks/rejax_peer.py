@@ -42,6 +42,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _common import load_averages, write_json  # noqa: E402
 from purehr.envs.gymnax_adapter import GymnaxEnv  # noqa: E402
 from purehr.envs.rollout import run_episodes  # noqa: E402
 from purehr.ppo.config import PPOConfig  # noqa: E402
@@ -210,12 +211,9 @@ def main(argv=None) -> int:
     out = {"command": " ".join(["python benchmarks/rejax_peer.py"] + (sys.argv[1:] if argv is None else list(argv))),
            "records": records, "jax": jax.__version__, "rejax": getattr(rejax, "__version__", "0.1.3"),
            "devices": [str(d) for d in jax.devices()], "machine": platform.machine(), "cpu_count": os.cpu_count(),
-           "load_average_before": [round(x, 2) for x in load_before],
-           "load_average_after": [round(x, 2) for x in os.getloadavg()],
+           **load_averages(load_before),
            "peak_host_memory_mb_whole_process": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(out, indent=1))
+    write_json(args.json, out)
     return 0
 
 

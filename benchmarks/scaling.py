@@ -30,6 +30,8 @@ from pathlib import Path
 import jax
 import numpy as np
 
+from _common import load_averages, write_json
+
 STUDIES = ("steps", "seeds", "envs")
 
 
@@ -196,14 +198,11 @@ def main(argv=None) -> int:
             result = study_envs(env, base, args.updates, args.env_counts)
         result.update(command=" ".join(["scaling.py"] + (sys.argv[1:] if argv is None else list(argv))),
                       wall_s=round(time.perf_counter() - started, 1),
-                      load_average_before=[round(x, 2) for x in load_before],
-                      load_average_after=[round(x, 2) for x in os.getloadavg()])
+                      **load_averages(load_before))
         data["studies"][name] = result
     data["machine"] = {"jax": jax.__version__, "backend": jax.default_backend(), "cpu_count": os.cpu_count(),
                        "devices": [str(d) for d in jax.devices()]}
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(data, indent=1))
+    write_json(args.json, data)
     return 0
 
 

@@ -37,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 
+from _common import load_averages, write_json
+
 ROOT = Path(__file__).resolve().parents[1]
 
 TASKS = ("swing", "hrv")
@@ -160,7 +162,7 @@ def _measure(fn, args, env_steps: int, repeats: int) -> dict:
     if memory is not None:
         program_bytes = int(memory.argument_size_in_bytes + memory.output_size_in_bytes + memory.temp_size_in_bytes)
     best = float("inf")
-    for attempt in range(repeats):
+    for _ in range(repeats):
         started = time.perf_counter()
         jax.block_until_ready(compiled(*args))
         elapsed = time.perf_counter() - started
@@ -441,8 +443,7 @@ def main(argv=None) -> int:
         "command": " ".join([Path(sys.argv[0]).name] + (sys.argv[1:] if argv is None else list(argv))),
         "machine": machine(),
         "thread_environment": {name: os.environ.get(name) for name in ("PJRT_NPROC", "XLA_FLAGS", "JAX_PLATFORMS")},
-        "load_average_before": [round(x, 2) for x in load_before],
-        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        **load_averages(load_before),
         "wall_s": round(time.perf_counter() - started, 1),
         "settings": {"rounds": args.rounds if (args.goals or args.threads) else 1, "num_steps": args.num_steps, "steps_per_seed": args.steps_per_seed,
                      "num_minibatches": NUM_MINIBATCHES, "num_epochs": 4, "repeats": args.repeats,
@@ -459,9 +460,8 @@ def main(argv=None) -> int:
     print(json.dumps(result["goals"], indent=1))
     if args.threads:
         print(json.dumps(result["threads_summary"], indent=1))
+    write_json(args.json, result)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1))
         print(f"wrote {args.json}", file=sys.stderr)
     return 0
 

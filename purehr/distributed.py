@@ -40,14 +40,14 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from purehr.host_devices import (COLLECTIVE_TERMINATE_FLAG, cpu_pool_threads,  # noqa: F401  (re-exported)
+                                  prepare_host_devices, requested_host_devices)
+from purehr.ppo.train import make_train, seed_keys
+
 SEED_AXIS = "seeds"
 ENV_AXIS = "envs"
 
 Devices = int | Sequence[jax.Device] | None
-
-
-from purehr.host_devices import (COLLECTIVE_TERMINATE_FLAG, cpu_pool_threads,  # noqa: F401  (re-exported)
-                                  prepare_host_devices, requested_host_devices)
 
 
 def check_host_callback_threads(devices: Sequence[jax.Device]) -> None:
@@ -260,8 +260,6 @@ def make_sharded_train(config, env, env_params=None, *, devices: Devices = None,
     """``make_train`` whose ``train(keys)`` runs over a ``("seeds", "envs")`` mesh of
     ``devices`` (default: all visible). Same arguments and result as ``make_train``; the
     result's arrays are sharded global arrays (``np.asarray`` gathers them on one host)."""
-    from purehr.ppo.train import make_train, seed_keys
-
     programs: dict[int, tuple[Mesh, Callable]] = {}
 
     def train(keys):
@@ -275,7 +273,6 @@ def make_sharded_train(config, env, env_params=None, *, devices: Devices = None,
         mesh, inner = programs[num_seeds]
         return inner(shard_seeds(keys, mesh))
 
-    train.mesh_for = lambda num_seeds: make_mesh(num_seeds, config.num_envs, devices)
     return train
 
 

@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from purehr.run.publish import publish_run
+    from purehr.publish import publish_run
 
     try:
         written = publish_run(args.run_dir, args.record_dir)

@@ -50,7 +50,6 @@ PPO_FIELD_HELP = {
     "eval_episodes": "held-out episodes of a full evaluation",
     "full_eval_interval": "every N-th checkpoint gets the full evaluation; the others the quick one",
     "quick_eval_episodes": "held-out episodes of a quick evaluation",
-    "progress_interval": "updates between progress reports",
 }
 """Help of the generated PPO flags; a PPOConfig field missing here fails tests/test_bad_inputs_edges.py."""
 
@@ -159,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         import jax
         jax.config.update("jax_enable_x64", True)
     from purehr.run.protocol import RunAlreadyFinished, RunDiverged, RunFailed, train_all_seeds
+    from purehr.viz.render import render_run, render_trained_run
 
     import jax
 
@@ -169,8 +169,10 @@ def main(argv: list[str] | None = None) -> int:
         curricula = _curricula_from_args(args)
         summary = train_all_seeds(run_dir, tasks=args.tasks, seeds=args.seeds, overrides=overrides_from_args(args),
                                   resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
-                                  render=not args.no_render, command=sys.argv if argv is None else argv,
+                                  command=sys.argv if argv is None else argv,
                                   curricula=curricula, devices=args.devices, directory_option=directory_option)
+        if not args.no_render:
+            render_trained_run(summary.run_dir)
     except RunAlreadyFinished:
         # a run killed after training (before or while rendering) is finished: finish its files
         from purehr.run.protocol import extension_hint
@@ -183,8 +185,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"its figures are missing: --resume without --no-render, or scripts/render.py --run-dir "
                       f"{run_dir}, renders them", file=sys.stderr)
             else:
-                from purehr.viz.render import render_run
-
                 print("rendering the figures it is missing", file=sys.stderr)
                 render_run(run_dir)
         else:
@@ -196,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     except RunFailed as error:      # the manifest says "failed"; one line, not the callback's traceback
         parser.exit(1, f"error: {error}\n")
     except RunDiverged as error:    # the manifest says "diverged": not a finished result
+        if not args.no_render:
+            render_trained_run(run_dir, diverged=True)
         parser.exit(1, f"error: {error}\n")
     report(summary.run_dir)
     return 0
@@ -208,7 +210,7 @@ def _follow(args, run_dir: Path, parser) -> int:
 
     try:
         train_all_seeds(run_dir, tasks=args.tasks, seeds=args.seeds, overrides=overrides_from_args(args),
-                        resume=args.resume, progress=False, render=False, devices=args.devices)
+                        resume=args.resume, progress=False, devices=args.devices)
     except RunAlreadyFinished:
         return 0
     except (ValueError, OSError) as error:
@@ -222,7 +224,7 @@ def _follow(args, run_dir: Path, parser) -> int:
 def report(run_dir: Path) -> None:
     """The run's summary: wall time with rendering, the held-out table of the last checkpoints
     against the baselines, the goals, the figures and the commands to go on with."""
-    from purehr.run.messages import final_summary
+    from purehr.summary import final_summary
 
     print("\n" + final_summary(run_dir, scripts_dir=ROOT / "scripts"), end="")
 

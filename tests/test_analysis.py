@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 
 from purehr import analysis
+from conftest import write_synthetic_run
 
 RAMP_THEN_PLATEAU = np.concatenate([np.linspace(0.0, 1.0, 40), np.ones(60)])
 
@@ -78,33 +78,26 @@ CHECKPOINT_HEADER = ["target_steps", "actual_steps", "update", "elapsed_s", "eva
                      "checkpoint_path", "showcase_path"]
 
 
-def write_seed(run_dir, seed, returns, final_heldout_success):
-    seed_dir = run_dir / "hrv" / f"seed_{seed}"
-    seed_dir.mkdir(parents=True)
-    with (seed_dir / "updates.csv").open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(UPDATE_HEADER)
-        for update, episode_return in enumerate(returns):
-            steps = (update + 1) * 2048
-            writer.writerow([update, steps, (update + 1) * 0.5, 0.0, episode_return, 8, 0.8,
-                             0, 0, 0, 0, 0, 0, 0, 0.1])
-    with (seed_dir / "checkpoints.csv").open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(CHECKPOINT_HEADER)
-        writer.writerow([0, 0, 0, 0.0, 0.0, -1.0, 0.1, 1.0, 0.0, 100, 0.0,
-                         f"hrv/seed_{seed}/checkpoints/0", f"hrv/seed_{seed}/showcase/0.npz"])
-        writer.writerow([100_000, 204_800, 99, 50.0, final_heldout_success, 1.1, 0.1, 0.05,
-                         0.99, 6.5, final_heldout_success / 2,
-                         f"hrv/seed_{seed}/checkpoints/1", f"hrv/seed_{seed}/showcase/1.npz"])
+def seed_logs(seed, returns, final_heldout_success) -> tuple[list[dict], list[dict]]:
+    """One hrv seed's updates.csv and checkpoints.csv rows."""
+    updates = [dict(zip(UPDATE_HEADER, [update, (update + 1) * 2048, (update + 1) * 0.5, 0.0, float(episode_return),
+                                        8, 0.8, 0, 0, 0, 0, 0, 0, 0, 0.1]))
+               for update, episode_return in enumerate(returns)]
+    checkpoints = [dict(zip(CHECKPOINT_HEADER, row)) for row in (
+        [0, 0, 0, 0.0, 0.0, -1.0, 0.1, 1.0, 0.0, 100, 0.0,
+         f"hrv/seed_{seed}/checkpoints/0", f"hrv/seed_{seed}/showcase/0.npz"],
+        [100_000, 204_800, 99, 50.0, final_heldout_success, 1.1, 0.1, 0.05, 0.99, 6.5, final_heldout_success / 2,
+         f"hrv/seed_{seed}/checkpoints/1", f"hrv/seed_{seed}/showcase/1.npz"])]
+    return updates, checkpoints
 
 
 @pytest.fixture
 def run_dir(tmp_path):
-    (tmp_path / "manifest.json").write_text(json.dumps(
-        {"tasks": ["hrv"], "seeds": [0, 1], "wall_time_s": 60.0, "peak_memory_bytes": 2**30}))
-    write_seed(tmp_path, 0, RAMP_THEN_PLATEAU, 0.8)
-    write_seed(tmp_path, 1, RAMP_THEN_PLATEAU + 2.0, 0.6)
-    return tmp_path
+    logs = {0: seed_logs(0, RAMP_THEN_PLATEAU, 0.8), 1: seed_logs(1, RAMP_THEN_PLATEAU + 2.0, 0.6)}
+    return write_synthetic_run(tmp_path, {"tasks": ["hrv"], "seeds": [0, 1], "wall_time_s": 60.0,
+                                          "peak_memory_bytes": 2**30},
+                               {("hrv", seed): updates for seed, (updates, _) in logs.items()},
+                               {("hrv", seed): checkpoints for seed, (_, checkpoints) in logs.items()})
 
 
 def test_analyze_run_on_a_synthetic_run_directory(run_dir):

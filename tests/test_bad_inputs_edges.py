@@ -30,7 +30,7 @@ from purehr.ppo.config import HRV_DEFAULTS
 from purehr.ppo.train import make_ppo
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = sorted((ROOT / "scripts").glob("*.py")) + sorted((ROOT / "benchmarks").glob("*.py"))
+SCRIPTS = sorted((ROOT / "scripts").glob("*.py")) + sorted((ROOT / "benchmarks").glob("[!_]*.py"))   # not _common.py
 TINY = HRV_DEFAULTS.replace(num_envs=8, num_steps=16, minibatch_size=64, actor_hidden=(16,), critic_hidden=(16,),
                             total_timesteps=128)
 
@@ -42,7 +42,11 @@ def load_script(path: Path):
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        sys.path.insert(0, str(path.parent))    # as `python path` runs it: benchmarks/_common importable
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.path.remove(str(path.parent))
     return sys.modules[name]
 
 

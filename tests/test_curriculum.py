@@ -162,7 +162,7 @@ def test_resume_with_a_different_curriculum_is_refused(tmp_path):
 def curriculum_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("curriculum") / "run"
     config = TINY.replace(checkpoint_interval=TINY.batch_size * 5, eval_episodes=8)
-    train_all_seeds(run_dir, tasks=["hrv"], seeds=[0], configs={"hrv": config}, progress=False, render=False,
+    train_all_seeds(run_dir, tasks=["hrv"], seeds=[0], configs={"hrv": config}, progress=False,
                     curricula={"hrv": Curriculum()})
     return run_dir
 

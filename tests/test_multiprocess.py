@@ -25,6 +25,8 @@ from purehr.ppo.config import HRV_DEFAULTS
 from purehr.ppo.train import keys_for_seeds, make_train
 from purehr.run.restore import restore
 
+pytestmark = pytest.mark.slow    # training processes: subprocesses
+
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = [0, 1, 2, 3]
 # 16 updates: long enough to kill mid-run, short enough that float32 rounding (different on a

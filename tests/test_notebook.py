@@ -12,6 +12,8 @@ import nbclient
 import nbformat
 import pytest
 
+pytestmark = pytest.mark.slow    # a Jupyter kernel: a subprocess
+
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "benchmarks" / "colab_quickstart.ipynb"
 TINY_RUN = ("--num-envs 8 --num-steps 64 --minibatch-size 128 --num-epochs 1 --actor-hidden 16 "

@@ -6,7 +6,6 @@ import sys
 import textwrap
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -73,6 +72,7 @@ def test_host_callback_sees_every_update_and_can_stop(cartpole):
     assert np.isnan(np.asarray(result.metrics["loss"][0, 2:])).all()
 
 
+@pytest.mark.slow
 def test_vmapped_init_and_training_do_not_deadlock_on_the_default_thread_pool():
     """An orthogonal init (QR) vmapped over seeds hangs XLA:CPU at 0% CPU; ours must finish."""
     script = textwrap.dedent("""

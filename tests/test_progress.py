@@ -14,10 +14,10 @@ from purehr.run.messages import budget_notice, start_banner
 from purehr.run.progress import (
     FallWatch, Progress, TaskPlan, Timings, format_duration, format_line, format_steps, format_task,
     remaining_seconds)
+from conftest import PROTOCOL_SMALL
 
 # tests/test_run.py's protocol: batch 4 x 128 = 512, targets every 3,000 steps, 16,384 steps
-SMALL = PPOConfig(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, checkpoint_interval=3000,
-                  full_eval_interval=2, quick_eval_episodes=2, eval_episodes=4)
+SMALL = PPOConfig(**PROTOCOL_SMALL)
 
 
 # ------------------------------------------------------------------ start banner and rounding

@@ -13,6 +13,7 @@ import jax
 import numpy as np
 import pytest
 
+from purehr.ppo.config import PPOConfig
 from purehr.run import restore
 REPO = Path(__file__).resolve().parents[1]
 RECORD = REPO / "results" / "protocol"
@@ -64,3 +65,13 @@ def test_evaluate_text_output_names_the_step():
         "PPO checkpoint of runs/x, seed 3, step 10,002,432, the latest (saved for target 10,000,000)")
     assert evaluate.describe_policy(args, dict(checkpoint, requested_step=10_000_000)) == (
         "PPO checkpoint of runs/x, seed 3, step 10,002,432 (saved for target 10,000,000)")
+
+
+def test_the_record_manifest_with_a_retired_config_field_still_loads():
+    """results/protocol was written when PPOConfig had ``progress_interval``: reading it drops
+    the retired field and keeps every other value."""
+    recorded = json.loads((RECORD / "manifest.json").read_text())["configs"]["swing"]
+    assert "progress_interval" in recorded
+    config = PPOConfig.from_dict(recorded)
+    assert config.to_dict() == {k: tuple(v) if isinstance(v, list) else v
+                                for k, v in recorded.items() if k != "progress_interval"}

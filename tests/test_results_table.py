@@ -3,7 +3,6 @@ the environments a manifest rebuilds (recorded, or the first designs for older r
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 
@@ -11,6 +10,7 @@ import pytest
 
 from purehr.results_table import final_checkpoint_metrics, goals_met, results_table
 from purehr.run.protocol import PROTOCOL_TEXT
+from conftest import write_synthetic_run
 from purehr.tasks import get_task
 
 SWING_SUCCESS = [0.98, 0.98, 1.0, 1.0, 0.14]
@@ -19,7 +19,6 @@ HRV_LENGTHS = [4.4, 4.4, 4.2, 4.5, 4.2]
 
 
 def _write_run(root, swing_success=SWING_SUCCESS, swing_times=SWING_TIMES, hrv_lengths=HRV_LENGTHS):
-    root.mkdir(parents=True, exist_ok=True)
     seeds = list(range(len(swing_success)))
     manifest = {"tasks": ["swing", "hrv"], "seeds": seeds, "baselines": {
         "swing": {"name": "structured controller", "metrics": {"success_rate": 1.0, "time_to_rotation": 13.95,
@@ -30,21 +29,16 @@ def _write_run(root, swing_success=SWING_SUCCESS, swing_times=SWING_TIMES, hrv_l
                 "floors": {}}},
         # what every reader checks a purehr manifest by (run_dir.run_manifest_problem)
         "configs": {"swing": {}, "hrv": {}}, "protocol": PROTOCOL_TEXT, "status": "finished"}
-    (root / "manifest.json").write_text(json.dumps(manifest))
+    checkpoints = {}
     for task, rows in (("swing", [{"eval_success_rate": s, "eval_time_to_rotation": t, "eval_return_mean": 12.0}
                                   for s, t in zip(swing_success, swing_times)]),
                        ("hrv", [{"eval_success_rate": 1.0, "eval_episode_length": n, "eval_return_mean": 0.7}
                                 for n in hrv_lengths])):
         for seed, last in zip(seeds, rows):
-            folder = root / task / f"seed_{seed}"
-            folder.mkdir(parents=True)
             earlier = {name: 0.0 for name in last}
-            with (folder / "checkpoints.csv").open("w", newline="") as handle:
-                writer = csv.DictWriter(handle, ["actual_steps", *last])
-                writer.writeheader()
-                writer.writerow({"actual_steps": 0, **earlier})          # only the last row counts
-                writer.writerow({"actual_steps": 4096, **last})
-    return root
+            checkpoints[task, seed] = [{"actual_steps": 0, **earlier},          # only the last row counts
+                                       {"actual_steps": 4096, **last}]
+    return write_synthetic_run(root, manifest, {}, checkpoints)
 
 
 def test_the_last_checkpoint_of_every_seed_is_reported(tmp_path):
@@ -85,7 +79,7 @@ def test_manifests_rebuild_their_environments():
 
 
 def test_final_summary_has_wall_time_results_figures_and_next_commands_for_this_run(tmp_path):
-    from purehr.run.messages import final_summary
+    from purehr.summary import final_summary
 
     run = _write_run(tmp_path / "runs" / "quick")
     manifest = json.loads((run / "manifest.json").read_text())

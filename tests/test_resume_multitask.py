@@ -3,7 +3,8 @@ different checkpoints, seeds that disagree, newer folders the index does not lis
 saves, a task that starts over. Built by editing a copy of a finished run, so no real SIGKILL
 (and no timing) is involved; and a failed checkpoint save that must not end as "finished".
 
-The configs match tests/test_run.py, so in one pytest process the compiled program is shared."""
+The reference is the session's (tests/conftest.py), which tests/test_run.py uses too: one
+training and one compiled program for both files."""
 
 import json
 import os
@@ -18,26 +19,21 @@ import pytest
 from purehr.run.checkpoints import SeedCheckpoints
 from purehr.run.protocol import RunDiverged, RunFailed, train_all_seeds
 from purehr.run.run_dir import RunDirectory, RunDirectoryBusy, read_csv, write_csv
+from conftest import PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_configs
 from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
-SEEDS = [0, 1]
-TASKS = ["swing", "hrv"]
-SMALL = dict(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, num_epochs=2,
-             actor_hidden=(16,), critic_hidden=(16,), checkpoint_interval=3000, eval_episodes=4,
-             full_eval_interval=2, quick_eval_episodes=2,
-             anneal_lr=False)     # as tests/test_run.py: one compiled program; a constant rate can be extended
+SEEDS = PROTOCOL_SEEDS
+TASKS = PROTOCOL_TASKS
 CHECKPOINTS = [0, 3072, 6144, 9216, 12288, 15360, 16384]       # batch 512: update = steps // 512
 
 
-def configs():
-    return {task: get_task(task).default_config.replace(**SMALL) for task in TASKS}
+configs = protocol_configs
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    return train_all_seeds(tmp_path_factory.mktemp("resume") / "reference", tasks=TASKS, seeds=SEEDS,
-                           configs=configs(), progress=False, render=False)
+def reference(protocol_reference):
+    return protocol_reference["summary"]
 
 
 def killed_copy(reference, tmp_path: Path) -> Path:
@@ -103,7 +99,7 @@ def test_tasks_killed_at_different_checkpoints_resume_to_the_reference(reference
     # hrv: killed between the two seeds' CSV writes, seed 1 one checkpoint ahead of seed 0
     truncate_index(run, "hrv", 0, 3072)
     truncate_index(run, "hrv", 1, 6144)
-    summary = train_all_seeds(run, resume=True, progress=False, render=False)    # tasks, seeds: the run's
+    summary = train_all_seeds(run, resume=True, progress=False)    # tasks, seeds: the run's
     assert summary.resumed_from == {"swing": 9216, "hrv": 3072}
     assert_matches_reference(summary, reference, run)
     manifest = json.loads((run / "manifest.json").read_text())      # every resume is recorded
@@ -136,7 +132,7 @@ def test_a_task_that_starts_over_keeps_its_intact_step_0(reference, tmp_path, ca
     for steps in CHECKPOINTS[1:]:
         shutil.rmtree(run / "hrv" / "seed_1" / "checkpoints" / str(steps))
     half_written(run, "hrv", 1, 0)
-    summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     assert summary.resumed_from == {}
     assert_matches_reference(summary, reference, run)
     assert quarantined(run, "swing", 0) == []
@@ -181,7 +177,7 @@ def test_a_failed_checkpoint_save_stops_the_run_and_marks_it_failed(reference, t
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "failed" and "No space left on device" in manifest["error"]
     monkeypatch.setattr(SeedCheckpoints, "save", original)
-    summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     assert_matches_reference(summary, reference, run)
 
 
@@ -211,7 +207,7 @@ def test_a_seed_that_diverges_is_frozen_reported_and_the_run_is_not_finished(ref
 
     monkeypatch.setattr(protocol, "restore_task", restore_with_a_huge_learning_rate)
     with pytest.raises(RunDiverged) as raised:
-        train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+        train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     expected = {task: {"1": {"update": 31, "env_steps": 31 * 512}} for task in TASKS}
     assert raised.value.diverged == expected
     assert "training diverged: swing seed 1 at update 31 (15,872 env steps); hrv seed 1 at update 31" in str(raised.value)
@@ -238,7 +234,7 @@ def test_resume_is_refused_while_another_process_still_trains_in_the_directory(r
     still_training = RunDirectory(run).lock()          # what the live trainer holds
     try:
         with pytest.raises(RunDirectoryBusy, match=f"in use by another running process \\(pid {os.getpid()}\\)"):
-            train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+            train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
         with pytest.raises(RunDirectoryBusy):
             train_all_seeds(run, tasks=TASKS, seeds=SEEDS, configs=configs(), overwrite=True, progress=False)
     finally:

@@ -2,10 +2,10 @@
 corruption, rendering, what a run prints. One compiled program serves every in-process run here."""
 
 import contextlib
+import dataclasses
 import importlib.util
 import io
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -24,18 +24,13 @@ from purehr.run import restore
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
 from purehr.run.protocol import RunDirectoryInUse, train_all_seeds
 from purehr.run.run_dir import read_csv
-from purehr.tasks import get_task
+from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_configs
+from purehr.viz.render import render_trained_run
 
 ROOT = Path(__file__).resolve().parents[1]
-SEEDS = [0, 1]
-TASKS = ["swing", "hrv"]
-SMALL = dict(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, num_epochs=2,
-             actor_hidden=(16,), critic_hidden=(16,), checkpoint_interval=3000, eval_episodes=4,
-             full_eval_interval=2, quick_eval_episodes=2, anneal_lr=False)   # constant rate: extendable
-CLI = ["--steps", "16384", "--num-envs", "4", "--num-steps", "128", "--minibatch-size", "128",
-       "--num-epochs", "2", "--actor-hidden", "16", "--critic-hidden", "16", "--checkpoint-interval", "3000",
-       "--eval-episodes", "4", "--full-eval-interval", "2", "--quick-eval-episodes", "2",
-       "--anneal-lr", "false", "--seeds", "0", "1", "--no-render", "--no-progress"]
+SEEDS = PROTOCOL_SEEDS
+TASKS = PROTOCOL_TASKS
+CLI = PROTOCOL_CLI + ["--seeds", "0", "1", "--no-render", "--no-progress"]
 # batch 512: targets 0, 3000, ..., 15000 are first reached at 0, 3072, 6144, ...; the last update saves too
 EXPECTED_TARGETS = [0, 3000, 6000, 9000, 12000, 15000, 16384]
 EXPECTED_ACTUAL = [0, 3072, 6144, 9216, 12288, 15360, 16384]
@@ -43,18 +38,15 @@ EXPECTED_ACTUAL = [0, 3072, 6144, 9216, 12288, 15360, 16384]
 EXPECTED_FULL = [0, 6144, 12288, 16384]
 
 
-def configs():
-    return {task: get_task(task).default_config.replace(**SMALL) for task in TASKS}
-
-
 def params_equal(a, b) -> bool:
     return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """The reference run (in process, rendered) and, at the same time on the other core, a
-    subprocess run of the same protocol that is SIGKILLed after its third checkpoint."""
+def runs(tmp_path_factory, request):
+    """The session's reference run (in process), rendered here into a copy, and, at the same time
+    on the other core, a subprocess run of the same protocol that is SIGKILLed after its third
+    checkpoint."""
     base = tmp_path_factory.mktemp("runs")
     killed_dir = base / "killed"
     child = subprocess.Popen([sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"),
@@ -73,14 +65,16 @@ def runs(tmp_path_factory):
 
     watcher = threading.Thread(target=kill_after_third_checkpoint)
     watcher.start()
-    messages = io.StringIO()            # the banner, the progress line and the notes
-    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(messages):
-        warnings.simplefilter("always")  # rendering included
-        reference = train_all_seeds(base / "reference", tasks=TASKS, seeds=SEEDS, configs=configs(),
-                                    progress=True)
+    trained = request.getfixturevalue("protocol_reference")    # trained now, unless an earlier file did
+    reference = dataclasses.replace(trained["summary"], run_dir=base / "reference")
+    shutil.copytree(trained["summary"].run_dir, reference.run_dir)
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("always")
+        render_trained_run(reference.run_dir)     # as scripts/train_all_seeds.py does after training
     watcher.join(timeout=600)
     output = child.stdout.read().decode()
-    return {"reference": reference, "warnings": [str(w.message) for w in caught], "messages": messages.getvalue(),
+    return {"reference": reference, "warnings": trained["warnings"] + [str(w.message) for w in caught],
+            "messages": trained["messages"],     # the banner, the progress line and the notes
             "killed_dir": killed_dir, "killed": killed, "child_output": output,
             "child_returncode": child.returncode}
 
@@ -127,6 +121,7 @@ def test_a_rendered_run_forks_no_python_process(runs):
     assert [message for message in runs["warnings"] if "fork" in message] == []
 
 
+@pytest.mark.slow
 def test_a_run_says_what_it_will_do_before_compiling_and_shows_progress_per_task(runs):
     text = runs["messages"]
     assert "swing, hrv x seeds 0, 1 (4 trainings in one compiled program)" in text
@@ -177,6 +172,7 @@ def test_rendered_replay_has_one_stop_and_one_video_segment_per_recorded_checkpo
     assert html.count("<option") == len(EXPECTED_FULL)
 
 
+@pytest.mark.slow
 def test_restore_in_a_fresh_process_returns_the_saved_parameters(runs):
     root = runs["reference"].run_dir
     script = (
@@ -204,12 +200,13 @@ def test_restore_in_a_fresh_process_returns_the_saved_parameters(runs):
     assert len(action) == 10 and all(0 <= a <= 4 for a in action)
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_bit_identical_parameters(runs):
     assert runs["killed"].get("rows", 0) >= 3, runs["child_output"][-2000:]
     assert runs["child_returncode"] == -signal.SIGKILL
     killed_dir = runs["killed_dir"]
     assert json.loads((killed_dir / "manifest.json").read_text())["status"] == "running"
-    resumed = train_all_seeds(killed_dir, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    resumed = train_all_seeds(killed_dir, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     assert resumed.resumed_from["swing"] >= 3072
     for task in TASKS:
         assert params_equal(resumed.final_runners[task], runs["reference"].final_runners[task]), task
@@ -221,11 +218,12 @@ def test_killed_run_resumes_to_bit_identical_parameters(runs):
             assert [int(r["update"]) for r in updates] == list(range(1, 33))
 
 
+@pytest.mark.slow
 def test_a_directory_holding_a_run_is_refused(runs):
     root = runs["reference"].run_dir
     before = sorted(p.name for p in root.iterdir())
     with pytest.raises(RunDirectoryInUse, match="already holds a finished run"):
-        train_all_seeds(root, tasks=TASKS, seeds=SEEDS, configs=configs(), progress=False)
+        train_all_seeds(root, tasks=TASKS, seeds=SEEDS, configs=protocol_configs(), progress=False)
     with pytest.raises(RunDirectoryInUse, match="holds a finished run: nothing left to train"):
         train_all_seeds(root, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     assert sorted(p.name for p in root.iterdir()) == before
@@ -269,7 +267,7 @@ def test_corrupted_checkpoint_is_named_and_resume_falls_back(runs, tmp_path):
     manifest = json.loads((copy / "manifest.json").read_text())
     manifest["status"] = "running"                             # as if it had been killed at the end
     (copy / "manifest.json").write_text(json.dumps(manifest))
-    resumed = train_all_seeds(copy, tasks=TASKS, seeds=SEEDS, resume=True, progress=False, render=False)
+    resumed = train_all_seeds(copy, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     assert resumed.resumed_from["hrv"] == 15360
     assert params_equal(resumed.final_runners["hrv"], runs["reference"].final_runners["hrv"])
     assert any((copy / "hrv" / "seed_0" / "quarantine").iterdir())
@@ -278,7 +276,7 @@ def test_corrupted_checkpoint_is_named_and_resume_falls_back(runs, tmp_path):
 
 
 def test_a_published_record_keeps_only_the_final_checkpoints_and_restores_them(runs, tmp_path):
-    from purehr.run.publish import publish_run
+    from purehr.publish import publish_run
 
     source = runs["reference"].run_dir
     record = tmp_path / "record"

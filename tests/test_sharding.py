@@ -56,6 +56,7 @@ def sharded_results():
     return json.loads(line[len("RESULT "):])
 
 
+@pytest.mark.slow
 def test_make_train_sharded_over_4_devices_equals_one_device(sharded_results):
     result = sharded_results["make_train"]
     assert result["param_devices"] == 4                 # really spread over the mesh
@@ -99,6 +100,7 @@ CLI_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_cli_on_4_devices_with_progress_and_checkpoints_equals_one_device():
     """Issue 12: on a 2-core machine the 4-device CLI run aborted in an XLA rendezvous (the
     checkpoint callback's operand copy had no pool thread left while the other devices waited

@@ -33,6 +33,7 @@ from purehr.viz.render import render_run
 from purehr.viz.replay import _ReplayCanvas, checkpoint_label, frame_indices, render_replay
 from purehr.viz.run_data import load_run
 from purehr.viz.video import first_frame, video_stream
+from conftest import write_synthetic_run
 
 REPO = Path(__file__).resolve().parents[1]
 UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", "mean_step_reward",
@@ -89,7 +90,7 @@ def _hrv_trace(length: int = 10) -> dict[str, np.ndarray]:
             "success": np.zeros(length, dtype=bool)}
 
 
-def _checkpoint_row(task: str, seed: int, index: int, showcase: str) -> list[object]:
+def _checkpoint_row(task: str, seed: int, index: int, showcase: str) -> dict[str, object]:
     success = SUCCESS[task][seed][index]
     metrics = {"success_rate": success, "return_mean": 10.0 * success - seed,
                "return_std": 1.5, "time_to_rotation": 20.0 - index, "effort": 3.0,
@@ -97,9 +98,9 @@ def _checkpoint_row(task: str, seed: int, index: int, showcase: str) -> list[obj
                "negative_tension_rate": 0.01, "final_distance": 1.0 - success,
                "alignment": success - 0.1, "episode_length": 100.0}
     actual = -(-TARGETS[index] // BATCH) * BATCH  # first update at or beyond the target
-    return [TARGETS[index], actual, index * 25, 12.5 * index + 3.0,
-            *(metrics[key] for key in EVAL_KEYS[task]),
-            f"{task}/seed_{seed}/checkpoints/{actual}", showcase]
+    return {"target_steps": TARGETS[index], "actual_steps": actual, "update": index * 25,
+            "elapsed_s": 12.5 * index + 3.0, **{f"eval_{key}": metrics[key] for key in EVAL_KEYS[task]},
+            "checkpoint_path": f"{task}/seed_{seed}/checkpoints/{actual}", "showcase_path": showcase}
 
 
 def build_run_directory(root: Path) -> Path:
@@ -111,31 +112,25 @@ def build_run_directory(root: Path) -> Path:
                  "hrv": {"definition": "oracle", "metrics": {"success_rate": 1.0,
                                                              "return_mean": 7.0},
                          "floors": FLOORS["hrv"]}}
-    run_dir.mkdir(parents=True)
-    (run_dir / "manifest.json").write_text(json.dumps(
-        {"tasks": ["swing", "hrv"], "seeds": [0, 1], "baselines": baselines,
-         "configs": {}, "status": "complete"}))
+    manifest = {"tasks": ["swing", "hrv"], "seeds": [0, 1], "baselines": baselines, "configs": {},
+                "status": "complete"}
+    updates, checkpoints = {}, {}
     for task in ("swing", "hrv"):
         for seed in (0, 1):
-            seed_dir = run_dir / task / f"seed_{seed}"
-            updates = [[u, (u + 1) * BATCH, 0.5 * u, 0.01 * u, 5.0 * np.log1p(u) + seed,
-                        3, 0.1, 1.0, 0.5, 0.4, 1.2, 0.01, 0.1, 0.7]
-                       + [1.0] * len(TASK_DIAGNOSTICS[task]) for u in range(60)]
-            _write_csv(seed_dir / "updates.csv", UPDATE_COLUMNS + TASK_DIAGNOSTICS[task],
-                       updates)
-            rows = []
+            updates[task, seed] = [
+                dict(zip(UPDATE_COLUMNS + TASK_DIAGNOSTICS[task],
+                         [u, (u + 1) * BATCH, 0.5 * u, 0.01 * u, float(5.0 * np.log1p(u) + seed),
+                          3, 0.1, 1.0, 0.5, 0.4, 1.2, 0.01, 0.1, 0.7] + [1.0] * len(TASK_DIAGNOSTICS[task])))
+                for u in range(60)]
+            checkpoints[task, seed] = []
             for index in range(len(TARGETS)):
                 showcase = f"{task}/seed_{seed}/showcase/steps_{index}.npz"
                 trace = (_swing_trace(SWING_EPISODE_LENGTHS[index], 0.5 + index)
                          if task == "swing" else _hrv_trace())
                 (run_dir / showcase).parent.mkdir(parents=True, exist_ok=True)
                 np.savez(run_dir / showcase, **trace)
-                rows.append(_checkpoint_row(task, seed, index, showcase))
-            _write_csv(seed_dir / "checkpoints.csv",
-                       ["target_steps", "actual_steps", "update", "elapsed_s",
-                        *(f"eval_{key}" for key in EVAL_KEYS[task]),
-                        "checkpoint_path", "showcase_path"], rows)
-    return run_dir
+                checkpoints[task, seed].append(_checkpoint_row(task, seed, index, showcase))
+    return write_synthetic_run(run_dir, manifest, updates, checkpoints)
 
 
 def stick_pendulum(ax, trace, index, params) -> None:
@@ -241,9 +236,9 @@ def test_final_metrics_has_the_last_checkpoint_of_every_task_and_seed(rendered):
     for row in rows:
         task, seed = row["task"], int(row["seed"])
         expected = _checkpoint_row(task, seed, len(TARGETS) - 1, "")
-        for key, value in zip(EVAL_KEYS[task], expected[4:]):
-            assert float(row[f"eval_{key}"]) == pytest.approx(value)
-        assert int(row["actual_steps"]) == expected[1]
+        for key in EVAL_KEYS[task]:
+            assert float(row[f"eval_{key}"]) == pytest.approx(expected[f"eval_{key}"])
+        assert int(row["actual_steps"]) == expected["actual_steps"]
     swing_only = [row["eval_min_tension_worst"] for row in rows if row["task"] == "hrv"]
     assert swing_only == ["", ""]
 
@@ -345,6 +340,7 @@ def test_missing_column_and_truncated_rows_are_named(tmp_path):
         load_run(run_dir, tasks=["hrv"])
 
 
+@pytest.mark.slow
 def test_render_script_reports_a_missing_run_directory(tmp_path):
     result = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "render.py"), "--run-dir",
@@ -468,6 +464,7 @@ const document = { getElementById(id) {
     return json.loads(completed.stdout)
 
 
+@pytest.mark.slow
 def test_poster_and_slider_name_the_same_checkpoint(rendered):
     """The poster is the last checkpoint's frame; the slider opens there, in the frames' words."""
     page = (rendered / "figures" / "replay.html").read_text()

@@ -8,7 +8,6 @@ so GAE can bootstrap time-limit truncations.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
 from purehr.envs import spaces

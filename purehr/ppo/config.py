@@ -17,11 +17,12 @@ from flax import struct
 
 ACTIVATIONS = ("tanh", "relu")
 INT_FIELDS = ("total_timesteps", "num_envs", "num_steps", "num_epochs", "minibatch_size",
-              "checkpoint_interval", "eval_episodes", "full_eval_interval", "quick_eval_episodes",
-              "progress_interval")
+              "checkpoint_interval", "eval_episodes", "full_eval_interval", "quick_eval_episodes")
 FLOAT_FIELDS = ("learning_rate", "gamma", "gae_lambda", "clip_range", "vf_coef", "ent_coef",
                 "max_grad_norm", "log_std_init")
 BOOL_FIELDS = ("anneal_lr",)
+RETIRED_FIELDS = ("progress_interval",)
+"""Fields older manifests hold that nothing reads any more: ``from_dict`` drops them."""
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_OPTIMIZER_STEPS = 2**31 - 1
 """Largest count of an int32 counter: the limit on updates x epochs x minibatches per seed."""
@@ -64,7 +65,6 @@ class PPOConfig:
     held-out evaluation and a showcase episode; the targets between evaluate only
     ``quick_eval_episodes`` fixed episodes. 1 = full evaluation at every checkpoint."""
     quick_eval_episodes: int = 100
-    progress_interval: int = 10
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -176,6 +176,7 @@ class PPOConfig:
     @classmethod
     def from_dict(cls, data: dict) -> "PPOConfig":
         fields = {f.name for f in dataclasses.fields(cls)}
+        data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
         unknown = set(data) - fields
         if unknown:
             raise ValueError(f"unknown PPOConfig field(s) {sorted(unknown)}")

@@ -21,7 +21,7 @@ from purehr.distributed import (broadcast_json, broadcast_tree, check_host_callb
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.train import diverged_at_update, keys_for_seeds
-from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
+from purehr.run.checkpoints import CorruptCheckpointError, SeedCheckpoints, tree_digest
 from purehr.run.messages import start_banner
 from purehr.run.progress import Progress, TaskPlan, format_duration
 from purehr.run.recorder import RunRecorder, seed_slice
@@ -432,8 +432,6 @@ def restore_task(run_dir: RunDirectory, setup: TaskSetup, seeds: list[int], reco
     deleted); the rows in ``recorder_rows`` are trimmed to what stays on disk. With no such
     checkpoint beyond step 0 the task starts over from ``initial`` (the stacked initial states),
     keeping each seed's step-0 checkpoint when it holds exactly that state."""
-    from purehr.run.checkpoints import SeedCheckpoints
-
     name = setup.name
     folders = [run_dir.checkpoint_dir(name, seed) for seed in seeds]
     had_checkpoints = any(folder.is_dir() and any(folder.iterdir()) for folder in folders)
@@ -568,7 +566,7 @@ def _updates_logged(updates: list[dict], last: int) -> bool:
 
 def train_all_seeds(run_dir: str | Path, *, tasks=None, seeds=None,
                     configs: dict[str, PPOConfig] | None = None, resume: bool = False,
-                    overwrite: bool = False, progress: bool = True, render: bool = True,
+                    overwrite: bool = False, progress: bool = True,
                     command: list[str] | None = None,
                     curricula: dict[str, Curriculum | None] | None = None,
                     devices: int | None = None, overrides: dict[str, Any] | None = None,
@@ -633,7 +631,7 @@ def train_all_seeds(run_dir: str | Path, *, tasks=None, seeds=None,
             tasks, seeds, configs = request or new_run_request()
         lock = run_dir.lock()
         try:
-            return _train_locked(run_dir, started, tasks, seeds, configs, plan, progress, render, command,
+            return _train_locked(run_dir, started, tasks, seeds, configs, plan, progress, command,
                                  curricula, devices, followers)
         finally:
             lock.release()
@@ -669,7 +667,7 @@ def _follow_primary(started: float, devices) -> RunSummary:
 
 
 def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds: list[int],
-                  configs: dict[str, PPOConfig], plan: ResumePlan | None, progress: bool, render: bool,
+                  configs: dict[str, PPOConfig], plan: ResumePlan | None, progress: bool,
                   command: list[str] | None, curricula, devices, followers: _Followers) -> RunSummary:
     """``train_all_seeds`` once this process holds the run directory (``plan``: a resume)."""
     resume = plan is not None
@@ -791,21 +789,6 @@ def _train_locked(run_dir: RunDirectory, started: float, tasks: list[str], seeds
                             "checkpoint_events": recorder.checkpoints_written,
                             "resumed_from": resumed_from})
     run_dir.write_manifest(manifest)
-    if render:
-        from purehr.viz.render import render_run
-        print("rendering the figures and the replay ...", file=sys.stderr, flush=True)
-        render_started = time.perf_counter()
-        try:
-            render_run(run_dir.root)
-        except Exception as raised:
-            if not diverged:
-                raise
-            print(f"rendering the diverged run failed: {type(raised).__name__}: {raised}", file=sys.stderr)
-        manifest = run_dir.read_manifest()
-        manifest.update(render_s=time.perf_counter() - render_started,
-                        wall_time_with_render_s=time.perf_counter() - started + previous_wall)
-        run_dir.write_manifest(manifest)
-        wall = time.perf_counter() - started
     if diverged:
         seeds_said = "; ".join(f"{task} seed {seed} at update {at['update']} ({at['env_steps']:,} env steps)"
                                for task, per_seed in diverged.items() for seed, at in per_seed.items())

@@ -6,10 +6,13 @@ on another machine) without touching checkpoints or logs.
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
-from purehr.run.run_dir import FIGURES, FINAL_METRICS_CSV
+from purehr.run.run_dir import FIGURES, FINAL_METRICS_CSV, RunDirectory
 from purehr.viz.learning_curves import plot_learning_figure, plot_training_log, write_final_metrics
+from purehr.viz.replay import render_replay
 from purehr.viz.run_data import load_run
 
 REPLAY_TASK = "swing"
@@ -28,8 +31,6 @@ def render_run(run_dir: str | Path, *, tasks: list[str] | None = None,
         written += plot_training_log(run, task, figures_dir)
     written.append(write_final_metrics(run, run.run_dir / FINAL_METRICS_CSV))
     if replay and REPLAY_TASK in run.logs:
-        from purehr.viz.replay import render_replay  # imageio/ffmpeg only when needed
-
         outputs = render_replay(run, figures_dir, task=REPLAY_TASK)
         written += [outputs.video, outputs.poster, outputs.timeline, outputs.html]
     return written
@@ -39,3 +40,24 @@ def render_figures_only(run_dir: str | Path) -> list[Path]:
     """Redraw the figures and final metrics (e.g. after refresh-baseline changed the
     manifest's baselines) and leave the replay exactly as it is."""
     return render_run(run_dir, replay=False)
+
+
+def render_trained_run(run_dir: str | Path, *, diverged: bool = False) -> list[Path]:
+    """The last step of ``scripts/train_all_seeds.py``: ``render_run`` after training, with its
+    time recorded in the manifest (``render_s``, ``wall_time_with_render_s``). A diverged run
+    is rendered as far as it goes: its failure is printed, not raised."""
+    print("rendering the figures and the replay ...", file=sys.stderr, flush=True)
+    started = time.perf_counter()
+    written: list[Path] = []
+    try:
+        written = render_run(run_dir)
+    except Exception as raised:
+        if not diverged:
+            raise
+        print(f"rendering the diverged run failed: {type(raised).__name__}: {raised}", file=sys.stderr)
+    render_s = time.perf_counter() - started
+    directory = RunDirectory(Path(run_dir))
+    manifest = directory.read_manifest()
+    manifest.update(render_s=render_s, wall_time_with_render_s=(manifest.get("wall_time_s") or 0.0) + render_s)
+    directory.write_manifest(manifest)
+    return written

@@ -24,7 +24,9 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from purehr.envs.swing import SwingEnv
 from purehr.run.run_dir import atomic_output, atomic_write_text, read_npz
+from purehr.viz import swing_drawing
 from purehr.viz.html_player import write_html_player
 from purehr.viz.learning_curves import (
     HIGHLIGHT_COLOUR, METRIC_LIMITS, aggregate_over_seeds, draw_reference_levels, draw_seed_curves)
@@ -255,12 +257,9 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
     """Write replay.mp4, replay_poster.png, replay_timeline.json and replay.html to
     ``out_dir``. ``seed`` defaults to the lowest seed; ``draw_frame`` to the swing drawing
     (with the swing's default parameters when ``env_params`` is None)."""
-    from purehr.viz.swing_drawing import episode_length
-
     if draw_frame is None:
-        from purehr.viz.swing_drawing import draw_frame
+        draw_frame = swing_drawing.draw_frame
         if env_params is None:
-            from purehr.envs.swing import SwingEnv
             env_params = SwingEnv().default_params
     logs = run.logs[task]
     showcase = logs[min(logs) if seed is None else seed]
@@ -279,7 +278,7 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
                 trace_path = str(showcase.checkpoints["showcase_path"][row])
                 trace = read_npz(run.run_dir / trace_path)
                 # rows after a success repeat it (recording.py): play the episode's own rows
-                indices = frame_indices(episode_length(trace), frames_per_checkpoint)
+                indices = frame_indices(swing_drawing.episode_length(trace), frames_per_checkpoint)
                 episode_seconds = float(trace["time"][indices[-1]] - trace["time"][0])
                 speed_up = episode_seconds / (len(indices) / fps)
                 replay_canvas.start_checkpoint(run, task, showcase, row, max_steps)

@@ -13,6 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from purehr.envs.swing.physics import SwingParams, com_height
+from purehr.viz.video import H264Writer
 
 LEG_SEGMENT = 0.47       # m, shin and thigh (standing hip height 0.9 m leaves the knees soft)
 HIP_BELOW_COM = 0.15     # m, hips sit this far below the CoM along the body axis
@@ -138,8 +139,6 @@ def write_episode_mp4(trace: Mapping[str, np.ndarray], params: SwingParams, path
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    from purehr.viz.video import H264Writer
 
     trace = {k: np.asarray(v) for k, v in trace.items()}
     last = episode_length(trace) - 1

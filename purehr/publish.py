@@ -16,14 +16,13 @@ from pathlib import Path
 
 from purehr.run.run_dir import (CHECKPOINTS_CSV, FIGURES, FINAL_METRICS_CSV, MANIFEST, UPDATES_CSV, RunDirectoryError,
                                 read_csv, read_manifest, seed_dir_name)
+from purehr.viz.replay import replayed_rows
 
 
 def publish_run(run_dir: str | Path, record_dir: str | Path, max_replayed: int = 24) -> list[Path]:
     """Copy ``run_dir`` (a finished run) to ``record_dir`` (which must not exist yet), with
     the showcase traces of the lowest seed that a replay of ``max_replayed`` checkpoints
     plays. Returns the files written."""
-    from purehr.viz.replay import replayed_rows     # viz only to pick the replayed rows
-
     source, target = Path(run_dir), Path(record_dir)
     manifest = read_manifest(source)
     if manifest.get("status") != "finished":

@@ -1,0 +1,86 @@
+"""What a protocol run tells its user after it ends: wall time with rendering, the held-out
+results against the baselines, the figures and the next commands. Pure text: it reads the
+run directory's files and returns a string, so the command line and the tests use the same words.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from pathlib import Path
+
+from purehr.results_table import goals_met, results_table
+from purehr.run.messages import spelled_duration
+from purehr.run.run_dir import FIGURES, RunDirectory
+
+
+def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cwd: str | Path | None = None) -> str:
+    """The end of a run, from its files: wall time (training, compilation, rendering), the
+    held-out table of the last checkpoints against the baselines and floors, the goals, the
+    figures and ``replay.html``, and the commands to go on with this run's directory."""
+    run_dir = Path(run_dir)
+    manifest = RunDirectory(run_dir).read_manifest()
+    lines = [_timing_line(run_dir, manifest), "",
+             "held-out metrics of the last checkpoint (mean [95% t interval] over seeds), against the "
+             "baseline and the floor policies:", "", results_table(run_dir).rstrip("\n"), ""]
+    for task, verdict in goals_met(run_dir).items():
+        lines.append(f"{task} goal {'met' if verdict['met'] else 'NOT met'}: "
+                     + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                                 for k, v in verdict.items() if k != "met"))
+    figures = run_dir / FIGURES
+    drawn = sorted(figures.glob("*.png")) if figures.is_dir() else []
+    replay = figures / "replay.html"
+    lines.append("")
+    if drawn:
+        lines.append("figures:")
+        lines += [f"  {_shown(path, cwd)}" for path in drawn if path.name != "replay_poster.png"]
+        if replay.exists():
+            lines.append(f"  {_shown(replay, cwd)}   (the replay: open it in a browser)")
+    else:
+        lines.append(f"figures: not drawn yet; {_script(scripts_dir, 'render.py', cwd)} "
+                     f"--run-dir {_quoted(run_dir, cwd)} draws them")
+    task, seed = manifest["tasks"][0], manifest["seeds"][0]
+    shown = _quoted(run_dir, cwd)
+    lines += ["", "next:",
+              f"  {_script(scripts_dir, 'analyze_run.py', cwd)} --run-dir {shown}",
+              "      training performance of every task and seed",
+              f"  {_script(scripts_dir, 'evaluate.py', cwd)} --checkpoint {shown} --task {task} --seed {seed} "
+              "--step latest",
+              "      held-out evaluation of one checkpoint (any --task, --seed, --step)",
+              f"  from purehr.run import restore; r = restore({str(_shown(run_dir, cwd))!r}, task={task!r}, "
+              f"seed={seed}, step='latest')",
+              "      in Python: r.params, r.policy(observation), r.checkpoint_row"]
+    return "\n".join(lines) + "\n"
+
+
+def _timing_line(run_dir: Path, manifest: dict) -> str:
+    training = manifest.get("wall_time_s")
+    total = manifest.get("wall_time_with_render_s") or training
+    parts = []
+    for label, key in (("compilation", "compile_s"), ("rendering", "render_s")):
+        value = manifest.get(key)
+        if isinstance(value, (int, float)) and math.isfinite(value):
+            parts.append(f"{label} {spelled_duration(value)}")
+    if not isinstance(total, (int, float)):
+        return f"{run_dir}: {manifest.get('status', 'unknown')} run"
+    detail = f" (of which {', '.join(parts)})" if parts else ""
+    what = "including rendering" if manifest.get("wall_time_with_render_s") else "training only"
+    return f"finished {run_dir} in {spelled_duration(total)} wall time, {what}{detail}"
+
+
+def _shown(path: Path, cwd: str | Path | None) -> Path:
+    """``path`` relative to the working directory when it lies inside it, else as given."""
+    base = Path.cwd() if cwd is None else Path(cwd)
+    try:
+        return Path(path).resolve().relative_to(base.resolve())
+    except ValueError:
+        return Path(path)
+
+
+def _quoted(path: Path, cwd) -> str:
+    return shlex.quote(str(_shown(path, cwd)))
+
+
+def _script(scripts_dir, name: str, cwd) -> str:
+    scripts = Path(scripts_dir) if scripts_dir is not None else Path(__file__).resolve().parents[1] / "scripts"
+    return f"python {_quoted(scripts / name, cwd)}"

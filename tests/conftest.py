@@ -1,0 +1,98 @@
+"""Shared by the tests: JAX's persistent compilation cache, the tiny protocol configuration
+several files train with, and a synthetic run directory written with the recorder's columns.
+
+The cache directory is set here, before anything imports JAX, so every compilation of the
+session (and of every subprocess it starts, which inherits the environment) is written to
+and read from one directory: a program compiled again (a fresh ``jit`` of the same train
+function, a script in a subprocess) is loaded instead of compiled. Programs with host
+callbacks (checkpoints, progress) are never cached by JAX: those are shared in-process
+(``run/protocol.py``'s program cache, the session fixture below)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
+if _OWN_CACHE:     # a given directory (e.g. one CI keeps between runs) is used as it is
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="purehr-jax-cache-")
+# the default (1 s) skips most programs of these tiny configurations; 0.2 s keeps the
+# per-op eager compilations (milliseconds each) out of the cache
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+
+from purehr.run.run_dir import checkpoint_columns, update_columns, write_csv  # noqa: E402  (after the cache setting)
+from purehr.tasks import get_task  # noqa: E402
+
+# The protocol in miniature (tests/test_run.py, test_resume_multitask.py, test_progress.py):
+# batch 4 x 128 = 512, checkpoint targets every 3,000 steps, 16,384 steps = 32 updates; a
+# constant learning rate, so a run can be extended bit-identically.
+PROTOCOL_TASKS = ["swing", "hrv"]
+PROTOCOL_SEEDS = [0, 1]
+PROTOCOL_SMALL = dict(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, num_epochs=2,
+                      actor_hidden=(16,), critic_hidden=(16,), checkpoint_interval=3000, eval_episodes=4,
+                      full_eval_interval=2, quick_eval_episodes=2, anneal_lr=False)
+PROTOCOL_CLI = ["--steps", "16384", "--num-envs", "4", "--num-steps", "128", "--minibatch-size", "128",
+                "--num-epochs", "2", "--actor-hidden", "16", "--critic-hidden", "16", "--checkpoint-interval",
+                "3000", "--eval-episodes", "4", "--full-eval-interval", "2", "--quick-eval-episodes", "2",
+                "--anneal-lr", "false"]
+"""PROTOCOL_SMALL as scripts/train_all_seeds.py flags."""
+
+
+def protocol_configs() -> dict:
+    """Each protocol task's default config with PROTOCOL_SMALL applied."""
+    return {task: get_task(task).default_config.replace(**PROTOCOL_SMALL) for task in PROTOCOL_TASKS}
+
+
+@pytest.fixture(scope="session")
+def protocol_reference(tmp_path_factory) -> dict[str, Any]:
+    """One uninterrupted PROTOCOL_SMALL run of both tasks and seeds (not rendered), trained once
+    per session: test_run.py and test_resume_multitask.py compare against it and copy it (never
+    change it). ``messages``: what it printed (progress on); ``warnings``: what it warned."""
+    from purehr.run.protocol import train_all_seeds
+
+    messages = io.StringIO()
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(messages):
+        warnings.simplefilter("always")
+        summary = train_all_seeds(tmp_path_factory.mktemp("protocol") / "reference", tasks=PROTOCOL_TASKS,
+                                  seeds=PROTOCOL_SEEDS, configs=protocol_configs(), progress=True)
+    return {"summary": summary, "messages": messages.getvalue(), "warnings": [str(w.message) for w in caught]}
+
+
+def write_synthetic_run(root: Path, manifest: dict, updates: dict[tuple[str, int], list[dict]],
+                        checkpoints: dict[tuple[str, int], list[dict]]) -> Path:
+    """A run directory as ``train_all_seeds`` lays it out, from hand-chosen values: manifest.json
+    and, per (task, seed), updates.csv and checkpoints.csv with the recorder's own columns
+    (``update_columns``: the fixed ones, then the task's diagnostics; ``checkpoint_columns``:
+    steps, ``eval_*``, paths, ``state_digest``). A row's keys beyond the fixed columns name the
+    diagnostics / evaluation metrics; a column a row does not give is 0 (paths and digests: empty)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    for (task, seed), rows in updates.items():
+        columns = update_columns([key for row in rows for key in row])
+        write_csv(root / task / f"seed_{seed}" / "updates.csv", columns, [_filled(row, columns) for row in rows])
+    for (task, seed), rows in checkpoints.items():
+        names = list(dict.fromkeys(key[len("eval_"):] for row in rows for key in row if key.startswith("eval_")))
+        columns = checkpoint_columns(names)
+        write_csv(root / task / f"seed_{seed}" / "checkpoints.csv", columns, [_filled(row, columns) for row in rows])
+    return root
+
+
+def _filled(row: dict, columns: list[str]) -> dict:
+    unknown = set(row) - set(columns)
+    assert not unknown, f"columns the recorder does not write: {sorted(unknown)}"
+    empty = {"checkpoint_path", "showcase_path", "state_digest"}
+    return {column: row.get(column, "" if column in empty else 0) for column in columns}
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _OWN_CACHE:
+        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
