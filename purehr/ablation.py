@@ -20,6 +20,7 @@ import numpy as np
 
 from purehr.envs import hrv
 from purehr.envs.base import Environment
+from purehr.envs.swing import SwingEnv
 from purehr.ppo.config import HRV_DEFAULTS, SWING_DEFAULTS, PPOConfig
 from purehr.run.run_dir import atomic_write_json, atomic_write_text, write_csv
 from purehr.stats import mean_confidence_interval
@@ -45,8 +46,6 @@ class Variant:
 
 
 def swing_variants(steps: int) -> list[Variant]:
-    from purehr.envs.swing import SwingEnv
-
     config = SWING_DEFAULTS.replace(total_timesteps=steps)
     task_env = get_task("swing").make_env            # wide starts, a quarter at the held-out scale
     before = config.replace(minibatch_size=1024)     # the defaults before the speed work, with SwingEnv

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purehr.cli import check_output_file
 from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig, PPOHyperparams
@@ -33,6 +34,7 @@ from purehr.ppo.train import RunnerState, keys_for_seeds, make_train
 from purehr.run.run_dir import atomic_write_json, json_values, write_csv
 from purehr.stats import mean_confidence_interval, tail_mean
 from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
+from purehr.viz.learning_curves import save_figure
 
 HYPERPARAMETERS = tuple(PPOHyperparams.__dataclass_fields__)
 """Fields a sweep vmaps over (one compiled program for any grid of them)."""
@@ -295,8 +297,6 @@ def plot_heatmap(groups: list[GroupResult], axes: Mapping[str, Sequence[float]],
     setting at that cell) or ``mean``."""
     from matplotlib.figure import Figure
 
-    from purehr.viz.learning_curves import save_figure
-
     if reduce not in ("max", "mean"):
         raise ValueError(f"reduce={reduce!r}: expected 'max' or 'mean'")
     x_name = shown[0] if shown else None
@@ -383,8 +383,6 @@ def prepare_out_dir(out_dir: Path, overwrite: bool, settings: Mapping[str, Any] 
     if out_dir.exists() and not out_dir.is_dir():
         raise SweepDirectoryInUse(f"--out {out_dir} is a file; expected a directory (new, empty or a sweep's)")
     if not out_dir.exists():
-        from purehr.cli import check_output_file
-
         check_output_file(out_dir / SWEEP_MARKER)      # its nearest existing parent can be written
         return
     entries = sorted(entry.name for entry in out_dir.iterdir())

@@ -2,7 +2,7 @@
 functions), parsed with ``ast``, point down the layers below, and no purehr module is imported
 inside a function unless the allow-list says why the import must be lazy.
 
-    leaf utilities   purehr.cli, purehr.host_devices         importable from anywhere
+    leaf utilities   purehr.cli, purehr.host_devices, purehr.stats   importable from anywhere
     envs             purehr.envs...                          nothing of purehr above envs
     ppo              purehr.ppo...                           envs
     tasks            purehr.tasks (the one task registry)    envs, ppo
@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "purehr"
 
 # module (or package prefix) -> layer; the longest matching prefix wins
 LAYER_OF = {
-    "purehr.cli": "leaf", "purehr.host_devices": "leaf",
+    "purehr.cli": "leaf", "purehr.host_devices": "leaf", "purehr.stats": "leaf",
     "purehr.envs": "envs",
     "purehr.ppo": "ppo",
     "purehr.tasks": "tasks",
