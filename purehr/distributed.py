@@ -260,12 +260,12 @@ def make_sharded_train(config, env, env_params=None, *, devices: Devices = None,
     """``make_train`` whose ``train(keys)`` runs over a ``("seeds", "envs")`` mesh of
     ``devices`` (default: all visible). Same arguments and result as ``make_train``; the
     result's arrays are sharded global arrays (``np.asarray`` gathers them on one host)."""
-    from purehr.ppo.train import make_train, seed_keys
+    from purehr.ppo.train import make_train, raw_seed_keys
 
     programs: dict[int, tuple[Mesh, Callable]] = {}
 
     def train(keys):
-        keys = seed_keys(keys)
+        keys = raw_seed_keys(keys)
         num_seeds = int(keys.shape[0])
         if num_seeds not in programs:
             mesh = make_mesh(num_seeds, config.num_envs, devices)

@@ -163,7 +163,7 @@ def task_evaluator(task_name: str, env: Environment, num_episodes: int, curricul
     task = get_task(task_name)
 
     def evaluate(ppo, network_params, hparams):
-        env_params = ppo.params_at(ppo.num_updates - 1, hparams)
+        env_params = ppo.env_params_at(ppo.num_updates - 1, hparams)
         if curriculum is not None:
             env_params = curriculum.final_params(env_params)
         return task.heldout_evaluation(env, env_params, ppo.policy(network_params), num_episodes=num_episodes)

@@ -74,7 +74,7 @@ def make_comparison_program(env, config, eval_every: int, eval_episodes: int):
 
     ppo = make_ppo(config, env, env.default_params)
     hparams = config.hyperparams()
-    eval_params = ppo.params_at(ppo.num_updates - 1, hparams)
+    eval_params = ppo.env_params_at(ppo.num_updates - 1, hparams)
     num_updates = ppo.num_updates
 
     def evaluate(network_params):

@@ -171,7 +171,7 @@ def build_setups(tasks: list[str], configs: dict[str, PPOConfig],
         curriculum = curricula.get(name)
         schedule = None if curriculum is None else curriculum.schedule(config.num_updates)
         ppo = make_ppo(config, env, env.default_params, schedule)
-        eval_params = ppo.params_at(ppo.num_updates - 1, config.hyperparams())
+        eval_params = ppo.env_params_at(ppo.num_updates - 1, config.hyperparams())
         if curriculum is not None:
             eval_params = curriculum.final_params(eval_params)
         setups.append(TaskSetup(task, env, env.default_params, eval_params, config, ppo))

@@ -56,7 +56,7 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     row = _choose_row(rows, step, run.checkpoints_csv(task, seed))
     config = PPOConfig.from_dict(manifest["configs"][task])
     env = get_task(task).env_from_manifest(manifest)
-    # the schedule the run trained with (manifest "curricula"; absent = none): ppo.params_at
+    # the schedule the run trained with (manifest "curricula"; absent = none): ppo.env_params_at
     # follows it, and the held-out params are its final stage
     curriculum = Curriculum.from_dict((manifest.get("curricula") or {}).get(task))
     schedule = None if curriculum is None else curriculum.schedule(config.num_updates)
@@ -86,7 +86,7 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
 
 
 def _heldout_params(ppo, runner, curriculum):
-    params = ppo.params_at(ppo.num_updates - 1, runner.hparams)
+    params = ppo.env_params_at(ppo.num_updates - 1, runner.hparams)
     return params if curriculum is None else curriculum.final_params(params)
 
 
