@@ -30,10 +30,9 @@ import numpy as np
 
 from purehr.analysis import mean_confidence_interval
 from purehr.envs.base import Environment
-from purehr.ppo.config import PPOConfig, PPOHyperparams
+from purehr.ppo.config import HYPERPARAMETERS, PPOConfig, PPOHyperparams
 from purehr.ppo.train import RunnerState, keys_for_seeds, make_train
 
-HYPERPARAMETERS = tuple(PPOHyperparams.__dataclass_fields__)
 """Fields a sweep vmaps over (one compiled program for any grid of them)."""
 SHAPE_FIELDS = ("num_envs", "num_steps", "num_epochs", "minibatch_size", "actor_hidden", "critic_hidden")
 """PPOConfig fields that change the compiled program: one group (one compile) per choice."""

@@ -118,27 +118,27 @@ def _not_due(shapes):
                         else jnp.zeros(s.shape, s.dtype), shapes)
 
 
+def _when(predicate: jax.Array, run: Callable, *operands):
+    """``run(*operands)`` where ``predicate`` holds, else NaN (0 for integers) of its shapes."""
+    shapes = jax.eval_shape(run, *operands)
+    return jax.lax.cond(predicate, run, lambda *_: _not_due(shapes), *operands)
+
+
+def _keep_going(*_) -> jax.Array:
+    return jnp.bool_(True)
+
+
 def run_updates(loops: Sequence[UpdateLoop], runners: Sequence[Runner], length: int
                 ) -> tuple[list[Runner], list[LoopOutput]]:
     """Traced: ``length`` iterations of one ``lax.scan``, each updating every loop that still
     has updates (loops with fewer updates, or resumed further, stop early) and running its due
     hooks in order. Returns the final runners and each loop's stacked outputs."""
-    runners = list(runners)
 
     def start(loop: UpdateLoop, runner: Runner) -> tuple:
         untrained = runner.update_index[0] == 0
-        outputs = []
-        for hook in loop.hooks:
-            if not hook.at_start:
-                outputs.append(None)
-                continue
-            shapes = jax.eval_shape(lambda r: hook.run(r, None), runner)
-            outputs.append(jax.lax.cond(untrained, lambda r: hook.run(r, None), lambda r: _not_due(shapes), runner))
-        return tuple(outputs)
+        return tuple(_when(untrained, hook.run, runner, None) if hook.at_start else None for hook in loop.hooks)
 
-    at_start = [start(loop, runner) for loop, runner in zip(loops, runners)]
-
-    def step(loop: UpdateLoop, runner: Runner, going: jax.Array):
+    def step(loop: UpdateLoop, runner: Runner, going: jax.Array) -> tuple[Runner, jax.Array, LoopOutput]:
         active = jnp.logical_and(going, runner.update_index[0] < loop.num_updates)
         metric_shapes = jax.eval_shape(loop.update, runner)[1]
         runner, metrics = jax.lax.cond(active, loop.update, lambda r: (r, _not_due(metric_shapes)), runner)
@@ -147,12 +147,10 @@ def run_updates(loops: Sequence[UpdateLoop], runners: Sequence[Runner], length: 
         for hook in loop.hooks:
             due = jnp.logical_and(active, hook.due(runner.update_index[0]))
             if hook.stops:
-                asked = jax.lax.cond(due, hook.run, lambda r, m: jnp.bool_(True), runner, metrics)
-                going = jnp.logical_and(going, asked)
+                going = jnp.logical_and(going, jax.lax.cond(due, hook.run, _keep_going, runner, metrics))
                 outputs.append(None)
             else:
-                shapes = jax.eval_shape(hook.run, runner, metrics)
-                outputs.append(jax.lax.cond(due, hook.run, lambda r, m: _not_due(shapes), runner, metrics))
+                outputs.append(_when(due, hook.run, runner, metrics))
         return runner, going, LoopOutput(metrics, tuple(outputs), ())
 
     def body(carry, _):
@@ -160,5 +158,6 @@ def run_updates(loops: Sequence[UpdateLoop], runners: Sequence[Runner], length: 
         stepped = [step(loop, runner, flag) for loop, runner, flag in zip(loops, runners, going)]
         return ([s[0] for s in stepped], [s[1] for s in stepped]), [s[2] for s in stepped]
 
-    (runners, _), outputs = jax.lax.scan(body, (runners, [jnp.bool_(True)] * len(loops)), None, length=length)
+    at_start = [start(loop, runner) for loop, runner in zip(loops, runners)]
+    (runners, _), outputs = jax.lax.scan(body, (list(runners), [jnp.bool_(True)] * len(loops)), None, length=length)
     return runners, [output.replace(at_start=first) for output, first in zip(outputs, at_start)]

@@ -379,7 +379,7 @@ def make_train(config: PPOConfig, env: Environment, env_params=None, *,
     Returns:
       A ``Trainer``: ``trainer(keys)`` with keys [seeds, 2] uint32 (``keys_for_seeds``) returns
       ``TrainResult(runner, metrics)``: the final ``RunnerState`` [seeds, ...] and every
-      update's metrics [seeds, num_updates] (NaN after a stop).
+      update's metrics [seeds, num_updates] (NaN, or 0 for integers, after a stop).
     """
     if not isinstance(callback_interval, int) or callback_interval < 1:
         raise ValueError(f"callback_interval={callback_interval!r}: expected a positive integer")
