@@ -35,7 +35,7 @@ from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.distributions import make_distribution
 from purehr.ppo.loss import Batch, ppo_loss
 from purehr.ppo.train import keys_for_seeds, make_ppo, make_train
-from purehr.run.tasks import get_task
+from purehr.tasks import TASK_NAMES, get_task
 
 
 def numpy_gae(rewards, values, next_values, terminated, done, gamma, gae_lambda):
@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--steps", type=positive_int, default=65536, help="environment steps per seed")
     parser.add_argument("--seeds", type=positive_int, default=5, help="number of seeds (0 .. N-1)")
-    parser.add_argument("--task", default="swing", choices=("swing", "hrv"), help="task to train")
+    parser.add_argument("--task", default="swing", choices=TASK_NAMES, help="task to train")
     parser.add_argument("--json", type=output_file, default=None, help="write the results here")
     parser.add_argument("--evaluate", action="store_true", help="also held-out return (20 episodes) per seed")
     return parser

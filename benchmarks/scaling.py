@@ -178,7 +178,7 @@ def main(argv=None) -> int:
     if args.study is None:
         parser.error("give --study or --plot")
 
-    from purehr.run.tasks import get_task
+    from purehr.tasks import get_task
 
     task = get_task("swing")
     env = task.make_env()

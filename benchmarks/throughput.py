@@ -62,7 +62,7 @@ RECORD_FIELDS = ("seeds", "envs", "num_steps", "updates", "env_steps", "compile_
 
 # ---------------------------------------------------------------------------- worker side
 def _config(task: str, envs: int, num_steps: int, steps_per_seed: int, hidden):
-    from purehr.run.tasks import get_task
+    from purehr.tasks import get_task
 
     batch = envs * num_steps
     updates = max(1, steps_per_seed // batch)
@@ -180,7 +180,7 @@ def worker(args) -> None:
     import jax
 
     from purehr.ppo.train import keys_for_seeds, make_train
-    from purehr.run.tasks import get_task
+    from purehr.tasks import get_task
 
     dtype = "float64" if jax.config.jax_enable_x64 else "float32"
     for task in args.tasks:
@@ -213,7 +213,7 @@ def goals_worker(args) -> None:
     import jax
 
     from purehr.ppo.train import keys_for_seeds, make_train
-    from purehr.run.tasks import get_task
+    from purehr.tasks import get_task
 
     env = get_task("swing").make_env()
     config, updates = _config("swing", 8, args.num_steps, args.steps_per_seed, args.hidden)

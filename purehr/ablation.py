@@ -9,9 +9,6 @@ rotation, hrv: episode length) as the mean and two-sided 95% t interval over see
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import math
 import os
 import time
@@ -21,11 +18,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from purehr.analysis import mean_confidence_interval
 from purehr.envs import hrv
 from purehr.envs.base import Environment
 from purehr.ppo.config import HRV_DEFAULTS, SWING_DEFAULTS, PPOConfig
+from purehr.run.run_dir import atomic_write_json, atomic_write_text, write_csv
+from purehr.stats import mean_confidence_interval
 from purehr.sweep import train_group
+from purehr.tasks import get_task
 
 SPEED_METRIC = {"swing": "time_to_rotation", "hrv": "episode_length"}
 """The held-out metric that says how fast a successful policy is, per task."""
@@ -107,8 +106,6 @@ def run_variant(task: str, variant: Variant, seeds: Sequence[int]) -> dict[str, 
 def _evaluator(task: str, env: Environment, variant: Variant):
     """The task's held-out protocol with the training-only overrides undone (e.g. the swing
     is judged from its fixed small-angle starts whatever its training starts were)."""
-    from purehr.run.tasks import get_task
-
     heldout_evaluation = get_task(task).heldout_evaluation
     restore = {name: getattr(env.default_params, name) for name in variant.train_param_overrides}
 
@@ -162,16 +159,9 @@ def format_markdown(task: str, rows: list[dict[str, Any]]) -> str:
 
 
 def write_outputs(out_dir: Path, task: str, rows: list[dict[str, Any]], description: dict[str, Any]) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
-    writer.writeheader()
-    writer.writerows(rows)
-    paths = [out_dir / f"{task}.csv", out_dir / f"{task}.md", out_dir / f"{task}.json"]
-    paths[0].write_text(buffer.getvalue())
-    paths[1].write_text(format_markdown(task, rows))
-    paths[2].write_text(json.dumps(description, indent=2, default=float) + "\n")
-    return paths
+    return [write_csv(out_dir / f"{task}.csv", list(rows[0]), rows),
+            atomic_write_text(out_dir / f"{task}.md", format_markdown(task, rows)),
+            atomic_write_json(out_dir / f"{task}.json", description)]
 
 
 def load_average() -> list[float] | None:

@@ -15,18 +15,19 @@ Conventions shared by all functions:
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-TAIL_FRACTION = 0.1
+from purehr.run.run_dir import (ANALYSED_CHECKPOINT_COLUMNS, ANALYSED_UPDATE_COLUMNS, read_manifest,
+                                read_seed_logs, run_seed_directories)
+from purehr.stats import TAIL_FRACTION, finite_values, mean_confidence_interval, tail_length, tail_mean
+
 ROBUSTNESS_COLUMN = "eval_noisy_success_rate"
 """checkpoints.csv column holding held-out success under observation noise (the hrv task's
-checkpoint evaluation, ``purehr.run.tasks.hrv_checkpoint_evaluation``, writes it with noise
+checkpoint evaluation, ``purehr.envs.hrv.checkpoint_evaluation``, writes it with noise
 std ``HRV_OBSERVATION_NOISE_STD`` = 0.02 on the observed ``current_hrv``); robustness is NaN
 without it (e.g. the swing task)."""
 PEAK_MEMORY_KEY = "peak_memory_bytes"
@@ -62,30 +63,17 @@ METRIC_GUIDE: dict[str, tuple[str, str]] = {
 """Per metric: (direction, meaning), printed beside each value by scripts/analyze_run.py so a
 number that is correct by its definition cannot be read the wrong way round."""
 
-REQUIRED_UPDATE_COLUMNS = ("env_steps", "elapsed_s", "mean_episode_return", "train_success_rate")
-REQUIRED_CHECKPOINT_COLUMNS = ("actual_steps", "eval_success_rate")
-
 Columns = Mapping[str, np.ndarray]
 
 
 # --- metrics on one log ---------------------------------------------------------------------
 
-def _returns(values: np.ndarray) -> np.ndarray:
-    """The finite entries of a log, as float64."""
-    values = np.asarray(values, dtype=np.float64).ravel()
-    return values[np.isfinite(values)]
-
-
-def _tail_length(n: int, fraction: float) -> int:
-    return max(1, math.ceil(fraction * n))
-
-
 def _tail(values: np.ndarray, fraction: float) -> np.ndarray:
-    return values[-_tail_length(len(values), fraction):] if len(values) else values
+    return values[-tail_length(len(values), fraction):] if len(values) else values
 
 
 def _head(values: np.ndarray, fraction: float) -> np.ndarray:
-    return values[:_tail_length(len(values), fraction)]
+    return values[:tail_length(len(values), fraction)]
 
 
 def _mean(values: np.ndarray) -> float:
@@ -99,11 +87,6 @@ def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator
 
 
-def tail_mean(values: np.ndarray, fraction: float = TAIL_FRACTION) -> float:
-    """The mean of the last 10% of a log's finite entries."""
-    return _mean(_tail(_returns(values), fraction))
-
-
 def final_reward(returns: np.ndarray, fraction: float = TAIL_FRACTION) -> float:
     """Final reward: the mean of the last 10% of ``mean_episode_return`` (smooths the
     update-to-update noise of the last value)."""
@@ -112,7 +95,7 @@ def final_reward(returns: np.ndarray, fraction: float = TAIL_FRACTION) -> float:
 
 def initial_reward(returns: np.ndarray, fraction: float = TAIL_FRACTION) -> float:
     """Initial reward: the mean of the first 10% of ``mean_episode_return``."""
-    return _mean(_head(_returns(returns), fraction))
+    return _mean(_head(finite_values(returns), fraction))
 
 
 def convergence_rate(returns: np.ndarray, window_fraction: float = TAIL_FRACTION,
@@ -125,7 +108,7 @@ def convergence_rate(returns: np.ndarray, window_fraction: float = TAIL_FRACTION
     index / n. Lower is faster. 1.0 if no window ever settles (or fewer than w entries);
     0.0 for a log whose returns never change.
     """
-    values = _returns(returns)
+    values = finite_values(returns)
     n = len(values)
     window = max(2, math.ceil(window_fraction * n))
     if n < window:
@@ -141,7 +124,7 @@ def convergence_rate(returns: np.ndarray, window_fraction: float = TAIL_FRACTION
 def stability_score(returns: np.ndarray, fraction: float = TAIL_FRACTION) -> float:
     """Stability score: ``1 - std / |mean|`` of the last 10% of returns, clipped to [0, 1]
     (1 = flat at the end). With a zero mean it is 1 if the tail is constant, else 0."""
-    tail = _tail(_returns(returns), fraction)
+    tail = _tail(finite_values(returns), fraction)
     if not len(tail):
         return math.nan
     spread, centre = float(np.std(tail)), abs(float(np.mean(tail)))
@@ -155,10 +138,10 @@ def decline_from_best(returns: np.ndarray, fraction: float = TAIL_FRACTION) -> f
     consecutive finite entries minus the final reward, in return units (>= 0; 0 = training
     ends at its best). What the stability score cannot say: a return that halves and then
     stays flat is perfectly stable, and its decline is half its peak."""
-    values = _returns(returns)
+    values = finite_values(returns)
     if not len(values):
         return math.nan
-    window = _tail_length(len(values), fraction)
+    window = tail_length(len(values), fraction)
     best = float(np.max(np.convolve(values, np.ones(window) / window, mode="valid")))
     decline = best - final_reward(values, fraction)
     # the last window is the final reward itself: rounding must not read as a decline
@@ -170,7 +153,7 @@ def improvement_ratio(returns: np.ndarray, fraction: float = TAIL_FRACTION,
     """Improvement ratio: ``(final - initial) / max(|initial|, min_denominator)`` with final
     and initial the means of the last and first 10% of returns (the guard keeps a start
     near zero return from dividing by zero; such ratios are large, read them with care)."""
-    values = _returns(returns)
+    values = finite_values(returns)
     initial, final = initial_reward(values, fraction), final_reward(values, fraction)
     return (final - initial) / max(abs(initial), min_denominator) if len(values) else math.nan
 
@@ -193,7 +176,7 @@ def consistency(per_seed_final_rewards: np.ndarray) -> float:
     return units; lower is more consistent. The std rather than ``1 - std/mean`` because
     potential-form returns sit near zero, where a ratio to the mean explodes. NaN for fewer
     than two seeds."""
-    values = _returns(per_seed_final_rewards)
+    values = finite_values(per_seed_final_rewards)
     return float(np.std(values, ddof=1)) if len(values) >= 2 else math.nan
 
 
@@ -202,22 +185,6 @@ def samples_per_second(env_steps: np.ndarray, elapsed_s: np.ndarray) -> float:
     counts from the start of the already-compiled call (``RunRecorder.start``), so
     compilation is excluded; checkpoint evaluation and saving are included."""
     return _ratio(float(np.asarray(env_steps)[-1]), float(np.asarray(elapsed_s)[-1]))
-
-
-def mean_confidence_interval(values: np.ndarray, confidence: float = 0.95
-                             ) -> dict[str, float]:
-    """Mean and two-sided Student-t interval over seeds (NaN bounds for one seed; NaN
-    entries are dropped)."""
-    from scipy import stats  # a dependency of jax; imported lazily (slow import)
-
-    finite = _returns(values)
-    n = len(finite)
-    mean = _mean(finite)
-    if n < 2:
-        return {"mean": mean, "ci_low": math.nan, "ci_high": math.nan, "n": n}
-    half_width = float(stats.t.ppf(0.5 + confidence / 2, n - 1)
-                       * np.std(finite, ddof=1) / math.sqrt(n))
-    return {"mean": mean, "ci_low": mean - half_width, "ci_high": mean + half_width, "n": n}
 
 
 def seed_metrics(updates: Columns, checkpoints: Columns) -> dict[str, float]:
@@ -254,58 +221,6 @@ def seed_metrics(updates: Columns, checkpoints: Columns) -> dict[str, float]:
 
 # --- reading a run directory -----------------------------------------------------------------
 
-def read_csv_columns(path: Path, required: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """A csv file as one array per column, read by the renderer's reader
-    (``purehr.viz.run_data.read_csv_columns``: a row cut short, e.g. a truncated copy, is
-    refused with its line number) so analysis and rendering give one verdict on one file;
-    then the analysis needs at least one data row and numbers in the required columns."""
-    from purehr.viz.run_data import read_csv_columns as read_validated_csv
-
-    columns = read_validated_csv(path, required)
-    if not columns or not len(next(iter(columns.values()))):
-        raise ValueError(f"{path}: no data rows; expected at least one row")
-    for name in required:
-        if columns[name].dtype.kind != "f":
-            raise ValueError(f"{path}: column {name!r} holds a non-number")
-    return columns
-
-
-def _seed_directories(task_dir: Path) -> dict[int, Path]:
-    seeds = {}
-    for child in task_dir.iterdir() if task_dir.is_dir() else ():
-        match = re.fullmatch(r"seed_(\d+)", child.name)
-        if match and child.is_dir():
-            seeds[int(match.group(1))] = child
-    return dict(sorted(seeds.items()))
-
-
-def _load_manifest(run_dir: Path) -> dict[str, Any]:
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"{run_dir}: not a directory; expected a run directory with "
-                                "manifest.json and <task>/seed_<n>/updates.csv")
-    manifest_path = run_dir / "manifest.json"
-    if not manifest_path.is_file():
-        raise FileNotFoundError(f"{manifest_path}: missing; expected the run's manifest")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{manifest_path}: not valid JSON ({error})") from None
-    if not isinstance(manifest, dict):
-        raise ValueError(f"{manifest_path}: expected a JSON object")
-    return manifest
-
-
-def _read_seed_logs(seed_dir: Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """updates.csv and checkpoints.csv of one seed, checked against each other as the
-    renderer checks them (``check_seed_logs_agree``)."""
-    from purehr.viz.run_data import check_seed_logs_agree
-
-    updates = read_csv_columns(seed_dir / "updates.csv", REQUIRED_UPDATE_COLUMNS)
-    checkpoints = read_csv_columns(seed_dir / "checkpoints.csv", REQUIRED_CHECKPOINT_COLUMNS)
-    check_seed_logs_agree(seed_dir, updates, checkpoints)
-    return updates, checkpoints
-
-
 def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
         else math.nan
@@ -322,11 +237,7 @@ def analyze_run(run_dir: str | Path) -> dict[str, Any]:
     steps over all seeds divided by the longest seed's elapsed time (seeds train together).
     """
     run_dir = Path(run_dir)
-    manifest = _load_manifest(run_dir)
-    tasks = manifest.get("tasks") or sorted(
-        child.name for child in run_dir.iterdir() if _seed_directories(child))
-    if not tasks:
-        raise ValueError(f"{run_dir}: no task folders with seed_<n> subfolders found")
+    manifest = read_manifest(run_dir)
     result: dict[str, Any] = {
         "run_dir": str(run_dir),
         "wall_time_s": _number(manifest.get("wall_time_s")),
@@ -334,12 +245,10 @@ def analyze_run(run_dir: str | Path) -> dict[str, Any]:
         "curricula": manifest.get("curricula") or {},
         "tasks": {},
     }
-    for task in tasks:
-        seed_dirs = _seed_directories(run_dir / task)
-        if not seed_dirs:
-            raise FileNotFoundError(f"{run_dir / task}: expected seed_<n> folders for task "
-                                    f"{task!r} (listed in the manifest)")
-        per_seed = {seed: seed_metrics(*_read_seed_logs(seed_dir)) for seed, seed_dir in seed_dirs.items()}
+    for task, seed_dirs in run_seed_directories(run_dir, manifest).items():
+        per_seed = {seed: seed_metrics(*read_seed_logs(seed_dir, ANALYSED_UPDATE_COLUMNS, ANALYSED_CHECKPOINT_COLUMNS,
+                                                       numeric=True))
+                    for seed, seed_dir in seed_dirs.items()}
         metric_names = next(iter(per_seed.values())).keys()
         result["tasks"][task] = {
             "seeds": per_seed,

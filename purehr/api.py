@@ -19,10 +19,13 @@ import numpy as np
 from flax import serialization
 
 from purehr.cli import MAX_HELDOUT_EPISODES
+from purehr.envs import hrv, swing
 from purehr.envs.base import Environment
+from purehr.envs.hrv.curriculum import Curriculum
 from purehr.envs.spaces import Dict as DictSpace
 from purehr.ppo.config import HRV_DEFAULTS, PPOConfig
 from purehr.ppo.train import PPO, diverged_at_update, keys_for_seeds, make_ppo, make_train
+from purehr.tasks import TASKS, Task, curriculum_schedule, task_of_env, task_of_env_class
 
 MODEL_FORMAT = "purehr-ppo-model/1"
 MODEL_FILES = ("params.msgpack", "env_params.msgpack", "metrics.npz")
@@ -69,7 +72,7 @@ class PPOModel:
                              "(every episode is held on the device at once)")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValueError(f"seed={seed!r}: expected a non-negative integer or None (the task's held-out seed)")
-        evaluation = _task_module(self.env).heldout_evaluation
+        evaluation = _task_of(self.env).env_evaluation
         options = dict(num_episodes=num_episodes, **kwargs)
         if seed is not None:
             options["seed"] = seed
@@ -218,7 +221,6 @@ def _flat_state(state: Any, prefix: str = "") -> list[tuple[str, Any]]:
 def _validated_env_params(env: Environment, env_kwargs: dict[str, Any], env_params: Any, file: Path) -> Any:
     """The loaded parameters put through the environment's constructor, which refuses what it
     would refuse from a user (``target_precision=nan``, ``step_size=-1``)."""
-    from purehr.envs import hrv, swing
     try:
         if isinstance(env, hrv.HRWritingEnv):
             fields = {name: getattr(env_params, name) for name in hrv.HRVParams.__dataclass_fields__}
@@ -234,28 +236,25 @@ def _describe_kwargs(kwargs: dict[str, Any]) -> str:
     return ", ".join(f"{name}={value!r}" for name, value in kwargs.items()) or "default environment"
 
 
-def _task_module(env: Environment):
-    from purehr.envs import hrv
-    if isinstance(env, hrv.HRWritingEnv):
-        return hrv
-    from purehr.envs import swing
-    if isinstance(env, swing.SwingEnv):
-        return swing
-    raise TypeError(f"{type(env).__name__} has no held-out protocol; use purehr.envs.rollout.run_episodes")
+def _task_of(env: Environment) -> Task:
+    task = task_of_env(env)
+    if task is None:
+        raise TypeError(f"{type(env).__name__} has no held-out protocol; use purehr.envs.rollout.run_episodes")
+    return task
 
 
 def _env_kwargs(env: Environment) -> dict[str, Any]:
-    return {name: getattr(env, name) for name in ("hrv_dim", "similarity", "reward_form", "gap_features")
-            if hasattr(env, name)}
+    task = task_of_env(env)
+    return {} if task is None else task.env_kwargs(env)
 
 
 def _make_env(class_name: str, kwargs: dict[str, Any], where: Path | str = "saved model") -> Environment:
-    from purehr.envs import hrv, swing
-    classes = {"HRWritingEnv": hrv.HRWritingEnv, "SwingEnv": swing.SwingEnv}
-    if class_name not in classes:
-        raise ValueError(f"{where} names environment class {class_name!r}; expected one of {sorted(classes)}")
+    task = task_of_env_class(class_name)
+    if task is None:
+        raise ValueError(f"{where} names environment class {class_name!r}; expected one of "
+                         f"{sorted(task.env_class.__name__ for task in TASKS.values())}")
     try:
-        return classes[class_name](**kwargs)
+        return task.env_class(**kwargs)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: env kwargs {kwargs} are refused by {class_name}: {error}") from None
 
@@ -307,7 +306,7 @@ def train_hr_ppo(env: Environment, timesteps: int = HRV_DEFAULTS.total_timesteps
                  env_params=None, curriculum=None, **config_overrides) -> PPOModel:
     """Train PPO with the HRV defaults of docs/protocol.md. ``callback(metrics)`` runs on the host
     after every update; returning ``False`` ends training there, keeping the state reached.
-    ``curriculum`` (a ``purehr.curriculum.Curriculum``, e.g. ``Curriculum()`` for the stages
+    ``curriculum`` (a ``purehr.envs.hrv.Curriculum``, e.g. ``Curriculum()`` for the stages
     of docs/hrv_task.md) changes difficulty and precision inside the scan; the returned model's
     ``env_params`` are then the final stage's (what ``model.evaluate`` uses).
     Other ``PPOConfig`` fields can be passed by name (e.g. ``num_envs``)."""
@@ -329,14 +328,12 @@ def train_hr_ppo(env: Environment, timesteps: int = HRV_DEFAULTS.total_timesteps
         def seed_callback(metrics):
             return callback({name: value[0].item() for name, value in metrics.items()})
 
-    schedule = None
     if curriculum is not None:
-        from purehr.curriculum import Curriculum
         if not isinstance(curriculum, Curriculum):
-            raise TypeError(f"curriculum={curriculum!r}: expected a purehr.curriculum.Curriculum or None")
+            raise TypeError(f"curriculum={curriculum!r}: expected a purehr.envs.hrv.Curriculum or None")
         curriculum.check_params(env_params)
-        schedule = curriculum.schedule(config.num_updates)
-    train = make_train(config, env, env_params, callback=seed_callback, env_params_schedule=schedule)
+    train = make_train(config, env, env_params, callback=seed_callback,
+                       env_params_schedule=curriculum_schedule(curriculum, config))
     result = train(keys_for_seeds([seed]))
     if curriculum is not None:
         env_params = curriculum.final_params(env_params)

@@ -14,7 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from purehr.analysis import _load_manifest, mean_confidence_interval, read_csv_columns
+from purehr.run.run_dir import (ANALYSED_CHECKPOINT_COLUMNS, CHECKPOINTS_CSV, read_csv_columns, read_manifest,
+                                seed_dir_name)
+from purehr.stats import mean_confidence_interval
 
 GOAL_METRIC = {"swing": ("time_to_rotation", "time to rotation (s)", 2),
                "hrv": ("episode_length", "episode length (steps)", 1)}
@@ -25,8 +27,8 @@ def final_checkpoint_metrics(run_dir: Path, task: str, seeds: list[int]) -> dict
     """The last checkpoint row of every seed, one array per ``eval_*`` column (seed order)."""
     per_seed = []
     for seed in seeds:
-        columns = read_csv_columns(run_dir / task / f"seed_{seed}" / "checkpoints.csv",
-                                   ("actual_steps", "eval_success_rate"))
+        columns = read_csv_columns(run_dir / task / seed_dir_name(seed) / CHECKPOINTS_CSV,
+                                   ANALYSED_CHECKPOINT_COLUMNS, numeric=True)
         per_seed.append({name[len("eval_"):]: column[-1] for name, column in columns.items()
                          if name.startswith("eval_")} | {"steps": columns["actual_steps"][-1]})
     return {name: np.asarray([row[name] for row in per_seed], np.float64) for name in per_seed[0]}
@@ -51,7 +53,7 @@ def results_table(run_dir: str | Path) -> str:
     """A Markdown table, one block of rows per task: PPO (mean [95% t interval] over seeds,
     per-seed success) and each reference policy's held-out metrics."""
     run_dir = Path(run_dir)
-    manifest = _load_manifest(run_dir)
+    manifest = read_manifest(run_dir)
     seeds = list(manifest["seeds"])
     lines = ["| task | policy | held-out success | speed of a success | held-out return | per seed: success (speed) |",
              "|---|---|---|---|---|---|"]
@@ -77,7 +79,7 @@ def goals_met(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     the structured controller's; hrv >= 0.95 on every seed with mean episode length <= 1.2x
     the oracle's."""
     run_dir = Path(run_dir)
-    manifest = _load_manifest(run_dir)
+    manifest = read_manifest(run_dir)
     seeds = list(manifest["seeds"])
     verdicts = {}
     for task in manifest["tasks"]:

@@ -14,8 +14,6 @@ reproduces the runs made one at a time (``tests/test_sweep.py``).
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 import json
 import math
@@ -28,12 +26,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purehr.analysis import mean_confidence_interval
 from purehr.envs.base import Environment
+from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import HYPERPARAMETERS, PPOConfig, PPOHyperparams
 from purehr.ppo.train import RunnerState, keys_for_seeds, make_train
+from purehr.run.run_dir import atomic_write_json, json_values, write_csv
+from purehr.stats import mean_confidence_interval, tail_mean
+from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
 
-"""Fields a sweep vmaps over (one compiled program for any grid of them)."""
 SHAPE_FIELDS = ("num_envs", "num_steps", "num_epochs", "minibatch_size", "actor_hidden", "critic_hidden")
 """PPOConfig fields that change the compiled program: one group (one compile) per choice."""
 SWEEP_MARKER = "sweep.json"
@@ -153,30 +153,23 @@ def train_group(config: PPOConfig, env: Environment, axes: Mapping[str, Sequence
                        {k: np.asarray(v) for k, v in result.metrics.items()}, evaluation, timing)
 
 
-def task_evaluator(task_name: str, env: Environment, num_episodes: int, curriculum=None):
-    """``evaluate(ppo, params, hparams)`` on the task's held-out protocol: the params of the
-    last update (PPO's discount is the env's for potential shaping) and, with a curriculum,
-    its final stage; hrv adds ``noisy_success_rate`` (purehr.run.tasks)."""
-    from purehr.run.tasks import get_task
-
+def task_evaluator(task_name: str, env: Environment, num_episodes: int, curriculum: Curriculum | None = None):
+    """``evaluate(ppo, params, hparams)`` on the task's held-out protocol, at each run's own
+    ``heldout_env_params``; hrv adds ``noisy_success_rate`` (purehr.tasks)."""
     task = get_task(task_name)
 
     def evaluate(ppo, network_params, hparams):
-        env_params = ppo.env_params_at(ppo.num_updates - 1, hparams)
-        if curriculum is not None:
-            env_params = curriculum.final_params(env_params)
-        return task.heldout_evaluation(env, env_params, ppo.policy(network_params), num_episodes=num_episodes)
+        return task.heldout_evaluation(env, heldout_env_params(ppo, hparams, curriculum), ppo.policy(network_params),
+                                       num_episodes=num_episodes)
 
     return evaluate
 
 
 def run_task_sweep(task_name: str, base_config: PPOConfig, axes: Mapping[str, Sequence[float]],
                    seeds: Sequence[int], shape_choices: Mapping[str, Sequence[Any]] | None = None,
-                   curriculum=None, log: Callable[[str], None] = print) -> list[GroupResult]:
+                   curriculum: Curriculum | None = None, log: Callable[[str], None] = print) -> list[GroupResult]:
     """One group per combination of ``shape_choices`` (e.g. ``{"minibatch_size": [64, 128]}``),
     each trained and evaluated as one compiled call on the task's held-out protocol."""
-    from purehr.run.tasks import get_task
-
     task = get_task(task_name)
     env = task.make_env()
     axes = validate_axes(axes)
@@ -187,7 +180,6 @@ def run_task_sweep(task_name: str, base_config: PPOConfig, axes: Mapping[str, Se
     combinations = [dict(zip(shape_choices, values))
                     for values in itertools.product(*shape_choices.values())] or [{}]
     configs = [(group_name(choice), base_config.replace(**choice)) for choice in combinations]  # validates all first
-    schedule_for = (lambda c: None) if curriculum is None else (lambda c: curriculum.schedule(c.num_updates))
     if curriculum is not None:
         curriculum.check_params(env.default_params)
     groups = []
@@ -195,7 +187,7 @@ def run_task_sweep(task_name: str, base_config: PPOConfig, axes: Mapping[str, Se
         log(f"[sweep] group {name}: {len(grid_settings(axes))} settings x {len(seeds)} seeds = "
             f"{len(grid_settings(axes)) * len(seeds)} runs of {config.num_updates * config.batch_size} steps")
         group = train_group(config, env, axes, seeds, env_params=env.default_params,
-                            env_params_schedule=schedule_for(config),
+                            env_params_schedule=curriculum_schedule(curriculum, config),
                             evaluate=task_evaluator(task_name, env, config.eval_episodes, curriculum), name=name)
         t = group.timing
         log(f"[sweep] group {name}: compile {t['train_compile_s']:.1f} s, train {t['train_run_s']:.1f} s "
@@ -216,12 +208,6 @@ def group_name(choice: Mapping[str, Any]) -> str:
 RANKED_METRICS = ("success_rate", "return_mean")
 
 
-def _final_training_return(metrics: dict[str, np.ndarray], run: int) -> float:
-    values = metrics["mean_episode_return"][run]
-    values = values[np.isfinite(values)]
-    return float(np.mean(values[-max(1, math.ceil(0.1 * len(values))):])) if len(values) else math.nan
-
-
 def run_rows(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[str, Any]]:
     """One row per trained run: group, setting, seed, every held-out metric, final training return."""
     rows = []
@@ -230,7 +216,7 @@ def run_rows(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[str, A
             row = {"group": group.name, **{a: group.run_setting(run)[a] for a in axes},
                    "seed": group.run_seed(run)}
             row.update({f"eval_{k}": float(v[run]) for k, v in group.evaluation.items()})
-            row["train_final_return"] = _final_training_return(group.training_metrics, run)
+            row["train_final_return"] = tail_mean(group.training_metrics["mean_episode_return"][run])
             rows.append(row)
     return rows
 
@@ -263,25 +249,6 @@ def rank_settings(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[s
     for rank, row in enumerate(table, start=1):
         row["rank"] = rank
     return [{"rank": row.pop("rank"), **row} for row in table]
-
-
-def _cell(value: Any) -> str:
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else f"{value:.6g}"
-    return str(value)
-
-
-def to_csv(rows: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    if rows:
-        columns = list(rows[0])
-        for row in rows[1:]:
-            columns += [c for c in row if c not in columns]
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([_cell(row.get(c, math.nan)) for c in columns])
-    return buffer.getvalue()
 
 
 def format_table(rows: list[dict[str, Any]], axes: Sequence[str], limit: int | None = None) -> str:
@@ -391,7 +358,7 @@ def sweep_settings(task: str, base_config: PPOConfig, axes: Mapping[str, Sequenc
                                   for name, values in shape_choices.items()},
                 "seeds": list(seeds), "base_config": base_config.to_dict(),
                 "curriculum": None if curriculum is None else curriculum.to_dict()}
-    return json.loads(json.dumps(settings, default=_json_default))
+    return json_values(settings)
 
 
 def read_sweep(out_dir: Path) -> dict[str, Any] | None:
@@ -428,7 +395,7 @@ def prepare_out_dir(out_dir: Path, overwrite: bool, settings: Mapping[str, Any] 
                                   "new or empty --out (--overwrite replaces only a sweep)")
     if overwrite:
         return
-    if settings is not None and previous.get("settings") == json.loads(json.dumps(settings, default=_json_default)):
+    if settings is not None and previous.get("settings") == json_values(settings):
         raise SweepDirectoryInUse(f"{out_dir} already holds a sweep of the same settings ({SWEEP_MARKER}); pass "
                                   "--overwrite to run it again, or choose another --out")
     differences = settings_differences(previous.get("settings"), settings)
@@ -446,28 +413,19 @@ def settings_differences(previous: Mapping[str, Any] | None, settings: Mapping[s
 def write_outputs(out_dir: Path, groups: list[GroupResult], axes: Mapping[str, Sequence[float]],
                   ranking: list[dict[str, Any]], description: dict[str, Any],
                   heatmap: Sequence[str] | None = None, reduce: str = "max") -> list[Path]:
-    from purehr.run.run_dir import atomic_write_json, atomic_write_text
-
     names = list(axes)
     replacing = read_sweep(out_dir) is not None
     out_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out_dir / RANKING_CSV, to_csv(ranking))
-    atomic_write_text(out_dir / RUNS_CSV, to_csv(run_rows(groups, names)))
+    write_csv(out_dir / RANKING_CSV, None, ranking)
+    write_csv(out_dir / RUNS_CSV, None, run_rows(groups, names))
     paths = [out_dir / RANKING_CSV, out_dir / RUNS_CSV]
     paths += plot_heatmap(groups, axes, heatmap_axes(axes, heatmap), out_dir, reduce)
     description = dict(description, groups=[{"name": g.name, "config": g.config.to_dict(), "timing": g.timing}
                                             for g in groups])
-    atomic_write_json(out_dir / SWEEP_MARKER, json.loads(json.dumps(description, default=_json_default)))
+    atomic_write_json(out_dir / SWEEP_MARKER, description)
     paths.append(out_dir / SWEEP_MARKER)
     if replacing:                       # what the replaced sweep wrote and this one did not (a heat map)
         for name in set(OUTPUT_NAMES) - {path.name for path in paths}:
             (out_dir / name).unlink(missing_ok=True)
     return paths
 
-
-def _json_default(value):
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if hasattr(value, "to_dict"):
-        return value.to_dict()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

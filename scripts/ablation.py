@@ -20,9 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli import HelpFormatter
+    from purehr.tasks import TASK_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--task", required=True, choices=["hrv", "swing"], help="task to ablate")
+    parser.add_argument("--task", required=True, choices=TASK_NAMES, help="task to ablate")
     parser.add_argument("--steps", type=int, default=None,
                         help="environment steps per seed (default: the task's protocol budget)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4], help="training seeds")
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from purehr import ablation
     from purehr.run.run_dir import environment_description
-    from purehr.run.tasks import get_task
+    from purehr.tasks import get_task
 
     steps = args.steps if args.steps is not None else get_task(args.task).default_config.total_timesteps
     if steps <= 0 or len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -70,16 +69,14 @@ def make_comparison_program(env, config, eval_every: int, eval_episodes: int):
     import jax.numpy as jnp
 
     from purehr.ppo.loop import Hook, UpdateLoop, run_updates
-    from purehr.ppo.train import make_ppo
-    from purehr.run.tasks import hrv_checkpoint_evaluation
+    from purehr.run.task_setup import build_task_setup
 
-    ppo = make_ppo(config, env, env.default_params)
-    hparams = config.hyperparams()
-    eval_params = ppo.env_params_at(ppo.num_updates - 1, hparams)
-    num_updates = ppo.num_updates
+    setup = build_task_setup("hrv", config, env=env)
+    ppo, num_updates = setup.ppo, setup.ppo.num_updates
 
     def evaluate(network_params):
-        return hrv_checkpoint_evaluation(env, eval_params, ppo.policy(network_params), num_episodes=eval_episodes)
+        return setup.task.heldout_evaluation(env, setup.eval_env_params, ppo.policy(network_params),
+                                             num_episodes=eval_episodes)
 
     def evaluate_seeds(runner):
         return jax.vmap(evaluate)(runner.params)
@@ -141,17 +138,17 @@ def run_combination(args, reward_form: str, similarity: str, argv) -> None:
     import jax
     import numpy as np
 
-    from purehr.envs.hrv import HRWritingEnv
+    from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD
     from purehr.ppo.train import keys_for_seeds
-    from purehr.run.run_dir import atomic_write_json, atomic_write_text
-    from purehr.run.tasks import HRV_OBSERVATION_NOISE_STD, get_task
-    from purehr.sweep import to_csv
+    from purehr.run.run_dir import atomic_write_json, write_csv
+    from purehr.stats import tail_mean
+    from purehr.tasks import get_task
 
     name = f"{reward_form}/{similarity}"
     folder = combination_dir(args.out, name)
     config = get_task("hrv").default_config.replace(total_timesteps=args.steps, eval_episodes=args.eval_episodes)
     keys = keys_for_seeds(args.seeds)
-    env = HRWritingEnv(hrv_dim=8, similarity=similarity, reward_form=reward_form)
+    env = get_task("hrv").make_env(similarity=similarity, reward_form=reward_form)
     train, ppo = make_comparison_program(env, config, args.eval_every, args.eval_episodes)
     load_before = _load_average()
     started = time.perf_counter()
@@ -180,28 +177,25 @@ def run_combination(args, reward_form: str, similarity: str, argv) -> None:
         final = dict(curves[-1])
         for column, key in (("train_final_return", "mean_episode_return"),
                             ("train_final_success_rate", "train_success_rate")):
-            values = metrics[key][:, index]
-            values = values[np.isfinite(values)]
-            final[column] = float(np.mean(values[-max(1, math.ceil(0.1 * len(values))):])) if len(values) else math.nan
+            final[column] = tail_mean(metrics[key][:, index])
         finals.append(final)
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(folder / "curves.csv", to_csv(curves))
+    write_csv(folder / "curves.csv", None, curves)
     atomic_write_json(folder / "run.json", {
         "command": ["python", "scripts/compare_rewards.py", *(sys.argv[1:] if argv is None else argv)],
         "combination": name, "seeds": args.seeds, "steps_per_seed": steps, "config": config.to_dict(),
         "evaluation": {"episodes": args.eval_episodes, "every_updates": args.eval_every, "difficulty": 0.9,
                        "target_precision": 0.05, "observation_noise_std": HRV_OBSERVATION_NOISE_STD},
         "timing": timing})
-    atomic_write_text(folder / FINAL_CSV, to_csv(finals))      # last: marks the combination done
+    write_csv(folder / FINAL_CSV, None, finals)      # last: marks the combination done
 
 
 def summarize(out: Path, no_figure: bool = False) -> None:
     """Rebuild the comparison from every finished combination folder under ``out``."""
     import numpy as np
 
-    from purehr.analysis import mean_confidence_interval, read_csv_columns
-    from purehr.run.run_dir import atomic_write_json, atomic_write_text, environment_description
-    from purehr.sweep import to_csv
+    from purehr.run.run_dir import atomic_write_json, environment_description, write_csv
+    from purehr.stats import mean_confidence_interval
 
     names = [f"{r}/{s}" for r, s in COMBINATIONS
              if (combination_dir(out, f"{r}/{s}") / FINAL_CSV).exists()]
@@ -221,9 +215,9 @@ def summarize(out: Path, no_figure: bool = False) -> None:
             entry.update({f"{metric}_mean": ci["mean"], f"{metric}_ci_low": ci["ci_low"],
                           f"{metric}_ci_high": ci["ci_high"]})
         summary.append(entry)
-    atomic_write_text(out / "curves.csv", to_csv(curves))
-    atomic_write_text(out / FINAL_CSV, to_csv(finals))
-    atomic_write_text(out / "summary.csv", to_csv(summary))
+    write_csv(out / "curves.csv", None, curves)
+    write_csv(out / FINAL_CSV, None, finals)
+    write_csv(out / "summary.csv", None, summary)
     description = environment_description()
     description.update(combinations=runs)
     references = reference_metrics(out)
@@ -241,14 +235,9 @@ def summarize(out: Path, no_figure: bool = False) -> None:
 
 
 def _rows(path: Path) -> list[dict]:
-    import csv
+    from purehr.run.run_dir import parse_row, read_csv
 
-    with open(path, newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    parsed = []
-    for row in rows:
-        parsed.append({k: (v if k in ("combination", "reward_form", "similarity") else float(v)) for k, v in row.items()})
-    return parsed
+    return [parse_row(row, ("combination", "reward_form", "similarity")) for row in read_csv(path)]
 
 
 REFERENCE_POLICIES = ("oracle", "random", "no-op")
@@ -264,21 +253,19 @@ def reference_metrics(out: Path) -> dict[str, dict[str, dict[str, float]]]:
     if path.exists():
         return json.loads(path.read_text())
     import jax
-    import jax.numpy as jnp
 
-    from purehr.envs import hrv
     from purehr.run.run_dir import atomic_write_json
-    from purehr.run.tasks import hrv_checkpoint_evaluation
+    from purehr.tasks import get_task
 
+    task = get_task("hrv")
+    baselines = {baseline.name: baseline for baseline in task.baselines}
     references: dict[str, dict[str, dict[str, float]]] = {}
     for reward_form, similarity in COMBINATIONS:
-        env = hrv.HRWritingEnv(hrv_dim=8, similarity=similarity, reward_form=reward_form)
+        env = task.make_env(similarity=similarity, reward_form=reward_form)
         params = env.default_params
-        no_op = jnp.asarray([hrv.STYLE_NONE, hrv.CONTENT_KEEP] + [hrv.MOD_KEEP] * env.hrv_dim, jnp.int32)
-        policies = {"oracle": hrv.oracle_policy(env, params), "random": hrv.random_policy(env, params),
-                    "no-op": lambda obs, t, key: no_op}
+        policies = {name: baselines[name].make_policy(env, params) for name in REFERENCE_POLICIES}
         references[f"{reward_form}/{similarity}"] = {
-            name: {k: float(v) for k, v in jax.jit(lambda: hrv_checkpoint_evaluation(env, params, policy))().items()}
+            name: {k: float(v) for k, v in jax.jit(lambda: task.heldout_evaluation(env, params, policy))().items()}
             for name, policy in policies.items()}
     atomic_write_json(path, references)
     return references
@@ -289,7 +276,8 @@ def plot(out: Path, curves: list[dict], summary: list[dict], names: list[str],
     import numpy as np
     from matplotlib.figure import Figure
 
-    from purehr.viz.learning_curves import OKABE_ITO, save_figure, t_interval
+    from purehr.stats import t_interval
+    from purehr.viz.learning_curves import OKABE_ITO, save_figure
 
     colours = [OKABE_ITO[c] for c in ("blue", "orange", "green", "purple", "vermillion", "sky_blue")]
     panels = [("eval_success_rate", "held-out success rate", (-0.03, 1.03)),

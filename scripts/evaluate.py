@@ -4,9 +4,10 @@
     python scripts/evaluate.py --task hrv --policy oracle --json
     python scripts/evaluate.py --checkpoint artifacts/protocol --task swing --seed 0 --step latest --json
 
-Policies by task: swing {structured, zero, random}; hrv {oracle, random}; or a trained PPO
-policy restored from a run directory's checkpoint (deterministic: the mode of the policy);
-the output names the checkpoint's seed and step (with --json, under "checkpoint").
+Policies by task (the baselines of purehr.tasks): swing {structured, zero, random}; hrv
+{oracle, no-op, random}; or a trained PPO policy restored from a run directory's checkpoint
+(deterministic: the mode of the policy); the output names the checkpoint's seed and step
+(with --json, under "checkpoint").
 """
 
 from __future__ import annotations
@@ -20,9 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from purehr.cli import MAX_HELDOUT_EPISODES as MAX_EPISODES, HelpFormatter
+import jax
 
-POLICIES = {"swing": ("structured", "zero", "random"), "hrv": ("oracle", "random")}
+from purehr.cli import MAX_HELDOUT_EPISODES as MAX_EPISODES, HelpFormatter
+from purehr.envs.base import Policy
+from purehr.run import restore
+from purehr.tasks import TASK_NAMES, get_task
+
+POLICIES = {name: tuple(baseline.flag for baseline in get_task(name).baselines) for name in TASK_NAMES}
 
 
 @dataclass(frozen=True)
@@ -35,25 +41,14 @@ class Evaluation:
 
 
 def load_task(task: str) -> Evaluation:
-    """Import the task lazily, so one task's absence does not break the other."""
-    if task == "swing":
-        from purehr.envs import swing
-
-        env = swing.SwingEnv()
-        return Evaluation(env, env.default_params, swing.heldout_evaluation)
-    if task == "hrv":
-        from purehr.envs import hrv
-
-        env = hrv.HRWritingEnv()
-        return Evaluation(env, env.default_params, hrv.heldout_evaluation)
-    raise ValueError(f"unknown task {task!r}; expected one of {sorted(POLICIES)}")
+    """The task's default environment and its own held-out evaluation (purehr.tasks)."""
+    env = get_task(task).make_env()
+    return Evaluation(env, env.default_params, get_task(task).env_evaluation)
 
 
-def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Callable, dict]:
+def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Policy, dict]:
     """The restored PPO policy, the environment (held-out params) it was trained for, and
     which checkpoint it is (``--step latest`` names no step: the output must)."""
-    from purehr.run import restore
-
     restored = restore(args.checkpoint, task=args.task, seed=args.seed, step=args.step)
     evaluation = load_task(args.task)
     checkpoint = {"run_dir": str(args.checkpoint), "seed": restored.seed,
@@ -72,26 +67,14 @@ def describe_policy(args: argparse.Namespace, checkpoint: dict | None) -> str:
             f"{checkpoint['actual_steps']:,}{latest} (saved for target {checkpoint['target_steps']:,})")
 
 
-def build_policy(args: argparse.Namespace, evaluation: Evaluation) -> Callable:
-    """The ``policy(obs, t, key) -> action`` that ``args`` names."""
-    env, params = evaluation.env, evaluation.env_params
-    if args.task == "swing":
-        from purehr.envs import swing
-
-        return {"structured": lambda: swing.make_structured_policy(params),
-                "zero": lambda: swing.zero_policy,
-                "random": lambda: swing.random_policy}[args.policy]()
-    if args.task == "hrv":
-        from purehr.envs import hrv
-
-        return {"oracle": lambda: hrv.oracle_policy(env, params),
-                "random": lambda: hrv.random_policy(env, params)}[args.policy]()
-    raise ValueError(f"unknown task {args.task!r}")
+def build_policy(args: argparse.Namespace, evaluation: Evaluation) -> Policy:
+    """The baseline policy that ``args`` names."""
+    return get_task(args.task).baseline_by_flag(args.policy).make_policy(evaluation.env, evaluation.env_params)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--task", required=True, choices=sorted(POLICIES), help="task to evaluate on")
+    parser.add_argument("--task", required=True, choices=TASK_NAMES, help="task to evaluate on")
     parser.add_argument("--policy", default=None,
                         help="a baseline policy, by task: "
                              + "; ".join(f"{task}: {', '.join(p)}" for task, p in POLICIES.items())
@@ -136,8 +119,6 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    import jax
-
     checkpoint = None
     if args.checkpoint is not None:
         try:

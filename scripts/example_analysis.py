@@ -16,10 +16,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli import HelpFormatter
+    from purehr.tasks import TASK_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--run-dir", type=Path, required=True, help="a finished run directory")
-    parser.add_argument("--task", default="swing", choices=["swing", "hrv"], help="task to analyse")
+    parser.add_argument("--task", default="swing", choices=TASK_NAMES, help="task to analyse")
     parser.add_argument("--seed", type=int, default=0, help="training seed to analyse")
     return parser
 
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from purehr.run import restore
     from purehr.run.run_dir import RunDirectory, read_csv
-    from purehr.run.tasks import get_task
+    from purehr.tasks import get_task
 
     run_dir = RunDirectory(args.run_dir)
     manifest = run_dir.read_manifest()

@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from purehr.viz.render import render_run
-    from purehr.viz.run_data import RunDirectoryError
+    from purehr.run.run_dir import RunDirectoryError
 
     try:
         written = render_run(args.run_dir, tasks=args.tasks, replay=not args.no_replay)

@@ -45,9 +45,10 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli import HelpFormatter
+    from purehr.tasks import TASK_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--task", required=True, choices=["hrv", "swing"], help="task to sweep")
+    parser.add_argument("--task", required=True, choices=TASK_NAMES, help="task to sweep")
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
                         help="training seeds of every setting (distinct, >= 0)")
     parser.add_argument("--steps", type=int, default=200_000, help="environment steps per run")
@@ -86,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
               if name.startswith("shape_") and values is not None}
 
     from purehr import sweep
-    from purehr.curriculum import Curriculum
+    from purehr.envs.hrv import Curriculum
     from purehr.run.run_dir import environment_description
-    from purehr.run.tasks import get_task
+    from purehr.tasks import get_task
 
     try:
         seeds = sweep.validate_seeds(args.seeds)

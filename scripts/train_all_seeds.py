@@ -129,11 +129,10 @@ def overrides_from_args(args) -> dict:
 def recorded_precision(run_dir: Path) -> str | None:
     """The precision a run directory's manifest records, if it can be read (the trainer
     refuses anything else clearly later)."""
-    import json
+    from purehr.run.run_dir import read_manifest
 
     try:
-        manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
-        return manifest.get("precision") if isinstance(manifest, dict) else None
+        return read_manifest(Path(run_dir)).get("precision")
     except (OSError, ValueError):
         return None
 
@@ -229,11 +228,10 @@ def report(run_dir: Path) -> None:
 
 
 def missing_figures(run_dir: Path) -> bool:
-    from purehr.run.run_dir import RunDirectory
-    from purehr.viz.render import FIGURES_DIRECTORY
+    from purehr.run.run_dir import FIGURES, RunDirectory
 
     tasks = RunDirectory(Path(run_dir)).read_manifest()["tasks"]
-    figures = Path(run_dir) / FIGURES_DIRECTORY
+    figures = Path(run_dir) / FIGURES
     expected = [f"{task}_learning.png" for task in tasks] + (["replay.html"] if "swing" in tasks else [])
     return not all((figures / name).exists() for name in expected)
 
@@ -242,7 +240,7 @@ def _curricula_from_args(args) -> dict | None:
     """None when --curriculum is not given (a resume then uses the recorded one)."""
     if args.curriculum is None:
         return None
-    from purehr.curriculum import Curriculum
+    from purehr.envs.hrv import Curriculum
 
     if args.tasks is not None and "hrv" not in args.tasks:
         raise ValueError(f"--curriculum applies to the hrv task, which is not in --tasks {args.tasks}")

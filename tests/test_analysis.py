@@ -200,7 +200,8 @@ def test_every_metric_has_a_direction_and_a_meaning(run_dir, capsys):
 def test_a_truncated_log_gets_the_renderers_verdict(run_dir, damage, message):
     """analyze_run and the renderer read logs with one reader and refuse the same file with
     the same message."""
-    from purehr.viz.run_data import RunDirectoryError, load_run
+    from purehr.run.run_dir import RunDirectoryError
+    from purehr.viz.run_data import load_run
 
     updates = run_dir / "hrv" / "seed_0" / "updates.csv"
     updates.write_text(damage(updates.read_text()))

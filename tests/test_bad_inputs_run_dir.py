@@ -15,8 +15,8 @@ import jax
 import pytest
 
 from purehr.run.protocol import PROTOCOL_TEXT, prepare_run_directory, restore_task
-from purehr.run.run_dir import NotARunDirectory, RunDirectory
-from purehr.run.tasks import get_task
+from purehr.run.run_dir import RunDirectory, RunDirectoryError
+from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--steps", "2048", "--num-envs", "4", "--num-steps", "64", "--minibatch-size", "64",
@@ -205,7 +205,7 @@ def test_overwrite_removes_only_the_files_a_run_writes(tmp_path, capsys):
 def test_overwrite_of_a_foreign_manifest_removes_nothing(tmp_path):
     run = foreign_manifest(tmp_path / "w")
     before = snapshot(run)
-    with pytest.raises(NotARunDirectory, match=r"manifest.json is not a purehr run manifest"):
+    with pytest.raises(RunDirectoryError, match=r"manifest.json is not a purehr run manifest"):
         prepare_run_directory(RunDirectory(run), resume=False, overwrite=True)
     assert snapshot(run) == before
 

@@ -13,13 +13,13 @@ import pytest
 
 from purehr.analysis import analyze_run
 from purehr.api import train_hr_ppo
-from purehr.curriculum import Curriculum
+from purehr.envs.hrv import Curriculum
 from purehr.envs.hrv import HRWritingEnv
 from purehr.ppo.config import HRV_DEFAULTS
 from purehr.ppo.train import keys_for_seeds, make_ppo, make_train
 from purehr.run import restore
 from purehr.run.protocol import build_setups, manifest_curricula, train_all_seeds
-from purehr.run.tasks import HRV_OBSERVATION_NOISE_STD
+from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD
 
 TINY = HRV_DEFAULTS.replace(num_envs=16, num_steps=8, minibatch_size=64, num_epochs=1,
                             actor_hidden=(16,), critic_hidden=(16,), total_timesteps=16 * 8 * 10)
@@ -73,7 +73,7 @@ def test_stage_starts_are_whole_updates():
 
 @pytest.mark.parametrize("num_updates", [1, 3, 10, 489, 5000])
 def test_env_params_at_follow_the_stages_on_the_device(num_updates):
-    """The traced schedule (fraction -> update -> stage) agrees with the host's stage_index
+    """The traced schedule (update index -> stage) agrees with the host's stage_index
     at every update, boundaries included."""
     curriculum = Curriculum()
     env = HRWritingEnv(8)

@@ -11,7 +11,7 @@ import pytest
 
 from purehr.results_table import final_checkpoint_metrics, goals_met, results_table
 from purehr.run.protocol import PROTOCOL_TEXT
-from purehr.run.tasks import get_task
+from purehr.tasks import get_task
 
 SWING_SUCCESS = [0.98, 0.98, 1.0, 1.0, 0.14]
 SWING_TIMES = [15.2, 16.0, 15.9, 15.1, 27.7]

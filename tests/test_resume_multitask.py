@@ -18,7 +18,7 @@ import pytest
 from purehr.run.checkpoints import SeedCheckpoints
 from purehr.run.protocol import RunDiverged, RunFailed, train_all_seeds
 from purehr.run.run_dir import RunDirectory, RunDirectoryBusy, read_csv, write_csv
-from purehr.run.tasks import get_task
+from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = [0, 1]

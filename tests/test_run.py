@@ -24,7 +24,7 @@ from purehr.run import restore
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
 from purehr.run.protocol import RunDirectoryInUse, train_all_seeds
 from purehr.run.run_dir import read_csv
-from purehr.run.tasks import get_task
+from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = [0, 1]

@@ -25,12 +25,13 @@ from matplotlib.figure import Figure
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from purehr.run.run_dir import RunDirectoryError
+from purehr.stats import t_interval, t_quantile
 from purehr.viz.learning_curves import (
-    aggregate_over_seeds, draw_baseline, learning_figure, t_interval, t_quantile,
-    training_log_figure, write_final_metrics)
+    aggregate_over_seeds, draw_baseline, learning_figure, training_log_figure, write_final_metrics)
 from purehr.viz.render import render_run
 from purehr.viz.replay import _ReplayCanvas, checkpoint_label, frame_indices, render_replay
-from purehr.viz.run_data import RunDirectoryError, load_run
+from purehr.viz.run_data import load_run
 from purehr.viz.video import first_frame, video_stream
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ params (difficulty, physics constants) can change inside a training scan.
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +17,12 @@ ParamsT = TypeVar("ParamsT")
 
 # (observation, state, reward, terminated, truncated, info)
 StepResult = tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]
+
+Policy = Callable[[Any, jax.Array, jax.Array], jax.Array]
+"""``policy(observation, t, key) -> action`` for one unbatched observation: ``t`` is the step
+index in the episode (int32), ``key`` a PRNG key for a stochastic policy (a deterministic one
+ignores it). Every baseline, held-out evaluation and showcase recorder takes this shape, and
+``PPO.policy(network_params)`` returns it; a pure function, so it runs under jit and vmap."""
 
 
 class Environment(Generic[StateT, ParamsT]):
@@ -48,6 +54,13 @@ class Environment(Generic[StateT, ParamsT]):
     def diagnostics(self, info: dict[str, jax.Array]) -> dict[str, jax.Array]:
         """Task-specific per-step scalars to average into the training log (see docs/protocol.md)."""
         return {}
+
+
+def freeze_after_done(done: jax.Array, before: Any, after: Any) -> Any:
+    """``before`` where the episode is already ``done``, else ``after``, leaf by leaf: an
+    evaluation scan runs every episode for the full horizon, and an ended episode's
+    observation and state stay as they were at its end."""
+    return jax.tree.map(lambda old, new: jnp.where(done, old, new), before, after)
 
 
 def all_finite(tree: Any) -> jax.Array:

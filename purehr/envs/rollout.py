@@ -6,10 +6,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from purehr.envs.base import Environment
+from purehr.envs.base import Environment, Policy
 
 
-def run_episodes(env: Environment, env_params, policy, key: jax.Array, num_episodes: int,
+def run_episodes(env: Environment, env_params, policy: Policy, key: jax.Array, num_episodes: int,
                  num_steps: int | None = None) -> dict[str, jax.Array]:
     """Per-episode return, length and success of ``policy(obs, t, key)`` over the first
     episode from each of ``num_episodes`` resets (later steps are masked out)."""

@@ -30,7 +30,7 @@ from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_up
 from purehr.ppo.loss import Batch, ppo_loss
 from purehr.ppo.networks import ActorCritic
 
-# (params of the env, fraction of training done in [0, 1)) -> params for this update
+# (params of the env, update index: int32, 0-based) -> params for this update
 EnvParamsSchedule = Callable[[Any, jax.Array], Any]
 
 
@@ -152,7 +152,7 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
     def env_params_at(update_index, hparams):
         params = _with_discount(env_params, hparams.gamma)
         if env_params_schedule is not None:
-            params = env_params_schedule(params, update_index / num_updates)
+            params = env_params_schedule(params, update_index)
         return params
 
     def init(key: jax.Array, hparams: PPOHyperparams | None = None) -> RunnerState:

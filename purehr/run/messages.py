@@ -47,8 +47,7 @@ def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cw
     held-out table of the last checkpoints against the baselines and floors, the goals, the
     figures and ``replay.html``, and the commands to go on with this run's directory."""
     from purehr.results_table import goals_met, results_table
-    from purehr.run.run_dir import RunDirectory
-    from purehr.viz.render import FIGURES_DIRECTORY
+    from purehr.run.run_dir import FIGURES, RunDirectory
 
     run_dir = Path(run_dir)
     manifest = RunDirectory(run_dir).read_manifest()
@@ -59,7 +58,7 @@ def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cw
         lines.append(f"{task} goal {'met' if verdict['met'] else 'NOT met'}: "
                      + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                                  for k, v in verdict.items() if k != "met"))
-    figures = run_dir / FIGURES_DIRECTORY
+    figures = run_dir / FIGURES
     drawn = sorted(figures.glob("*.png")) if figures.is_dir() else []
     replay = figures / "replay.html"
     lines.append("")

@@ -15,23 +15,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purehr.curriculum import Curriculum
 from purehr.distributed import (broadcast_json, broadcast_tree, check_host_callback_threads, describe_mesh,
                                  gather_to_host, is_primary_process, make_mesh, select_devices, shard_runner,
                                  wait_for_all_processes)
+from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.loop import HostSlot
-from purehr.ppo.train import diverged_at_update, keys_for_seeds, make_ppo
+from purehr.ppo.train import diverged_at_update, keys_for_seeds
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
 from purehr.run.messages import start_banner
 from purehr.run.progress import Progress, TaskPlan, format_duration
-from purehr.run.recorder import RunRecorder, parse_row, seed_slice
-from purehr.run.run_dir import (NotARunDirectory, RunDirectory, RunDirectoryBusy, check_run_directory_path,
-                                environment_description, read_csv, remove_run_files)
+from purehr.run.recorder import RunRecorder, seed_slice
+from purehr.run.run_dir import (MANIFEST_TEMPORARIES, RunDirectory, RunDirectoryBusy, RunDirectoryError,
+                                check_run_directory_path, environment_description, parse_row, read_csv,
+                                remove_run_files)
 from purehr.run.runner import TaskSetup, make_train_all
-from purehr.run.tasks import get_task
+from purehr.run.task_setup import build_task_setup
+from purehr.tasks import TASK_NAMES, get_task
 
-DEFAULT_TASKS = ("swing", "hrv")
+DEFAULT_TASKS = TASK_NAMES
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 PROTOCOL_TEXT = ("PPO per docs/protocol.md: every task x seed trained in one jax.jit (scan over updates "
                  "outside, vmap over seeds inside); checkpoint at the first update at or beyond each "
@@ -149,19 +151,7 @@ def build_setups(tasks: list[str], configs: dict[str, PPOConfig],
     and is evaluated (checkpoints and baseline) on the curriculum's final stage. A resumed
     run (``manifest``) rebuilds the environments it recorded."""
     curricula = validate_curricula(tasks, curricula)
-    setups = []
-    for name in tasks:
-        task = get_task(name)
-        env = task.make_env() if manifest is None else task.env_from_manifest(manifest)
-        config = configs.get(name, task.default_config)
-        curriculum = curricula.get(name)
-        schedule = None if curriculum is None else curriculum.schedule(config.num_updates)
-        ppo = make_ppo(config, env, env.default_params, schedule)
-        eval_params = ppo.env_params_at(ppo.num_updates - 1, config.hyperparams())
-        if curriculum is not None:
-            eval_params = curriculum.final_params(eval_params)
-        setups.append(TaskSetup(task, env, env.default_params, eval_params, config, ppo))
-    return setups
+    return [build_task_setup(name, configs.get(name), curricula.get(name), manifest=manifest) for name in tasks]
 
 
 def validate_curricula(tasks: list[str], curricula: dict[str, Curriculum] | None) -> dict[str, Curriculum]:
@@ -172,7 +162,7 @@ def validate_curricula(tasks: list[str], curricula: dict[str, Curriculum] | None
         if name not in tasks:
             raise ValueError(f"curriculum given for task {name!r}, which is not being trained ({tasks})")
         if not isinstance(curriculum, Curriculum):
-            raise ValueError(f"curriculum for {name!r} is {curriculum!r}; expected a purehr.curriculum.Curriculum")
+            raise ValueError(f"curriculum for {name!r} is {curriculum!r}; expected a purehr.envs.hrv.Curriculum")
         env = get_task(name).make_env()
         try:
             curriculum.check_params(env.default_params)
@@ -198,11 +188,12 @@ def evaluate_baselines(setups: list[TaskSetup]) -> dict[str, Any]:
                 setup.env, setup.eval_env_params, policy, num_episodes=setup.config.eval_episodes))()
             return {k: float(v) for k, v in metrics.items()}
 
+        baseline = setup.task.baseline
         baselines[setup.name] = {
-            "name": setup.task.baseline_name, "definition": setup.task.baseline_definition,
-            "metrics": heldout(setup.task.make_baseline_policy(setup.env, setup.eval_env_params)),
-            "floors": {name: heldout(make(setup.env, setup.eval_env_params))
-                       for name, make in setup.task.floor_policies.items()}}
+            "name": baseline.name, "definition": baseline.definition,
+            "metrics": heldout(baseline.make_policy(setup.env, setup.eval_env_params)),
+            "floors": {floor.name: heldout(floor.make_policy(setup.env, setup.eval_env_params))
+                       for floor in setup.task.floors}}
     return baselines
 
 
@@ -231,9 +222,9 @@ def prepare_run_directory(run_dir: RunDirectory, resume: bool, overwrite: bool,
     if has_manifest:
         try:
             manifest = run_dir.read_manifest()
-        except NotARunDirectory as error:
+        except RunDirectoryError as error:
             action = "remove anything in it" if overwrite else "train into it"
-            raise NotARunDirectory(f"{error}; refusing to {action}: choose another {directory_option}") from None
+            raise RunDirectoryError(f"{error}; refusing to {action}: choose another {directory_option}") from None
         if not overwrite:
             raise RunDirectoryInUse(occupied_message(run_dir, manifest, directory_option))
         kept = remove_run_files(run_dir.root, manifest)
@@ -269,7 +260,7 @@ def _stopped_before_manifest(run_dir: RunDirectory) -> bool:
     directory and was stopped while evaluating baselines or before, so nothing was trained."""
     if not run_dir.lock_path.exists():
         return False
-    return all(entry.name in (run_dir.lock_path.name, f".{run_dir.manifest_path.name}.tmp")
+    return all(entry.name in (run_dir.lock_path.name, *MANIFEST_TEMPORARIES)
                for entry in run_dir.root.iterdir())
 
 

@@ -11,17 +11,11 @@ missing.
 
 from __future__ import annotations
 
-import csv
-import json
 import shutil
 from pathlib import Path
 
-from purehr.run.run_dir import MANIFEST
-
-
-def _rows(path: Path) -> list[dict[str, str]]:
-    with path.open(newline="") as handle:
-        return list(csv.DictReader(handle))
+from purehr.run.run_dir import (CHECKPOINTS_CSV, FIGURES, FINAL_METRICS_CSV, MANIFEST, UPDATES_CSV, RunDirectoryError,
+                                read_csv, read_manifest, seed_dir_name)
 
 
 def publish_run(run_dir: str | Path, record_dir: str | Path, max_replayed: int = 24) -> list[Path]:
@@ -31,24 +25,26 @@ def publish_run(run_dir: str | Path, record_dir: str | Path, max_replayed: int =
     from purehr.viz.replay import replayed_rows     # viz only to pick the replayed rows
 
     source, target = Path(run_dir), Path(record_dir)
-    manifest = json.loads((source / MANIFEST).read_text())
+    manifest = read_manifest(source)
     if manifest.get("status") != "finished":
         raise ValueError(f"{source} holds a {manifest.get('status')!r} run; publish a finished one")
     if target.exists():
         raise FileExistsError(f"{target} exists; publish into a new directory (nothing was copied)")
     copies: list[tuple[Path, Path]] = [(source / MANIFEST, target / MANIFEST)]
-    for name in ("final_metrics.csv",):
-        if (source / name).exists():
-            copies.append((source / name, target / name))
-    if (source / "figures").is_dir():
-        copies += [(path, target / "figures" / path.name) for path in sorted((source / "figures").iterdir())
+    if (source / FINAL_METRICS_CSV).exists():
+        copies.append((source / FINAL_METRICS_CSV, target / FINAL_METRICS_CSV))
+    if (source / FIGURES).is_dir():
+        copies += [(path, target / FIGURES / path.name) for path in sorted((source / FIGURES).iterdir())
                    if path.is_file()]
     for task in manifest["tasks"]:
         for index, seed in enumerate(manifest["seeds"]):
-            seed_dir = Path(task) / f"seed_{seed}"
-            for name in ("updates.csv", "checkpoints.csv"):
+            seed_dir = Path(task) / seed_dir_name(seed)
+            for name in (UPDATES_CSV, CHECKPOINTS_CSV):
                 copies.append((source / seed_dir / name, target / seed_dir / name))
-            rows = _rows(source / seed_dir / "checkpoints.csv")
+            rows = read_csv(source / seed_dir / CHECKPOINTS_CSV)
+            if not rows:
+                raise RunDirectoryError(f"{source / seed_dir / CHECKPOINTS_CSV}: missing or without rows; "
+                                        "publish a finished run")
             last = max(rows, key=lambda row: int(row["actual_steps"]))
             checkpoint = Path(last["checkpoint_path"])
             copies += [(path, target / checkpoint / path.relative_to(source / checkpoint))

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import io
-import math
-import os
 import sys
 import time
 from typing import Any
@@ -14,22 +11,7 @@ import jax
 import numpy as np
 
 from purehr.run.checkpoints import SeedCheckpoints, tree_digest
-from purehr.run.run_dir import RunDirectory, atomic_write_text, write_csv
-
-UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", "mean_step_reward", "mean_episode_return",
-                  "episodes_completed", "train_success_rate", "loss", "policy_loss", "value_loss",
-                  "entropy", "approx_kl", "clip_fraction", "grad_norm"]
-CHECKPOINT_HEAD = ["target_steps", "actual_steps", "update", "elapsed_s"]
-CHECKPOINT_TAIL = ["checkpoint_path", "showcase_path", "state_digest"]
-
-
-def update_columns(metric_names) -> list[str]:
-    """The fixed columns of docs/protocol.md, then the task's own diagnostics."""
-    return UPDATE_COLUMNS + sorted(set(metric_names) - set(UPDATE_COLUMNS))
-
-
-def checkpoint_columns(evaluation_names) -> list[str]:
-    return CHECKPOINT_HEAD + [f"eval_{name}" for name in evaluation_names] + CHECKPOINT_TAIL
+from purehr.run.run_dir import RunDirectory, checkpoint_columns, update_columns, write_csv, write_npz
 
 
 def _scalar(value) -> float | int:
@@ -39,15 +21,6 @@ def _scalar(value) -> float | int:
 
 def seed_slice(tree: Any, index: int) -> Any:
     return jax.tree.map(lambda x: np.asarray(x)[index], tree)
-
-
-def write_npz(path, arrays: dict[str, np.ndarray]) -> None:
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_bytes(buffer.getvalue())
-    os.replace(temporary, path)
 
 
 class RunRecorder:
@@ -208,20 +181,3 @@ class RunRecorder:
         if first_error is not None:
             raise first_error
 
-
-def parse_row(row: dict[str, str]) -> dict[str, Any]:
-    """A CSV row back to numbers (ints stay ints); path and digest columns stay strings."""
-    parsed: dict[str, Any] = {}
-    for name, text in row.items():
-        if name in CHECKPOINT_TAIL:
-            parsed[name] = text
-            continue
-        try:
-            parsed[name] = int(text)
-        except ValueError:
-            parsed[name] = float(text) if text != "nan" else math.nan
-    return parsed
-
-
-def touch_text(path, text: str) -> None:
-    atomic_write_text(path, text)

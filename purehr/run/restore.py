@@ -10,15 +10,15 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
-from purehr.curriculum import Curriculum
-from purehr.envs.base import Environment
+from purehr.envs.base import Environment, Policy
+from purehr.envs.hrv.curriculum import Curriculum
 from purehr.envs.spaces import observation_batch_size
 from purehr.ppo.config import PPOConfig
-from purehr.ppo.train import RunnerState, make_ppo
+from purehr.ppo.train import RunnerState
 from purehr.run.checkpoints import SeedCheckpoints
-from purehr.run.recorder import parse_row
-from purehr.run.run_dir import RunDirectory, read_csv
-from purehr.run.tasks import get_task
+from purehr.run.run_dir import RunDirectory, parse_row, read_csv
+from purehr.run.task_setup import build_task_setup
+from purehr.tasks import get_task
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class Restored:
     params: Any                       # the network parameters
     runner: RunnerState               # everything: optimiser state, env states, keys, update index
     policy: Callable                  # policy(obs or batch, t=0) -> env action(s), deterministic, jitted
-    pure_policy: Callable             # policy(obs, t, key) -> env action, to use inside jit/vmap
+    pure_policy: Policy               # policy(obs, t, key) -> env action, to use inside jit/vmap
     config: PPOConfig
     env: Environment
     env_params: Any                   # the held-out params (a curriculum's final stage)
@@ -55,12 +55,11 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
         raise FileNotFoundError(f"{run.checkpoints_csv(task, seed)} lists no checkpoint")
     row = _choose_row(rows, step, run.checkpoints_csv(task, seed))
     config = PPOConfig.from_dict(manifest["configs"][task])
-    env = get_task(task).env_from_manifest(manifest)
     # the schedule the run trained with (manifest "curricula"; absent = none): ppo.env_params_at
     # follows it, and the held-out params are its final stage
     curriculum = Curriculum.from_dict((manifest.get("curricula") or {}).get(task))
-    schedule = None if curriculum is None else curriculum.schedule(config.num_updates)
-    ppo = make_ppo(config, env, env.default_params, schedule)
+    setup = build_task_setup(task, config, curriculum, manifest=manifest)
+    env, ppo = setup.env, setup.ppo
     abstract = jax.eval_shape(ppo.init, jax.random.PRNGKey(0))
     checkpoints = SeedCheckpoints(run.checkpoint_dir(task, seed), read_only=True)
     try:
@@ -81,13 +80,7 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
         return act_batch(runner.params, observation, jnp.broadcast_to(jnp.asarray(t, jnp.int32), (batch,)))
 
     return Restored(task, seed, row["actual_steps"], row["target_steps"], runner.params, runner, policy,
-                    ppo.policy(runner.params), config, env,
-                    _heldout_params(ppo, runner, curriculum), row)
-
-
-def _heldout_params(ppo, runner, curriculum):
-    params = ppo.env_params_at(ppo.num_updates - 1, runner.hparams)
-    return params if curriculum is None else curriculum.final_params(params)
+                    ppo.policy(runner.params), config, env, setup.eval_env_params, row)
 
 
 def _choose_row(rows: list[dict], step, csv_path: Path) -> dict:

@@ -1,73 +1,345 @@
-"""The run directory of docs/protocol.md: paths, the manifest, and CSV/JSON written atomically
-(write a temporary file, then rename) so a kill never leaves half a file behind."""
+"""The run directory of docs/interfaces.md, and the one place that reads and writes it: the
+layout (file and folder names), the column lists, the readers (manifest, CSV rows, CSV
+columns, showcase traces) with one error type, and the writers, all atomic (write a
+temporary sibling, then rename) so a kill never leaves half a file behind. No JAX here:
+scripts' ``--help`` and the renderer import it."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Sequence
+
+import numpy as np
 
 try:
     import fcntl
 except ImportError:     # Windows: no advisory locks; one process per run directory is on the user
     fcntl = None
 
+# --- layout ------------------------------------------------------------------------------------
+
 MANIFEST = "manifest.json"
 LOCK = ".lock"
+UPDATES_CSV = "updates.csv"
+CHECKPOINTS_CSV = "checkpoints.csv"
+FINAL_METRICS_CSV = "final_metrics.csv"
+FIGURES = "figures"
+SEED_DIRECTORY = re.compile(r"^seed_(\d+)$")
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "distrax", "chex", "orbax-checkpoint", "numpy",
             "matplotlib", "imageio", "imageio-ffmpeg")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def seed_dir_name(seed: int) -> str:
+    return f"seed_{seed}"
+
+
+def seed_directories(task_dir: Path) -> dict[int, Path]:
+    """The ``seed_<n>`` folders of a task folder, by seed ascending ({} when there is none)."""
+    found = {}
+    for child in task_dir.iterdir() if task_dir.is_dir() else ():
+        match = SEED_DIRECTORY.match(child.name)
+        if match and child.is_dir():
+            found[int(match.group(1))] = child
+    return dict(sorted(found.items()))
+
+
+# --- columns -----------------------------------------------------------------------------------
+
+UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", "mean_step_reward", "mean_episode_return",
+                  "episodes_completed", "train_success_rate", "loss", "policy_loss", "value_loss",
+                  "entropy", "approx_kl", "clip_fraction", "grad_norm"]
+"""The fixed columns of every updates.csv (docs/protocol.md); a task's diagnostics follow."""
+CHECKPOINT_HEAD = ["target_steps", "actual_steps", "update", "elapsed_s"]
+CHECKPOINT_TAIL = ["checkpoint_path", "showcase_path", "state_digest"]
+"""checkpoints.csv: the head, then ``eval_<metric>`` per held-out metric, then the tail (text)."""
+
+RENDERED_UPDATE_COLUMNS = ("env_steps", "mean_episode_return")
+RENDERED_CHECKPOINT_COLUMNS = ("target_steps", "actual_steps", "elapsed_s", "showcase_path")
+"""What the figures and the replay read: a run lacking one cannot be rendered."""
+ANALYSED_UPDATE_COLUMNS = ("env_steps", "elapsed_s", "mean_episode_return", "train_success_rate")
+ANALYSED_CHECKPOINT_COLUMNS = ("actual_steps", "eval_success_rate")
+"""What the analysis and the results table compute from: each must hold numbers."""
+
+
+def update_columns(metric_names: Iterable[str]) -> list[str]:
+    """The fixed columns of docs/protocol.md, then the task's own diagnostics."""
+    return UPDATE_COLUMNS + sorted(set(metric_names) - set(UPDATE_COLUMNS))
+
+
+def checkpoint_columns(evaluation_names: Iterable[str]) -> list[str]:
+    return CHECKPOINT_HEAD + [f"eval_{name}" for name in evaluation_names] + CHECKPOINT_TAIL
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+class RunDirectoryError(ValueError):
+    """A run directory, or a file inside it, is not one a purehr run wrote, or not in the
+    documented format."""
+
+
+class RunDirectoryNotFound(RunDirectoryError, FileNotFoundError):
+    """The run directory, or a file a run writes, is missing."""
+
+
+# --- writers -----------------------------------------------------------------------------------
+
+def partial_name(name: str) -> str:
+    """The temporary sibling a file is written to before it is renamed onto ``name``; it keeps
+    the suffix, so writers that go by the suffix (matplotlib, ffmpeg) pick the right format."""
+    path = Path(name)
+    return f".{path.stem}.partial{path.suffix}"
+
+
+MANIFEST_TEMPORARIES = (partial_name(MANIFEST), f".{MANIFEST}.tmp")
+"""A manifest being written (``.<name>.tmp``: as runs before atomic_output wrote it)."""
+
+
+@contextlib.contextmanager
+def atomic_output(path: Path) -> Iterator[Path]:
+    """Yield a temporary sibling of ``path`` and move it onto ``path`` only once it is
+    complete: a killed writer never leaves a half-written file that looks finished."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w") as handle:
-        handle.write(text)
+    partial = path.with_name(partial_name(path.name))
+    try:
+        yield partial
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    with atomic_output(path) as partial, open(partial, "wb") as handle:
+        handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    return path
 
 
-def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, default=_json_default) + "\n")
+def atomic_write_text(path: Path, text: str) -> Path:
+    return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def _json_default(value):
+def json_default(value: Any) -> Any:
+    """Arrays and NumPy scalars as lists and numbers, configs by their ``to_dict``."""
     if hasattr(value, "tolist"):
         return value.tolist()
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
-def format_value(value) -> str:
-    if isinstance(value, float):
-        return "nan" if math.isnan(value) else repr(value)
+def json_values(data: Any) -> Any:
+    """``data`` as it reads back from JSON (what two descriptions are compared by)."""
+    return json.loads(json.dumps(data, default=json_default))
+
+
+def atomic_write_json(path: Path, data: Any) -> Path:
+    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, default=json_default) + "\n")
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
+    """Arrays as an uncompressed .npz (read back without pickle)."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def format_cell(value: Any) -> str:
+    """The one CSV cell format: floats exactly (``repr``; whole numbers as integers, so a
+    step count read back as a float stays ``2048``), NaN as ``nan``, an absent value (None)
+    as an empty cell."""
+    if value is None:
+        return ""
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if math.isnan(value):
+            return "nan"
+        if value.is_integer() and abs(value) < 2**53 and math.copysign(1.0, value) > 0:
+            return str(int(value))
+        return repr(value)
     return str(value)
 
 
-def write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
+def csv_text(columns: Sequence[str] | None, rows: Iterable[dict[str, Any]]) -> str:
+    """Rows as CSV text; ``columns`` None: every key of the rows, in first-seen order. A key a
+    row lacks is an empty cell. No rows and no columns: the empty text."""
+    rows = list(rows)
+    if columns is None:
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+    if not columns:
+        return ""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow([format_value(row[column]) for column in columns])
-    atomic_write_text(path, buffer.getvalue())
+        writer.writerow([format_cell(row.get(column)) for column in columns])
+    return buffer.getvalue()
+
+
+def write_csv(path: Path, columns: Sequence[str] | None, rows: Iterable[dict[str, Any]]) -> Path:
+    return atomic_write_text(path, csv_text(columns, rows))
+
+
+# --- readers -----------------------------------------------------------------------------------
+
+Columns = dict[str, np.ndarray]
+
+
+def read_manifest(root: Path) -> dict[str, Any]:
+    """The manifest.json of ``root`` as a JSON object (``RunDirectory.read_manifest`` also
+    checks that a purehr run wrote it)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise RunDirectoryNotFound(f"{root}: run directory not found (expected {MANIFEST} and "
+                                   "<task>/seed_<n>/ logs, see docs/interfaces.md)")
+    path = root / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise RunDirectoryNotFound(f"{root} is not a purehr run directory: no {MANIFEST}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise RunDirectoryError(f"{path} is not valid JSON ({error}); {root} does not hold a purehr "
+                                "run") from None
+    if not isinstance(manifest, dict):
+        raise RunDirectoryError(f"{path} is not a purehr run manifest (a JSON {type(manifest).__name__}, "
+                                f"expected an object); {root} does not hold a purehr run")
+    return manifest
+
+
+def run_seed_directories(root: Path, manifest: dict[str, Any], tasks: Sequence[str] | None = None
+                         ) -> dict[str, dict[int, Path]]:
+    """task -> seed -> folder for ``tasks`` (default: the manifest's, else every folder holding
+    ``seed_<n>`` folders); each task must have at least one seed folder."""
+    tasks = list(manifest.get("tasks") or []) if tasks is None else list(tasks)
+    if not tasks:
+        tasks = sorted(child.name for child in root.iterdir() if seed_directories(child))
+    if not tasks:
+        raise RunDirectoryError(f"{root}: no <task>/seed_<n>/ directories found")
+    found = {}
+    for task in tasks:
+        found[task] = seed_directories(root / task)
+        if not found[task]:
+            raise RunDirectoryNotFound(f"{root / task}: no seed_<n> directories for task {task!r}")
+    return found
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
+    """A CSV's rows as text ([] when the file does not exist)."""
     if not path.exists():
         return []
     with open(path, newline="") as handle:
         return list(csv.DictReader(handle))
 
+
+def parse_row(row: dict[str, str], text_columns: Sequence[str] = CHECKPOINT_TAIL) -> dict[str, Any]:
+    """A CSV row back to numbers (ints stay ints); ``text_columns`` (paths, digests) stay text."""
+    parsed: dict[str, Any] = {}
+    for name, text in row.items():
+        if name in text_columns:
+            parsed[name] = text
+            continue
+        try:
+            parsed[name] = int(text)
+        except ValueError:
+            parsed[name] = float(text)
+    return parsed
+
+
+def _parse_cell(text: str) -> float | None:
+    if text.strip() == "":
+        return float("nan")
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def read_csv_columns(path: Path, required: Sequence[str] = (), *, numeric: bool = False) -> Columns:
+    """Columns of a CSV as arrays: float64 where every cell is a number (empty -> NaN), str
+    otherwise (paths). A row cut short (a truncated copy) is refused with its line number.
+    ``numeric``: the file must also have a data row and numbers in every ``required`` column
+    (what a metric is computed from)."""
+    if not path.is_file():
+        raise RunDirectoryNotFound(f"{path}: file not found (expected a CSV log of the run)")
+    with path.open(newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        rows = [row for row in reader if row]
+    if not header:
+        raise RunDirectoryError(f"{path}: empty file (expected a header row)")
+    missing = [name for name in required if name not in header]
+    if missing:
+        raise RunDirectoryError(f"{path}: missing column(s) {missing}; has {header}")
+    ragged = [number for number, row in enumerate(rows, start=2) if len(row) != len(header)]
+    if ragged:
+        raise RunDirectoryError(
+            f"{path}: line(s) {ragged[:5]} do not have {len(header)} fields (truncated write?)")
+    columns: Columns = {}
+    for index, name in enumerate(header):
+        cells = [row[index] for row in rows]
+        numbers = [_parse_cell(cell) for cell in cells]
+        if all(number is not None for number in numbers):
+            columns[name] = np.asarray(numbers, dtype=np.float64)
+        else:
+            columns[name] = np.asarray(cells, dtype=str)
+    if numeric:
+        if not rows:
+            raise RunDirectoryError(f"{path}: no data rows; expected at least one row")
+        for name in required:
+            if columns[name].dtype.kind != "f":
+                raise RunDirectoryError(f"{path}: column {name!r} holds a non-number")
+    return columns
+
+
+def check_seed_logs_agree(directory: Path, updates: Columns, checkpoints: Columns) -> None:
+    """The recorder writes a seed's updates.csv together with its checkpoints.csv, and a
+    checkpoint's update is logged before it is saved, so updates.csv always reaches the last
+    checkpoint; a log that ends before it has lost rows (a copy cut at a row boundary, which
+    no field count can show)."""
+    steps, saved = updates.get("env_steps"), checkpoints.get("actual_steps")
+    if steps is None or saved is None or not len(steps) or not len(saved):
+        return
+    logged, last_checkpoint = float(np.nanmax(steps)), float(np.nanmax(saved))
+    if logged < last_checkpoint:
+        raise RunDirectoryError(
+            f"{directory / UPDATES_CSV}: ends at {logged:,.0f} env steps, before the checkpoint "
+            f"at {last_checkpoint:,.0f} steps in {CHECKPOINTS_CSV} (rows lost: truncated copy?)")
+
+
+def read_seed_logs(seed_dir: Path, update_required: Sequence[str], checkpoint_required: Sequence[str],
+                   *, numeric: bool = False) -> tuple[Columns, Columns]:
+    """One seed's updates.csv and checkpoints.csv as columns, checked against each other."""
+    updates = read_csv_columns(seed_dir / UPDATES_CSV, update_required, numeric=numeric)
+    checkpoints = read_csv_columns(seed_dir / CHECKPOINTS_CSV, checkpoint_required, numeric=numeric)
+    check_seed_logs_agree(seed_dir, updates, checkpoints)
+    return updates, checkpoints
+
+
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an .npz written by ``write_npz``; no pickle."""
+    if not path.is_file():
+        raise RunDirectoryNotFound(f"{path}: showcase trace not found (named in {CHECKPOINTS_CSV})")
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (ValueError, OSError) as error:
+        raise RunDirectoryError(f"{path}: not a readable .npz trace ({error})") from error
+
+
+# --- the run directory -------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class RunDirectory:
@@ -78,13 +350,13 @@ class RunDirectory:
         return self.root / MANIFEST
 
     def seed_dir(self, task: str, seed: int) -> Path:
-        return self.root / task / f"seed_{seed}"
+        return self.root / task / seed_dir_name(seed)
 
     def updates_csv(self, task: str, seed: int) -> Path:
-        return self.seed_dir(task, seed) / "updates.csv"
+        return self.seed_dir(task, seed) / UPDATES_CSV
 
     def checkpoints_csv(self, task: str, seed: int) -> Path:
-        return self.seed_dir(task, seed) / "checkpoints.csv"
+        return self.seed_dir(task, seed) / CHECKPOINTS_CSV
 
     def checkpoint_dir(self, task: str, seed: int) -> Path:
         return self.seed_dir(task, seed) / "checkpoints"
@@ -94,16 +366,10 @@ class RunDirectory:
 
     def read_manifest(self) -> dict[str, Any]:
         """The run's manifest; a manifest.json that is not a purehr run's is refused by name."""
-        try:
-            manifest = json.loads(self.manifest_path.read_text())
-        except FileNotFoundError:
-            raise FileNotFoundError(f"{self.root} is not a purehr run directory: no {MANIFEST}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise NotARunDirectory(f"{self.manifest_path} is not valid JSON ({error}); {self.root} does "
-                                   "not hold a purehr run") from None
+        manifest = read_manifest(self.root)
         missing = run_manifest_problem(manifest)
         if missing:
-            raise NotARunDirectory(f"{self.manifest_path} is not a purehr run manifest ({missing}); "
+            raise RunDirectoryError(f"{self.manifest_path} is not a purehr run manifest ({missing}); "
                                    f"{self.root} does not hold a purehr run")
         return manifest
 
@@ -151,10 +417,6 @@ class RunDirectory:
         handle.write(f"{os.getpid()}\n")
         handle.flush()
         return RunLock(handle)
-
-
-class NotARunDirectory(ValueError):
-    """The directory (or its manifest.json) is not one a purehr run wrote."""
 
 
 RUN_MANIFEST_KEYS = {"tasks": list, "seeds": list, "configs": dict, "protocol": str, "status": str}
@@ -211,10 +473,13 @@ def run_written_paths(root: Path, manifest: dict[str, Any]) -> tuple[list[Path],
     figure_names = {"replay.mp4", "replay_poster.png", "replay_timeline.json", "replay.html"}
     figure_names |= {f"{task}_{kind}.{suffix}" for task in tasks for kind in ("learning", "training_log")
                      for suffix in ("png", "pdf")}
-    figure_names |= {f".{Path(name).stem}.partial{Path(name).suffix}" for name in figure_names}
-    top = {MANIFEST, LOCK, f".{MANIFEST}.tmp", "final_metrics.csv", ".final_metrics.partial.csv"}
-    seed_entries = {"updates.csv", "checkpoints.csv", ".updates.csv.tmp", ".checkpoints.csv.tmp",
-                    "checkpoints", "showcase", "quarantine"}
+    figure_names |= {partial_name(name) for name in figure_names}
+    top = {MANIFEST, FINAL_METRICS_CSV}
+    seed_entries = {UPDATES_CSV, CHECKPOINTS_CSV}
+    # and their temporaries; ".<name>.tmp" are those of runs written before atomic_output
+    top |= {partial_name(name) for name in top} | {LOCK, *MANIFEST_TEMPORARIES}
+    seed_entries |= {partial_name(name) for name in seed_entries} | {f".{name}.tmp" for name in seed_entries}
+    seed_entries |= {"checkpoints", "showcase", "quarantine"}
     ours: list[Path] = []
     others: list[Path] = []
 
@@ -231,12 +496,12 @@ def run_written_paths(root: Path, manifest: dict[str, Any]) -> tuple[list[Path],
         sort(path, seed_entries, {})
 
     def task_dir(path: Path) -> None:
-        sort(path, set(), {f"seed_{seed}": seed_dir for seed in seeds})
+        sort(path, set(), {seed_dir_name(seed): seed_dir for seed in seeds})
 
     def figures_dir(path: Path) -> None:
         sort(path, figure_names, {})
 
-    sort(root, top, {**{task: task_dir for task in tasks}, "figures": figures_dir})
+    sort(root, top, {**{task: task_dir for task in tasks}, FIGURES: figures_dir})
     return ours, others
 
 
@@ -252,8 +517,8 @@ def remove_run_files(root: Path, manifest: dict[str, Any]) -> list[Path]:
         else:
             path.unlink()
     tasks = [t for t in manifest["tasks"] if isinstance(t, str)]
-    created = [root / task / f"seed_{seed}" for task in tasks for seed in manifest["seeds"]]
-    created += [root / task for task in tasks] + [root / "figures"]
+    created = [root / task / seed_dir_name(seed) for task in tasks for seed in manifest["seeds"]]
+    created += [root / task for task in tasks] + [root / FIGURES]
     for directory in created:       # the folders a run made, once emptied; never the user's
         if directory.is_dir() and not directory.is_symlink() and not any(directory.iterdir()):
             directory.rmdir()

@@ -31,7 +31,7 @@ from purehr.envs.base import Environment
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
 from purehr.ppo.train import PPO, RunnerState
-from purehr.run.tasks import Task
+from purehr.tasks import Task
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from purehr.viz.run_data import write_text_atomic
+from purehr.run.run_dir import atomic_write_text
 
 _PAGE = """<!doctype html>
 <html lang="en">
@@ -110,4 +110,4 @@ def write_html_player(path: Path, video_path: Path, poster_path: Path,
         last_index=len(timeline["checkpoints"]) - 1, options=options,
         poster_index=timeline.get("poster_checkpoint", len(timeline["checkpoints"]) - 1),
         timeline_json=timeline_json)
-    return write_text_atomic(path, page)
+    return atomic_write_text(path, page)

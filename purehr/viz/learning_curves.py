@@ -1,14 +1,11 @@
 """Learning figures, the training-log figure and the final-metrics CSV of a run.
 
 The seed is the experimental unit: the figures show every seed as a thin line and the mean
-across seeds with a two-sided 95% Student-t interval (few seeds, so not the normal one).
-scipy is not a dependency, hence the small incomplete-beta based t quantile below.
+across seeds with a two-sided 95% Student-t interval (``purehr.stats.t_interval``).
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import textwrap
 from dataclasses import dataclass
@@ -19,7 +16,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
-from purehr.viz.run_data import RunData, SeedLog, atomic_output, write_text_atomic
+from purehr.run.run_dir import atomic_output, write_csv
+from purehr.stats import t_interval
+from purehr.viz.run_data import RunData, SeedLog
 
 # Okabe & Ito (2008), a palette that stays distinguishable under the common colour-vision
 # deficiencies.
@@ -46,83 +45,7 @@ METRIC_LIMITS = {"eval_success_rate": (-0.03, 1.03), "eval_alignment": (-1.05, 1
 STEPS_FORMATTER = EngFormatter(sep="")
 
 
-# ---------------------------------------------------------------- Student-t quantile
-
-def _continued_fraction_beta(a: float, b: float, x: float) -> float:
-    """Lentz's continued fraction of the incomplete beta function (Numerical Recipes 6.4)."""
-    tiny, epsilon = 1e-300, 1e-15
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    result = d
-    for m in range(1, 500):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            result *= c * d
-        if abs(c * d - 1.0) < epsilon:
-            break
-    return result
-
-
-def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
-    """I_x(a, b), accurate to ~1e-14."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                 + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return math.exp(log_front) * _continued_fraction_beta(a, b, x) / a
-    return 1.0 - math.exp(log_front) * _continued_fraction_beta(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with ``df`` degrees of freedom."""
-    tail = 0.5 * regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
-
-
-def t_quantile(probability: float, df: float) -> float:
-    """Inverse of :func:`t_cdf` (bisection; ~1e-12 absolute), e.g. t_quantile(0.975, 4) =
-    2.7764."""
-    if not 0.0 < probability < 1.0 or df <= 0:
-        raise ValueError(f"need 0 < probability < 1 and df > 0, got {probability}, {df}")
-    if probability < 0.5:
-        return -t_quantile(1.0 - probability, df)
-    low, high = 0.0, 1.0
-    while t_cdf(high, df) < probability:
-        low, high = high, 2.0 * high
-    for _ in range(200):
-        middle = 0.5 * (low + high)
-        if t_cdf(middle, df) < probability:
-            low = middle
-        else:
-            high = middle
-        if high - low < 1e-13 * max(1.0, high):
-            break
-    return 0.5 * (low + high)
-
-
 # ---------------------------------------------------------------- aggregation over seeds
-
-def t_interval(values: np.ndarray, confidence: float = 0.95
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Mean over axis 0 (seeds) and the two-sided ``confidence`` t interval of that mean,
-    mean -+ t(1 - alpha/2, n - 1) * sd / sqrt(n); NaN bounds with a single seed."""
-    values = np.asarray(values, dtype=np.float64)
-    num_seeds = values.shape[0]
-    mean = values.mean(axis=0)
-    if num_seeds < 2:
-        nan = np.full_like(mean, np.nan)
-        return mean, nan, nan
-    half_width = (t_quantile(0.5 + confidence / 2.0, num_seeds - 1)
-                  * values.std(axis=0, ddof=1) / math.sqrt(num_seeds))
-    return mean, mean - half_width, mean + half_width
-
 
 @dataclass(frozen=True)
 class SeedAggregate:
@@ -326,20 +249,6 @@ def write_final_metrics(run: RunData, path: Path) -> Path:
             metric_names += [name for name in log.checkpoints
                              if name.startswith("eval_") and name not in metric_names]
     header = ["task", "seed", "target_steps", "actual_steps", "elapsed_s", *metric_names]
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    for task, task_logs in run.logs.items():
-        for seed, log in task_logs.items():
-            last = {name: values[-1] for name, values in log.checkpoints.items()}
-            writer.writerow([task, seed] + [_format_cell(last.get(name)) for name in header[2:]])
-    return write_text_atomic(path, buffer.getvalue())
-
-
-def _format_cell(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
-    return str(value)
+    rows = [{"task": task, "seed": seed, **{name: values[-1] for name, values in log.checkpoints.items()}}
+            for task, task_logs in run.logs.items() for seed, log in task_logs.items()]
+    return write_csv(path, header, rows)

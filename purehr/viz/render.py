@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from purehr.run.run_dir import FIGURES, FINAL_METRICS_CSV
 from purehr.viz.learning_curves import plot_learning_figure, plot_training_log, write_final_metrics
 from purehr.viz.run_data import load_run
 
-FIGURES_DIRECTORY = "figures"
-FINAL_METRICS_NAME = "final_metrics.csv"
 REPLAY_TASK = "swing"
 
 
@@ -22,12 +21,12 @@ def render_run(run_dir: str | Path, *, tasks: list[str] | None = None,
     (and the swing task among ``tasks``) also the swing replay video, poster, timeline and
     HTML player. Returns the paths written."""
     run = load_run(run_dir, tasks)
-    figures_dir = run.run_dir / FIGURES_DIRECTORY
+    figures_dir = run.run_dir / FIGURES
     written: list[Path] = []
     for task in run.tasks:
         written += plot_learning_figure(run, task, figures_dir)
         written += plot_training_log(run, task, figures_dir)
-    written.append(write_final_metrics(run, run.run_dir / FINAL_METRICS_NAME))
+    written.append(write_final_metrics(run, run.run_dir / FINAL_METRICS_CSV))
     if replay and REPLAY_TASK in run.logs:
         from purehr.viz.replay import render_replay  # imageio/ffmpeg only when needed
 

@@ -24,11 +24,11 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from purehr.run.run_dir import atomic_output, atomic_write_text, read_npz
 from purehr.viz.html_player import write_html_player
 from purehr.viz.learning_curves import (
     HIGHLIGHT_COLOUR, METRIC_LIMITS, aggregate_over_seeds, draw_reference_levels, draw_seed_curves)
-from purehr.viz.run_data import (
-    RunData, SeedLog, atomic_output, load_showcase, write_text_atomic)
+from purehr.viz.run_data import RunData, SeedLog
 from purehr.viz.video import H264Writer
 
 # draw_frame(ax, trace, index, params): draw frame ``index`` of a showcase trace on ``ax``;
@@ -277,7 +277,7 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
             replayed = [recorded[i] for i in replayed_rows(len(recorded), max_checkpoints)]
             for row in replayed:
                 trace_path = str(showcase.checkpoints["showcase_path"][row])
-                trace = load_showcase(run.run_dir, trace_path)
+                trace = read_npz(run.run_dir / trace_path)
                 # rows after a success repeat it (recording.py): play the episode's own rows
                 indices = frame_indices(episode_length(trace), frames_per_checkpoint)
                 episode_seconds = float(trace["time"][indices[-1]] - trace["time"][0])
@@ -302,7 +302,7 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
                 "duration_s": frame_count / fps, "video": VIDEO_NAME,
                 "num_checkpoints": showcase.num_checkpoints,
                 "poster_checkpoint": len(entries) - 1, "checkpoints": entries}
-    timeline_path = write_text_atomic(out_dir / TIMELINE_NAME, json.dumps(timeline, indent=2))
+    timeline_path = atomic_write_text(out_dir / TIMELINE_NAME, json.dumps(timeline, indent=2))
     html_path = write_html_player(
         out_dir / HTML_NAME, video_path, poster_path, timeline,
         title=f"{task}: PPO training replay (seed {showcase.seed})",

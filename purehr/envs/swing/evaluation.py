@@ -9,20 +9,17 @@ PPO parameters as traced values.
 
 from __future__ import annotations
 
-from typing import Callable
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purehr.envs.base import Policy, freeze_after_done
 from purehr.envs.swing.env import ACTION_SIZE, SwingEnv
 from purehr.envs.swing.physics import SwingParams
 
 HELDOUT_SEED = 20260901
 START_ANGLE_DEG = 5.0
 START_RATE = 0.1
-
-Policy = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 
 
 def heldout_starts(num_episodes: int = 100, seed: int = HELDOUT_SEED):
@@ -66,10 +63,9 @@ def rollout(env: SwingEnv, env_params: SwingParams, policy: Policy, theta0, thet
         next_obs, next_state, reward, terminated, truncated, info = env.step(
             key, state, action, env_params)
         finished = done | terminated | truncated
-        keep = lambda old, new: jax.tree.map(lambda a, b: jnp.where(done, a, b), old, new)
         row = dict(info, reward=reward, active=~done, theta_dot=next_state.plant.theta_dot,
                    command=next_state.plant.command, action=jnp.asarray(action))
-        return (keep(obs, next_obs), keep(state, next_state), finished), row
+        return (freeze_after_done(done, obs, next_obs), freeze_after_done(done, state, next_state), finished), row
 
     steps = jnp.arange(env.max_episode_steps(env_params), dtype=jnp.int32)
     _, rows = jax.lax.scan(body, (obs, state, jnp.zeros((), bool)), steps)

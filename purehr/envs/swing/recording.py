@@ -6,7 +6,8 @@ import jax
 import jax.numpy as jnp
 
 from purehr.envs.swing.env import SwingEnv
-from purehr.envs.swing.evaluation import Policy, rollout
+from purehr.envs.base import Policy
+from purehr.envs.swing.evaluation import rollout
 from purehr.envs.swing.physics import SwingParams
 
 # The keys of a swing showcase trace (docs/interfaces.md), one row per control step.

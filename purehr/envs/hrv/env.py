@@ -14,7 +14,7 @@ the reward form are *static* choices of the environment (they select code, not v
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -37,18 +37,12 @@ MOD_DECREASE, MOD_KEEP, MOD_INCREASE = 0, 1, 2
 
 HRV_FIXED_PARAMS_SEED = 20260900
 """Seed from which the style vectors and the context matrix W are drawn, once per hrv_dim."""
-HRV_EVAL_SEED = 20260902
-"""Seed of the 100 held-out evaluation episodes (targets, starts, audiences, noise). Fixed
-so every checkpoint, seed and baseline is judged on the same episodes; it differs from any
-training seed the protocol uses (0..4)."""
 
 SIMILARITIES = ("hrv_similarity", "cosine")
 REWARD_FORMS = ("distance", "progress", "potential", "seed")
 """``distance`` (default) and ``progress`` are dense and not potential differences: PPO learns
 from them. ``potential`` (the first default) and ``seed`` stay for comparison; see
 docs/hrv_task.md for why the first design taught nothing."""
-
-Policy = Callable[[dict[str, jax.Array], jax.Array, jax.Array], jax.Array]
 
 
 @struct.dataclass
@@ -355,123 +349,3 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
 
     def diagnostics(self, info: dict[str, jax.Array]) -> dict[str, jax.Array]:
         return {"distance": info["distance"]}
-
-
-# --- baselines ------------------------------------------------------------------------------
-
-def oracle_action(obs: dict[str, jax.Array], params: HRVParams) -> jax.Array:
-    """The greedy ceiling of ``docs/hrv_task.md``: style 0; expand when every remaining gap exceeds
-    two (keep-sized) steps, condense when all gaps are within one; then move each dimension
-    whose gap exceeds half of the step it would actually take (step_scale of the chosen
-    content op x step_size x gain(context)), so no move overshoots past the target."""
-    current, target = obs["current_hrv"], obs["target_hrv"]
-    gain = context_gain(obs["generation_context"], params)
-    gap = target - current
-    abs_gap = jnp.abs(gap)
-    keep_step = params.step_scale[CONTENT_KEEP] * params.step_size * gain
-    remaining = abs_gap > 0.5 * keep_step
-    expand = jnp.any(remaining) & jnp.all(jnp.where(remaining, abs_gap > 2.0 * keep_step, True))
-    condense = jnp.all(abs_gap <= keep_step)
-    content_op = jnp.where(expand, CONTENT_EXPAND,
-                           jnp.where(condense, CONTENT_CONDENSE, CONTENT_KEEP))
-    step = params.step_scale[content_op] * params.step_size * gain
-    modification = jnp.where(abs_gap > 0.5 * step,
-                             jnp.where(gap > 0, MOD_INCREASE, MOD_DECREASE), MOD_KEEP)
-    head = jnp.stack([jnp.asarray(STYLE_NONE), content_op])
-    return jnp.concatenate([head, modification]).astype(jnp.int32)
-
-
-def oracle_policy(env: HRWritingEnv, params: HRVParams | None = None) -> Policy:
-    """``oracle_action`` as a policy ``(obs, t, key) -> action`` (ignores t and key)."""
-    params = env.default_params if params is None else params
-    return lambda obs, t, key: oracle_action(obs, params)
-
-
-def random_policy(env: HRWritingEnv, params: HRVParams | None = None) -> Policy:
-    """Uniform over the MultiDiscrete action space: the floor PPO must clear. One vector
-    ``randint`` rather than ``MultiDiscrete.sample``'s draw per component, which makes the
-    evaluation scan slower to compile."""
-    nvec = jnp.asarray(env.action_space(params).nvec, jnp.int32)
-    return lambda obs, t, key: jax.random.randint(key, nvec.shape, 0, nvec, jnp.int32)
-
-
-# --- held-out evaluation ----------------------------------------------------------------
-
-def _pearson(x: jax.Array, y: jax.Array) -> jax.Array:
-    """Pearson r; 0 when either vector is flat (hrv_dim = 1, or all dims equal): no
-    alignment information rather than NaN."""
-    x_centred, y_centred = x - jnp.mean(x), y - jnp.mean(y)
-    denominator = jnp.sqrt(jnp.sum(x_centred ** 2) * jnp.sum(y_centred ** 2))
-    return jnp.where(denominator > 1e-12,
-                     jnp.sum(x_centred * y_centred) / jnp.maximum(denominator, 1e-12), 0.0)
-
-
-def heldout_evaluation(env: HRWritingEnv, env_params: HRVParams, policy: Policy,
-                       num_episodes: int = 100, seed: int = HRV_EVAL_SEED,
-                       observation_noise: float | jax.Array = 0.0) -> dict[str, jax.Array]:
-    """Run ``num_episodes`` fixed episodes (from ``seed``) to the end, all vmapped in one
-    ``lax.scan`` of ``max_episode_length`` steps; pure and jittable (``policy`` may close
-    over traced network parameters, ``env_params`` and ``observation_noise`` may be traced;
-    ``num_episodes`` and ``seed`` are Python ints). Episodes stop accumulating once they end.
-    The episodes depend on ``env_params`` (difficulty sets the target spread): pass the
-    final curriculum stage's params to evaluate on it.
-
-    ``observation_noise`` is the std of Gaussian noise added to ``current_hrv`` before the
-    policy sees it (the environment is unaffected): the robustness probe.
-
-    Returns ``success_rate, return_mean, return_std, final_distance`` (mean L2 to target at
-    the episode's end), ``alignment`` (mean Pearson r of final HRV and target) and
-    ``episode_length`` (mean steps).
-    """
-    # raw uint32 keys: the policy receives them, and they work with every library's sampler
-    episode_keys = jax.random.split(jax.random.PRNGKey(seed), num_episodes)
-
-    def run_episode(episode_key: jax.Array) -> dict[str, jax.Array]:
-        reset_key, rollout_key = jax.random.split(episode_key)
-        obs, state = env.reset(reset_key, env_params)
-        zero = jnp.zeros((), jnp.float32)
-        initial = (obs, state, jnp.zeros((), bool), zero, jnp.zeros((), jnp.int32),
-                   jnp.linalg.norm(state.current_hrv - state.target_hrv), jnp.zeros((), bool))
-
-        def one_step(carry, per_step):
-            obs, state, done, episode_return, length, distance, success = carry
-            t, policy_key, step_key, noise = per_step
-            seen = dict(obs, current_hrv=obs["current_hrv"] + observation_noise * noise)
-            if "gap" in obs:    # the gap the policy sees is the one of the noisy reading
-                seen["gap"] = obs["gap"] - observation_noise * noise / env_params.step_size
-            action = policy(seen, t, policy_key)
-            next_obs, next_state, reward, terminated, truncated, info = env.step(
-                step_key, state, action, env_params)
-            live = jnp.logical_not(done)
-            keep_old = lambda old, new: jax.tree.map(  # noqa: E731
-                lambda a, b: jnp.where(done, a, b), old, new)
-            carry = (keep_old(obs, next_obs), keep_old(state, next_state),
-                     done | terminated | truncated,
-                     episode_return + jnp.where(live, reward, 0.0),
-                     length + live.astype(jnp.int32),
-                     jnp.where(live, info["distance"], distance),
-                     jnp.where(live, info["success"], success))
-            return carry, None
-
-        # per-step keys and observation noise drawn up front: a smaller scan body compiles
-        # faster than one that splits keys every step
-        num_steps = env.max_episode_steps(env_params)
-        policy_keys, step_keys, noise_key = jnp.split(
-            jax.random.split(rollout_key, 2 * num_steps + 1), [num_steps, 2 * num_steps])
-        noise = jax.random.normal(noise_key[0], (num_steps, env.hrv_dim), jnp.float32)
-        per_step = (jnp.arange(num_steps, dtype=jnp.int32), policy_keys, step_keys, noise)
-        (_, state, _, episode_return, length, distance, success), _ = jax.lax.scan(
-            one_step, initial, per_step)
-        return {"return": episode_return, "length": length, "distance": distance,
-                "success": success,
-                "alignment": _pearson(state.current_hrv, state.target_hrv)}
-
-    episodes = jax.vmap(run_episode)(episode_keys)
-    return {
-        "success_rate": jnp.mean(episodes["success"].astype(jnp.float32)),
-        "return_mean": jnp.mean(episodes["return"]),
-        "return_std": jnp.std(episodes["return"]),
-        "final_distance": jnp.mean(episodes["distance"]),
-        "alignment": jnp.mean(episodes["alignment"]),
-        "episode_length": jnp.mean(episodes["length"].astype(jnp.float32)),
-    }

@@ -4,9 +4,9 @@ A ``Curriculum`` is a list of stages ``(fraction of the training budget, difficu
 target precision)``; ``Curriculum()`` is the default of the spec (0.3 / 0.1 for the first
 20% of updates, 0.6 / 0.05 for the next 40%, 0.9 / 0.02 for the last 40%).
 ``curriculum.schedule(num_updates)`` turns it into the ``env_params_schedule`` that
-``purehr.ppo.train.make_ppo`` evaluates from the update counter inside the jitted scan: the
-difficulty and precision are traced leaves of ``HRVParams``, so changing stage neither
-recompiles nor calls the host.
+``purehr.ppo.train.make_ppo`` evaluates from the integer update counter inside the jitted
+scan: the difficulty and precision are traced leaves of ``HRVParams``, so changing stage
+neither recompiles nor calls the host.
 
 Stage boundaries are whole updates. Stage ``k`` (0-based) starts at update
 ``start_k = ceil(n * (f_0 + ... + f_{k-1}))`` (``n`` updates, the sum rounded to 6 decimals
@@ -162,28 +162,18 @@ class Curriculum:
         return self.stage_params(env_params, self.num_stages - 1)
 
     def schedule(self, num_updates: int) -> Callable[[Any, jax.Array], Any]:
-        """The ``env_params_schedule(env_params, fraction_done)`` for a run of ``num_updates``
-        updates. ``make_ppo`` passes ``fraction_done = update_index / num_updates`` (float32);
-        the update index is recovered exactly with ``round(fraction_done * num_updates)``
-        (exact below ~8e6 updates) and compared with the integer stage starts, so host
+        """The ``env_params_schedule(env_params, update_index)`` for a run of ``num_updates``
+        updates: the update index is compared with the integer stage starts, so host
         (``stage_index``) and device agree at every boundary."""
         starts = np.asarray(self.stage_starts(num_updates)[1:], np.int32)
         difficulties = np.asarray([stage[1] for stage in self.stages], np.float32)
         precisions = np.asarray([stage[2] for stage in self.stages], np.float32)
 
-        def env_params_schedule(env_params, fraction_done):
+        def env_params_schedule(env_params, update_index):
             self.check_params(env_params)
-            update = jnp.round(jnp.asarray(fraction_done, jnp.float32) * num_updates).astype(jnp.int32)
-            stage = jnp.sum(update >= jnp.asarray(starts)).astype(jnp.int32)
+            stage = jnp.sum(jnp.asarray(update_index, jnp.int32) >= jnp.asarray(starts)).astype(jnp.int32)
             return env_params.replace(
                 difficulty=jnp.asarray(difficulties)[stage],
                 target_precision=jnp.asarray(precisions)[stage])
 
-        env_params_schedule.curriculum = self
-        env_params_schedule.num_updates = num_updates
         return env_params_schedule
-
-
-def curriculum_from_arg(text: str | None) -> Curriculum | None:
-    """For CLIs: ``None`` (flag not given) stays None; otherwise ``Curriculum.parse``."""
-    return None if text is None else Curriculum.parse(text)

@@ -1,0 +1,26 @@
+"""The one builder of a task's training setup: environment, PPO pieces (under a curriculum's
+schedule, if any) and the held-out environment params the task is judged on."""
+
+from __future__ import annotations
+
+from purehr.envs.base import Environment
+from purehr.envs.hrv.curriculum import Curriculum
+from purehr.ppo.config import PPOConfig
+from purehr.ppo.train import make_ppo
+from purehr.run.runner import TaskSetup
+from purehr.tasks import Task, curriculum_schedule, get_task, heldout_env_params
+
+
+def build_task_setup(task: Task | str, config: PPOConfig | None = None, curriculum: Curriculum | None = None, *,
+                     manifest: dict | None = None, env: Environment | None = None) -> TaskSetup:
+    """``task``'s setup for ``config`` (default: the task's). The environment is ``env``, or
+    the one ``manifest`` recorded (a resumed or restored run), or the task's default. A task
+    with a curriculum trains under its schedule (in the scan) and is evaluated (checkpoints
+    and baselines) on its final stage."""
+    task = get_task(task) if isinstance(task, str) else task
+    config = task.default_config if config is None else config
+    if env is None:
+        env = task.make_env() if manifest is None else task.env_from_manifest(manifest)
+    ppo = make_ppo(config, env, env.default_params, curriculum_schedule(curriculum, config))
+    eval_params = heldout_env_params(ppo, config.hyperparams(), curriculum)
+    return TaskSetup(task, env, env.default_params, eval_params, config, ppo)

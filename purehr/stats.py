@@ -1,0 +1,63 @@
+"""The statistics every report shares: the Student-t interval over seeds (the seed is the
+experimental unit, and there are few, so not the normal interval) and the mean of a log's
+last 10%. A leaf module: NumPy, and scipy (a dependency of jax) for the t quantile."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+TAIL_FRACTION = 0.1
+""""The last 10%" of a log is its last ``max(1, ceil(0.1 * n))`` entries."""
+
+
+def finite_values(values: np.ndarray) -> np.ndarray:
+    """The finite entries of a log, flattened, as float64 (an update that completed no
+    episode logs NaN: it carries no return)."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    return values[np.isfinite(values)]
+
+
+def tail_length(n: int, fraction: float = TAIL_FRACTION) -> int:
+    return max(1, math.ceil(fraction * n))
+
+
+def tail_mean(values: np.ndarray, fraction: float = TAIL_FRACTION) -> float:
+    """The mean of the last 10% of a log's finite entries; NaN when it has none."""
+    finite = finite_values(values)
+    return float(np.mean(finite[-tail_length(len(finite), fraction):])) if len(finite) else math.nan
+
+
+def t_quantile(probability: float, df: float) -> float:
+    """The Student-t quantile, e.g. t_quantile(0.975, 4) = 2.7764."""
+    from scipy import stats  # slow to import, and only a report needs it
+
+    if not 0.0 < probability < 1.0 or df <= 0:
+        raise ValueError(f"need 0 < probability < 1 and df > 0, got {probability}, {df}")
+    return float(stats.t.ppf(probability, df))
+
+
+def t_interval(values: np.ndarray, confidence: float = 0.95
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean over axis 0 (seeds) and the two-sided ``confidence`` t interval of that mean,
+    mean -+ t(1 - alpha/2, n - 1) * sd / sqrt(n); NaN bounds with a single seed."""
+    values = np.asarray(values, dtype=np.float64)
+    num_seeds = values.shape[0]
+    mean = values.mean(axis=0)
+    if num_seeds < 2:
+        nan = np.full_like(mean, np.nan)
+        return mean, nan, nan
+    half_width = (t_quantile(0.5 + confidence / 2.0, num_seeds - 1)
+                  * values.std(axis=0, ddof=1) / math.sqrt(num_seeds))
+    return mean, mean - half_width, mean + half_width
+
+
+def mean_confidence_interval(values: np.ndarray, confidence: float = 0.95) -> dict[str, float]:
+    """Mean and two-sided Student-t interval over seeds of one number per seed (NaN entries
+    are dropped; NaN bounds for one seed)."""
+    finite = finite_values(values)
+    if not len(finite):
+        return {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n": 0}
+    mean, low, high = (float(bound) for bound in t_interval(finite, confidence))
+    return {"mean": mean, "ci_low": low, "ci_high": high, "n": len(finite)}
