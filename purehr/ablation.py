@@ -48,24 +48,40 @@ def swing_variants(steps: int) -> list[Variant]:
     from purehr.envs.swing import SwingEnv
 
     config = SWING_DEFAULTS.replace(total_timesteps=steps)
+    task_env = get_task("swing").make_env            # wide starts, a quarter at the held-out scale
+    before = config.replace(minibatch_size=1024)     # the defaults before the speed work, with SwingEnv
+
+    def small_starts(name: str, fraction: float, minibatch: int) -> Variant:
+        return Variant(name, f"minibatch {minibatch}, wide training starts with {fraction} of them at the "
+                       "held-out scale (small_start_fraction, small_reset_noise 0.05)", SwingEnv,
+                       before.replace(minibatch_size=minibatch), {"small_start_fraction": fraction}, core=False)
+
     return [
-        Variant("default", "wide training starts (reset_noise 1.0), 32 envs x 128 steps, minibatch 1024",
-                SwingEnv, config),
-        Variant("narrow starts", "training starts = the held-out scale (reset_noise 0.01)",
-                SwingEnv, config, {"reset_noise": 0.01}),
+        Variant("default", "wide training starts (reset_noise 1.0) with a quarter at the held-out scale "
+                "(small_start_fraction 0.25), 32 envs x 128 steps, minibatch 256", task_env, config),
+        Variant("no small starts", "wide training starts only (small_start_fraction 0)", task_env, config,
+                {"small_start_fraction": 0.0}),
+        Variant("minibatch 1024", "minibatch 1024 (4 per epoch) instead of 256", task_env,
+                config.replace(minibatch_size=1024)),
+        Variant("narrow starts", "training starts = the held-out scale (reset_noise 0.01, no mixture)",
+                task_env, config, {"reset_noise": 0.01, "small_start_fraction": 0.0}),
         Variant("old batch", "8 envs x 256 steps, minibatch 256 (the first defaults)",
-                SwingEnv, config.replace(num_envs=8, num_steps=256, minibatch_size=256)),
-        # Levers tried for the time to rotation (results/ablation/swing_speed.md).
-        Variant("gamma 0.998", "discount 0.998 in PPO and in the shaping", SwingEnv,
-                config.replace(gamma=0.998), {"gamma": 0.998}, core=False),
-        Variant("gamma 0.999", "discount 0.999 in PPO and in the shaping", SwingEnv,
-                config.replace(gamma=0.999), {"gamma": 0.999}, core=False),
-        Variant("success bonus 50", "k_success 50 instead of 10", SwingEnv, config,
+                task_env, config.replace(num_envs=8, num_steps=256, minibatch_size=256)),
+        # Levers tried for the time to rotation, each against the defaults before it (minibatch
+        # 1024, wide starts only): results/ablation/swing_speed.md.
+        Variant("gamma 0.998", "minibatch 1024, wide starts; discount 0.998 in PPO and in the shaping", SwingEnv,
+                before.replace(gamma=0.998), {"gamma": 0.998}, core=False),
+        Variant("gamma 0.999", "minibatch 1024, wide starts; discount 0.999 in PPO and in the shaping", SwingEnv,
+                before.replace(gamma=0.999), {"gamma": 0.999}, core=False),
+        Variant("success bonus 50", "minibatch 1024, wide starts; k_success 50 instead of 10", SwingEnv, before,
                 {"k_success": 50.0}, core=False),
-        Variant("minibatch 512", "minibatch 512 (8 per epoch) instead of 1024", SwingEnv,
-                config.replace(minibatch_size=512), core=False),
-        Variant("minibatch 256", "minibatch 256 (16 per epoch) instead of 1024", SwingEnv,
-                config.replace(minibatch_size=256), core=False),
+        Variant("minibatch 512", "wide starts; minibatch 512 (8 per epoch) instead of 1024", SwingEnv,
+                before.replace(minibatch_size=512), core=False),
+        Variant("minibatch 256", "wide starts; minibatch 256 (16 per epoch) instead of 1024", SwingEnv,
+                config, core=False),
+        small_starts("small starts 0.25", 0.25, 1024),
+        small_starts("minibatch 256 small starts 0.25", 0.25, 256),
+        small_starts("minibatch 256 small starts 0.5", 0.5, 256),
     ]
 
 

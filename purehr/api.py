@@ -110,8 +110,9 @@ class PPOModel:
         _check_digests(path, description)
         where = path / "model.json"
         env_kwargs = dict(description["env"]["kwargs"])
-        if description["env"]["class"] == "HRWritingEnv":
-            env_kwargs.setdefault("gap_features", False)    # saved before the observation had them
+        task = task_of_env_class(description["env"]["class"])
+        if task is not None:
+            env_kwargs = task.recorded_kwargs(env_kwargs)   # keywords newer than the saved model
         env = _make_env(description["env"]["class"], env_kwargs, where)
         try:
             config = PPOConfig.from_dict(description["config"])
@@ -254,7 +255,7 @@ def _make_env(class_name: str, kwargs: dict[str, Any], where: Path | str = "save
         raise ValueError(f"{where} names environment class {class_name!r}; expected one of "
                          f"{sorted(task.env_class.__name__ for task in TASKS.values())}")
     try:
-        return task.env_class(**kwargs)
+        return task.make_env(**kwargs)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: env kwargs {kwargs} are refused by {class_name}: {error}") from None
 

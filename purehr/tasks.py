@@ -21,6 +21,10 @@ from purehr.ppo.config import HRV_DEFAULTS, SWING_DEFAULTS, PPOConfig
 from purehr.ppo.train import PPO, EnvParamsSchedule
 
 SWING_SHOWCASE_START_DEG = 3.0
+SWING_TRAINING_STARTS = {"small_start_fraction": 0.25, "small_reset_noise": 0.05}
+"""The swing task's training starts: today's wide N(0, 1) draw, a quarter of them replaced by
+starts at the held-out scale, which the fast pumping policies otherwise miss
+(results/ablation/swing_speed.md)."""
 
 Evaluation = Callable[..., dict[str, jax.Array]]
 """``evaluation(env, env_params, policy, num_episodes=..., seed=...) -> metrics`` (pure, jittable)."""
@@ -55,6 +59,9 @@ class Task:
     """What a run records in its manifest to rebuild the same environment (restore, resume)."""
     legacy_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The environment of runs recorded before manifests named it (the first task designs)."""
+    unrecorded_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Keyword values a recorded environment had before the keyword existed: what a manifest or
+    saved model that does not name the keyword was trained with."""
 
     @property
     def baseline(self) -> Baseline:
@@ -73,7 +80,22 @@ class Task:
 
     def env_from_manifest(self, manifest: dict) -> Environment:
         recorded = (manifest.get("environments") or {}).get(self.name)
-        return self.make_env(**(self.legacy_env_kwargs if recorded is None else recorded))
+        return self.make_env(**(self.legacy_env_kwargs if recorded is None else self.recorded_kwargs(recorded)))
+
+    def recorded_kwargs(self, recorded: dict[str, Any]) -> dict[str, Any]:
+        """``make_env`` keywords of an environment recorded as ``recorded``."""
+        return {**self.unrecorded_env_kwargs, **recorded}
+
+
+def _swing_env(params: swing.SwingParams | None = None, **fields) -> swing.SwingEnv:
+    """The swing task's environment: the task's training starts unless ``params`` or
+    ``fields`` say otherwise."""
+    return swing.SwingEnv(swing.SwingParams(**{**SWING_TRAINING_STARTS, **fields}) if params is None else params)
+
+
+def _swing_kwargs(env: swing.SwingEnv) -> dict[str, Any]:
+    params = env.default_params
+    return {name: float(getattr(params, name)) for name in SWING_TRAINING_STARTS}
 
 
 def _record_swing(env, env_params, policy):
@@ -84,7 +106,7 @@ TASKS: dict[str, Task] = {
     "swing": Task(
         name="swing",
         env_class=swing.SwingEnv,
-        make_env=swing.SwingEnv,
+        make_env=_swing_env,
         default_config=SWING_DEFAULTS,
         baselines=(
             Baseline("structured controller", "structured",
@@ -96,7 +118,9 @@ TASKS: dict[str, Task] = {
         heldout_evaluation=swing.heldout_evaluation,
         env_evaluation=swing.heldout_evaluation,
         record_showcase=_record_swing,
+        env_kwargs=_swing_kwargs,
         legacy_env_kwargs={"params": swing.SwingParams(reset_noise=0.01)},
+        unrecorded_env_kwargs={"small_start_fraction": 0.0},
     ),
     "hrv": Task(
         name="hrv",
@@ -114,6 +138,7 @@ TASKS: dict[str, Task] = {
         env_kwargs=lambda env: {"hrv_dim": env.hrv_dim, "similarity": env.similarity,
                                 "reward_form": env.reward_form, "gap_features": env.gap_features},
         legacy_env_kwargs={"hrv_dim": 8, "reward_form": "potential", "gap_features": False},
+        unrecorded_env_kwargs={"gap_features": False},
     ),
 }
 TASK_NAMES: tuple[str, ...] = tuple(TASKS)

@@ -143,7 +143,8 @@ def test_jvp_body_derivatives_match_finite_differences():
 
 
 @pytest.mark.parametrize("field, value", [("length", 0.0), ("mass", -70.0), ("dt", 0.0),
-                                          ("h_min", 1.05), ("substeps", 0)])
+                                          ("h_min", 1.05), ("substeps", 0),
+                                          ("small_start_fraction", 1.5), ("small_reset_noise", -0.1)])
 def test_bad_params_raise_before_compiling(field, value):
     with pytest.raises(ValueError, match=field):
         SwingEnv(SwingParams(**{field: value}))
@@ -190,3 +191,27 @@ def test_info_keys_and_diagnostics():
     assert set(env.diagnostics(info)) == {"min_tension", "command_speed"}
     assert env.max_episode_steps() == 1600
     assert env.action_space().shape == (2,) and env.observation_space().shape == (11,)
+
+
+def _reset_starts(params: SwingParams, count: int = 20_000) -> np.ndarray:
+    keys = jax.random.split(KEY, count)
+    plant = jax.jit(jax.vmap(lambda key: SwingEnv().reset(key, params)[1].plant))(keys)
+    return np.stack([np.asarray(plant.theta), np.asarray(plant.theta_dot)], axis=1)
+
+
+def test_training_start_mixture_fraction_and_scale():
+    """A fraction ``small_start_fraction`` of the resets at ``small_reset_noise``, the rest
+    at ``reset_noise`` (wide enough here that no wide start lands in the small box)."""
+    starts = _reset_starts(SwingParams(reset_noise=100.0, small_start_fraction=0.3, small_reset_noise=0.05))
+    small = np.max(np.abs(starts), axis=1) < 0.5
+    assert abs(small.mean() - 0.3) < 0.015                     # 4.7 binomial sd
+    np.testing.assert_allclose(starts[small].std(axis=0), [0.05, 0.05], rtol=0.05)
+    np.testing.assert_allclose(starts[~small].std(axis=0), [100.0, 100.0], rtol=0.05)
+    assert np.all(np.max(np.abs(_reset_starts(SwingParams(small_start_fraction=1.0), 2000)), axis=1) < 0.5)
+
+
+def test_training_start_fraction_zero_is_the_plain_wide_draw():
+    keys = jax.random.split(KEY, 1000)
+    wide = np.asarray(jax.vmap(lambda key: 1.0 * jax.random.normal(key, (2,), jnp.float32))(keys))
+    np.testing.assert_array_equal(_reset_starts(SwingParams(), 1000), wide)
+    np.testing.assert_array_equal(_reset_starts(SwingParams(small_start_fraction=0.0), 1000), wide)

@@ -100,8 +100,7 @@ class SwingEnv(Environment[SwingState, SwingParams]):
     # ------------------------------------------------------------------ episode
     def reset(self, key: jax.Array, params: SwingParams | None = None):
         params = self._params(params)
-        dtype = _default_float()
-        theta, theta_dot = params.reset_noise * jax.random.normal(key, (2,), dtype)
+        theta, theta_dot = physics.training_start(key, params, _default_float())
         return self.reset_to(theta, theta_dot, params)
 
     def reset_to(self, theta, theta_dot, params: SwingParams | None = None):

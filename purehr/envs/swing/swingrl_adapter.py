@@ -80,7 +80,7 @@ class SwingRLEnv(Environment[SwingRLState, SwingParams]):
 
     def reset(self, key: jax.Array, params: SwingParams | None = None):
         params = self._default_params if params is None else params
-        theta, theta_dot = params.reset_noise * jax.random.normal(key, (2,))
+        theta, theta_dot = physics.training_start(key, params)
         return self.reset_to(theta, theta_dot, params)
 
     def reset_to(self, theta, theta_dot, params: SwingParams | None = None):
