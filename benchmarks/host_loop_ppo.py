@@ -34,7 +34,7 @@ from purehr.cli import HelpFormatter, output_file, positive_int
 from purehr.envs.spaces import flatten_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.distributions import make_distribution
-from purehr.ppo.loss import ppo_loss
+from purehr.ppo.loss import Batch, ppo_loss
 from purehr.ppo.train import keys_for_seeds, make_ppo, make_train
 from purehr.tasks import TASK_NAMES, get_task
 
@@ -71,7 +71,7 @@ def make_host_loop(config, env):
 
     @jax.jit
     def rollout(params, env_state, observation, key, update_index):
-        step_params = ppo.params_at(update_index, hparams)
+        step_params = ppo.env_params_at(update_index, hparams)
 
         def env_step(carry, _):
             env_state, observation, key = carry
@@ -116,15 +116,14 @@ def make_host_loop(config, env):
                 trajectory["terminated"].astype(np.float32), trajectory["done"].astype(np.float32),
                 np.float32(config.gamma), np.float32(config.gae_lambda))
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-            batch = {"observation": trajectory["observation"], "action": trajectory["action"],
-                     "log_prob": trajectory["log_prob"], "advantage": advantages, "target": targets}
-            batch = {name: value.reshape((config.batch_size,) + value.shape[2:]) for name, value in batch.items()}
+            batch = Batch(trajectory["observation"], trajectory["action"], trajectory["log_prob"], advantages, targets)
+            batch = Batch(*(value.reshape((config.batch_size,) + value.shape[2:]) for value in batch))
             for _ in range(config.num_epochs):
                 permutation = rng.permutation(config.batch_size)
                 for start in range(0, config.batch_size, config.minibatch_size):
                     index = permutation[start:start + config.minibatch_size]
                     params, opt_state, loss = minibatch_update(
-                        params, opt_state, {name: value[index] for name, value in batch.items()})
+                        params, opt_state, Batch(*(value[index] for value in batch)))
         jax.block_until_ready(params)
         return params
 

@@ -129,7 +129,7 @@ def _rollout_program(config, env, seeds: int, length: int):
     train_env = training_wrappers(env)
     action_space = env.action_space(ppo.env_params)
     flatten = jax.vmap(flatten_observation)
-    step_params = ppo.params_at(0, config.hyperparams())
+    step_params = ppo.env_params_at(0, config.hyperparams())
 
     def one_seed(runner):
         def env_step(carry, _):

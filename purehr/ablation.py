@@ -125,7 +125,7 @@ def _evaluator(task: str, env: Environment, variant: Variant):
     restore = {name: getattr(env.default_params, name) for name in variant.train_param_overrides}
 
     def evaluate(ppo, network_params, hparams):
-        env_params = ppo.params_at(ppo.num_updates - 1, hparams).replace(**restore)
+        env_params = ppo.env_params_at(ppo.num_updates - 1, hparams).replace(**restore)
         return heldout_evaluation(env, env_params, ppo.policy(network_params),
                                   num_episodes=variant.config.eval_episodes)
 

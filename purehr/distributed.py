@@ -42,7 +42,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from purehr.host_devices import (COLLECTIVE_TERMINATE_FLAG, cpu_pool_threads,  # noqa: F401  (re-exported)
                                   prepare_host_devices, requested_host_devices)
-from purehr.ppo.train import make_train, seed_keys
+from purehr.ppo.train import make_train, raw_seed_keys
 
 SEED_AXIS = "seeds"
 ENV_AXIS = "envs"
@@ -263,7 +263,7 @@ def make_sharded_train(config, env, env_params=None, *, devices: Devices = None,
     programs: dict[int, tuple[Mesh, Callable]] = {}
 
     def train(keys):
-        keys = seed_keys(keys)
+        keys = raw_seed_keys(keys)
         num_seeds = int(keys.shape[0])
         if num_seeds not in programs:
             mesh = make_mesh(num_seeds, config.num_envs, devices)

@@ -29,15 +29,13 @@ import numpy as np
 from purehr.cli import check_output_file
 from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
-from purehr.ppo.config import PPOConfig, PPOHyperparams
+from purehr.ppo.config import HYPERPARAMETERS, PPOConfig, PPOHyperparams
 from purehr.ppo.train import RunnerState, keys_for_seeds, make_train
 from purehr.run.run_dir import atomic_write_json, json_values, write_csv
 from purehr.stats import mean_confidence_interval, tail_mean
 from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
 from purehr.viz.learning_curves import save_figure
 
-HYPERPARAMETERS = tuple(PPOHyperparams.__dataclass_fields__)
-"""Fields a sweep vmaps over (one compiled program for any grid of them)."""
 SHAPE_FIELDS = ("num_envs", "num_steps", "num_epochs", "minibatch_size", "actor_hidden", "critic_hidden")
 """PPOConfig fields that change the compiled program: one group (one compile) per choice."""
 SWEEP_MARKER = "sweep.json"

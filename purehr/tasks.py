@@ -169,5 +169,5 @@ def curriculum_schedule(curriculum: Curriculum | None, config: PPOConfig) -> Env
 def heldout_env_params(ppo: PPO, hparams: Any, curriculum: Curriculum | None = None) -> Any:
     """The params PPO is judged on: those of its last update (the env's discount is PPO's, for
     potential shaping), at a curriculum's final stage. ``hparams`` may be traced (a sweep)."""
-    params = ppo.params_at(ppo.num_updates - 1, hparams)
+    params = ppo.env_params_at(ppo.num_updates - 1, hparams)
     return params if curriculum is None else curriculum.final_params(params)

@@ -68,6 +68,7 @@ def make_comparison_program(env, config, eval_every: int, eval_episodes: int):
     import jax
     import jax.numpy as jnp
 
+    from purehr.ppo.loop import Hook, UpdateLoop, run_updates
     from purehr.run.task_setup import build_task_setup
 
     setup = build_task_setup("hrv", config, env=env)
@@ -80,25 +81,19 @@ def make_comparison_program(env, config, eval_every: int, eval_episodes: int):
     def evaluate_seeds(runner):
         return jax.vmap(evaluate)(runner.params)
 
+    def due(updates_done):
+        return (updates_done % eval_every == 0) | (updates_done == num_updates)
+
+    evaluation = Hook(due, lambda runner, _metrics: evaluate_seeds(runner), at_start=True)
+    loop = UpdateLoop(jax.vmap(ppo.update), num_updates, (evaluation,))
+
     def train(keys):
-        runner = jax.vmap(ppo.init)(keys)
-        initial = evaluate_seeds(runner)
-        shapes = jax.eval_shape(evaluate_seeds, runner)
-
-        def not_due(_):
-            return jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype), shapes)
-
-        def body(runner, update_index):
-            runner, metrics = jax.vmap(ppo.update)(runner)
-            due = ((update_index + 1) % eval_every == 0) | (update_index + 1 == num_updates)
-            evaluation = jax.lax.cond(due, evaluate_seeds, not_due, runner)
-            kept = {name: metrics[name] for name in ("mean_episode_return", "train_success_rate",
-                                                     "mean_distance", "entropy", "approx_kl")}
-            return runner, (kept, evaluation)
-
-        runner, (metrics, evaluations) = jax.lax.scan(body, runner, jnp.arange(num_updates))
-        evaluations = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]), initial, evaluations)
-        return runner, metrics, evaluations
+        (runner,), (output,) = run_updates([loop], [jax.vmap(ppo.init)(keys)], num_updates)
+        kept = {name: output.metrics[name] for name in ("mean_episode_return", "train_success_rate",
+                                                        "mean_distance", "entropy", "approx_kl")}
+        evaluations = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]),
+                                   output.at_start[0], output.hooks[0])
+        return runner, kept, evaluations
 
     return jax.jit(train), ppo
 

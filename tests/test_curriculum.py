@@ -72,7 +72,7 @@ def test_stage_starts_are_whole_updates():
 
 
 @pytest.mark.parametrize("num_updates", [1, 3, 10, 489, 5000])
-def test_params_at_follow_the_stages_on_the_device(num_updates):
+def test_env_params_at_follow_the_stages_on_the_device(num_updates):
     """The traced schedule (update index -> stage) agrees with the host's stage_index
     at every update, boundaries included."""
     curriculum = Curriculum()
@@ -81,7 +81,7 @@ def test_params_at_follow_the_stages_on_the_device(num_updates):
                    curriculum.schedule(num_updates))
     near_boundaries = {start + offset for start in curriculum.stage_starts(num_updates) for offset in (-1, 0, 1)}
     updates = np.array(sorted({min(max(u, 0), num_updates - 1) for u in near_boundaries | {0, 1, num_updates - 1}}))
-    params = jax.jit(jax.vmap(lambda u: ppo.params_at(u, TINY.hyperparams())))(updates.astype(np.int32))
+    params = jax.jit(jax.vmap(lambda u: ppo.env_params_at(u, TINY.hyperparams())))(updates.astype(np.int32))
     for index, update in enumerate(updates):
         _, difficulty, precision = curriculum.stages[curriculum.stage_index(int(update), num_updates)]
         assert float(params.difficulty[index]) == pytest.approx(difficulty)
@@ -135,7 +135,7 @@ def test_build_setups_evaluates_on_the_final_stage_and_trains_on_the_schedule():
     assert float(plain.eval_env_params.difficulty) == 0.9 and float(plain.eval_env_params.target_precision) == 0.05
     assert float(staged.eval_env_params.difficulty) == pytest.approx(0.9)
     assert float(staged.eval_env_params.target_precision) == pytest.approx(0.02)
-    assert float(staged.ppo.params_at(0, config.hyperparams()).difficulty) == pytest.approx(0.3)
+    assert float(staged.ppo.env_params_at(0, config.hyperparams()).difficulty) == pytest.approx(0.3)
 
 
 def test_a_curriculum_for_swing_or_an_absent_task_is_refused(tmp_path):

@@ -11,7 +11,7 @@ from purehr.envs import spaces
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.distributions import MultiCategorical, TanhGaussian, make_distribution
 from purehr.ppo.gae import generalized_advantages
-from purehr.ppo.train import seed_keys
+from purehr.ppo.train import raw_seed_keys
 
 
 def reference_gae(rewards, values, final_values, terminated, truncated, gamma, lam):
@@ -132,9 +132,9 @@ def test_num_updates_reaches_the_budget():
                                   jnp.zeros((2, 3), jnp.uint32)])
 def test_wrong_key_shape_is_refused(keys):
     with pytest.raises(ValueError, match="expected a leading seed axis"):
-        seed_keys(keys)
+        raw_seed_keys(keys)
 
 
 def test_typed_keys_are_accepted():
-    raw = seed_keys(jax.random.split(jax.random.key(0), 3))
+    raw = raw_seed_keys(jax.random.split(jax.random.key(0), 3))
     assert raw.shape == (3, 2) and raw.dtype == jnp.uint32

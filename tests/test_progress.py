@@ -131,13 +131,13 @@ def test_progress_counts_steps_per_task_and_seed_and_estimates_from_measured_cos
     progress.start()
     for task in plans:                                   # the step-0 checkpoints: start-up, not timed
         clock[0] += 10.0
-        progress.on_checkpoint(task, {"success_rate": np.zeros(2), "return_mean": np.zeros(2)}, full=True)
+        progress.on_checkpoint(task, None, {"success_rate": np.zeros(2), "return_mean": np.zeros(2)}, {})
     for update in range(1, 7):
         for task, seconds in (("swing", 2.0), ("hrv", 1.0)):
             clock[0] += seconds
             progress.on_update(task, no_return if update < 6 else {"mean_episode_return": np.array([np.nan, 4.0])})
     clock[0] += 5.0                                      # update 6 crossed 3,000: a quick checkpoint
-    progress.on_checkpoint("hrv", {"success_rate": np.array([0.5, 1.0]), "return_mean": np.ones(2)}, full=False)
+    progress.on_checkpoint("hrv", None, {"success_rate": np.array([0.5, 1.0]), "return_mean": np.ones(2)}, None)
     # 6 updates of 512 steps per seed: 3,072 (not x 2 seeds, not summed with the other task)
     assert progress.line() == ("swing 3,072/16.4k, held-out success 0.00, return 4 | hrv 3,072/16.4k, held-out "
                                "success 0.75, return 4 | 43 s elapsed, up to 2:33 left")     # swing: step 0 only
@@ -147,7 +147,7 @@ def test_progress_counts_steps_per_task_and_seed_and_estimates_from_measured_cos
     clock[0] += 2.0
     progress.on_update("swing", no_return)
     clock[0] += 4.0
-    progress.on_checkpoint("swing", {"success_rate": np.ones(2), "return_mean": np.ones(2)}, full=False)
+    progress.on_checkpoint("swing", None, {"success_rate": np.ones(2), "return_mean": np.ones(2)}, None)
     # swing has timed a checkpoint: 25 updates x 2 s + 5 checkpoints (12, 18, 24, 30, 32) x 4 s = 70; hrv 51
     assert progress.line().endswith("49 s elapsed, about 2:01 left")
     progress.close()

@@ -42,7 +42,7 @@ def test_task_setup_trains_on_the_schedule_and_is_judged_on_the_final_stage():
     staged = build_task_setup(get_task("hrv"), TINY, Curriculum())
     assert float(plain.eval_env_params.difficulty) == pytest.approx(0.9)
     assert float(staged.eval_env_params.target_precision) == pytest.approx(0.02)
-    stages = [float(staged.ppo.params_at(u, TINY.hyperparams()).difficulty) for u in (0, 1, 2, 5, 6, 9)]
+    stages = [float(staged.ppo.env_params_at(u, TINY.hyperparams()).difficulty) for u in (0, 1, 2, 5, 6, 9)]
     assert stages == pytest.approx([0.3, 0.3, 0.6, 0.6, 0.9, 0.9])      # starts (0, 2, 6) of 10 updates
     recorded = build_task_setup("hrv", TINY, manifest={"environments": {"hrv": {"hrv_dim": 3}}})
     assert recorded.env.hrv_dim == 3 and build_task_setup("swing").config == get_task("swing").default_config

@@ -1,8 +1,9 @@
 """PPO configuration: static shape choices in a frozen dataclass, tunable numbers as a pytree.
 
 The split follows rejax: everything that changes array shapes or the compiled program
-(sizes, network widths) lives in `PPOConfig`; every continuous hyperparameter also lives in
-`PPOHyperparams`, a pytree the training state carries, so a sweep is a `vmap` over it.
+(sizes, network widths) lives in `PPOConfig`, and so does every continuous hyperparameter;
+those named in `HYPERPARAMETERS` are also carried by the training state as `PPOHyperparams`,
+a pytree generated from that list, so a sweep is a `vmap` over it.
 """
 
 from __future__ import annotations
@@ -28,15 +29,15 @@ MAX_OPTIMIZER_STEPS = 2**31 - 1
 """Largest count of an int32 counter: the limit on updates x epochs x minibatches per seed."""
 
 
-@struct.dataclass
-class PPOHyperparams:
-    learning_rate: float
-    clip_range: float
-    ent_coef: float
-    vf_coef: float
-    gae_lambda: float
-    gamma: float
-    max_grad_norm: float
+HYPERPARAMETERS = ("learning_rate", "clip_range", "ent_coef", "vf_coef", "gae_lambda", "gamma", "max_grad_norm")
+"""The continuous ``PPOConfig`` fields the training state carries as traced values (what a
+sweep vmaps), in the leaf order of ``PPOHyperparams`` and so of every checkpoint."""
+
+# Declared once, in PPOConfig (name, default, validation); the pytree is generated from the list.
+PPOHyperparams = struct.dataclass(type("PPOHyperparams", (), {
+    "__module__": __name__, "__annotations__": {name: "jax.Array" for name in HYPERPARAMETERS},
+    "__doc__": "The ``HYPERPARAMETERS`` of a ``PPOConfig`` as float32 arrays (scalars, or with a "
+               "leading seed axis in a sweep): ``PPOConfig.hyperparams()`` builds one."}))
 
 
 @dataclass(frozen=True)
@@ -160,8 +161,7 @@ class PPOConfig:
         return -(-self.total_timesteps // self.batch_size)      # exact for any int
 
     def hyperparams(self) -> PPOHyperparams:
-        return PPOHyperparams(**{f.name: jnp.float32(getattr(self, f.name))
-                                 for f in dataclasses.fields(PPOHyperparams)})
+        return PPOHyperparams(**{name: jnp.float32(getattr(self, name)) for name in HYPERPARAMETERS})
 
     def replace(self, **changes) -> "PPOConfig":
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}

@@ -3,22 +3,22 @@
 
 Read top to bottom, ``make_ppo`` is the whole algorithm: rollout (a scan over steps with
 auto-reset), GAE (a reverse scan), then epochs (a scan) of minibatches (a scan over a
-permutation). The multi-task runner in ``purehr.run`` reuses the same closures and puts its
-own checkpoint logic in the scan body, which is why the scan over updates is outside and the
-vmap over seeds inside (see docs/protocol.md).
+permutation). The scan over updates is ``purehr.ppo.loop.run_updates``, which the multi-task
+runner in ``purehr.run`` drives too with its checkpoint hooks; that is why the scan over
+updates is outside and the vmap over seeds inside (see docs/protocol.md).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
-from jax.experimental import io_callback
 
 from purehr.envs.base import Environment, all_finite
 from purehr.envs.spaces import Box, flatten_observation, flat_dim
@@ -26,7 +26,8 @@ from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.config import PPOConfig, PPOHyperparams
 from purehr.ppo.distributions import make_distribution, policy_output_size
 from purehr.ppo.gae import generalized_advantages
-from purehr.ppo.loss import ppo_loss
+from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
+from purehr.ppo.loss import Batch, ppo_loss
 from purehr.ppo.networks import ActorCritic
 
 # (params of the env, update index: int32, 0-based) -> params for this update
@@ -45,6 +46,26 @@ class RunnerState:
     hparams: PPOHyperparams
 
 
+class Transition(NamedTuple):
+    """What the rollout records at one step of every environment: [num_envs, ...] per step,
+    [num_steps, num_envs, ...] once the rollout scan has stacked them."""
+    observation: jax.Array          # flat observation the action was chosen from
+    action: jax.Array               # as sampled (tanh-Gaussian: the latent, pre-squash sample)
+    log_prob: jax.Array
+    value: jax.Array
+    reward: jax.Array               # float32
+    terminated: jax.Array
+    done: jax.Array                 # terminated or truncated: the episode ended here
+    final_observation: jax.Array    # flat observation after the step, before any auto-reset
+    episode_done: jax.Array         # episode statistics from the wrappers (metrics only)
+    episode_return: jax.Array
+    episode_success: jax.Array
+    nan_action: jax.Array
+    invalid_action: jax.Array
+    nonfinite_state: jax.Array
+    diagnostics: dict[str, jax.Array]   # the environment's own per-step diagnostics
+
+
 @dataclass(frozen=True)
 class PPO:
     """The per-seed pieces of the algorithm for one environment."""
@@ -54,7 +75,9 @@ class PPO:
     network: ActorCritic
     init: Callable[[jax.Array, PPOHyperparams | None], RunnerState]
     update: Callable[[RunnerState], tuple[RunnerState, dict[str, jax.Array]]]
-    params_at: Callable[[jax.Array, PPOHyperparams], Any]
+    env_params_at: Callable[[jax.Array, PPOHyperparams], Any]
+    """``env_params_at(update_index, hparams)``: the environment parameters that update trains
+    on (PPO's discount written into them; the curriculum's stage, if any)."""
 
     @property
     def num_updates(self) -> int:
@@ -82,6 +105,23 @@ def _with_discount(env_params, gamma):
 
 def make_ppo(config: PPOConfig, env: Environment, env_params=None,
              env_params_schedule: EnvParamsSchedule | None = None) -> PPO:
+    """The per-seed ``init`` and ``update`` of PPO on ``env``, unbatched: vmap them over seeds.
+
+    Args:
+      config: sizes, network and the defaults of the hyperparameters. Shapes below use
+        E = ``num_envs``, T = ``num_steps``, B = ``batch_size`` = E * T, M = ``minibatch_size``.
+      env: a functional environment (``purehr.envs.base.Environment``); it is wrapped with
+        auto-reset and episode statistics here.
+      env_params: its parameters (default ``env.default_params``); PPO's ``gamma`` is written
+        into them when they have one (reward shaping stays policy-invariant).
+      env_params_schedule: ``(env_params, fraction of training done) -> env_params`` for the
+        update (a curriculum); evaluated from the update counter inside the scan.
+
+    Returns:
+      ``PPO`` with ``init(key [2] uint32, hparams=None) -> RunnerState`` and
+      ``update(RunnerState) -> (RunnerState, metrics)``: one rollout of E environments x T
+      steps, GAE, then ``num_epochs`` epochs of B / M minibatches; metrics are scalars.
+    """
     env_params = env.default_params if env_params is None else env_params
     action_space = env.action_space(env_params)
     observation_size = flat_dim(env.observation_space(env_params))
@@ -99,6 +139,8 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
         return make_distribution(action_space, actor_output, log_std)
 
     def make_optimizer(hparams: PPOHyperparams) -> optax.GradientTransformation:
+        # Built again at every update (same state layout) because the learning rate and the
+        # gradient-norm limit are traced values of the runner, not Python constants.
         learning_rate = hparams.learning_rate
         if config.anneal_lr:
             def learning_rate(count):
@@ -107,7 +149,7 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
         return optax.chain(optax.clip_by_global_norm(hparams.max_grad_norm),
                            optax.adam(learning_rate, eps=1e-5))
 
-    def params_at(update_index, hparams):
+    def env_params_at(update_index, hparams):
         params = _with_discount(env_params, hparams.gamma)
         if env_params_schedule is not None:
             params = env_params_schedule(params, update_index)
@@ -117,7 +159,7 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
         hparams = config.hyperparams() if hparams is None else hparams
         key, network_key, reset_key = jax.random.split(key, 3)
         network_params = network.init(network_key, jnp.zeros((observation_size,), jnp.float32))
-        first_params = params_at(jnp.int32(0), hparams)
+        first_params = env_params_at(jnp.int32(0), hparams)
         observation, env_state = jax.vmap(train_env.reset, in_axes=(0, None))(
             jax.random.split(reset_key, num_envs), first_params)
         return RunnerState(network_params, make_optimizer(hparams).init(network_params), env_state,
@@ -125,59 +167,46 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
 
     def update(runner: RunnerState) -> tuple[RunnerState, dict[str, jax.Array]]:
         hparams = runner.hparams
-        step_params = params_at(runner.update_index, hparams)
+        step_params = env_params_at(runner.update_index, hparams)
         optimizer = make_optimizer(hparams)
 
         # --- rollout: num_steps steps of num_envs environments, auto-reset inside ---
         def env_step(carry, _):
             env_state, observation, key = carry
             key, action_key, step_key = jax.random.split(key, 3)
-            flat_observation = flatten_batch(observation)
+            flat_observation = flatten_batch(observation)                       # [E, obs]
             actor_output, log_std, value = network.apply(runner.params, flat_observation)
             policy = distribution(actor_output, log_std)
             action = policy.sample(action_key)
             next_observation, env_state, reward, terminated, truncated, info = jax.vmap(
                 train_env.step, in_axes=(0, 0, 0, None))(
                 jax.random.split(step_key, num_envs), env_state, policy.to_env_action(action), step_params)
-            transition = {
-                "observation": flat_observation,
-                "action": action,
-                "log_prob": policy.log_prob(action),
-                "value": value,
-                "reward": reward.astype(jnp.float32),
-                "terminated": terminated,
-                "done": jnp.logical_or(terminated, truncated),
-                "final_observation": flatten_batch(info["final_observation"]),
-                "episode_done": info["episode_done"],
-                "episode_return": info["episode_return"],
-                "episode_success": info["episode_success"],
-                "nan_action": info["nan_action"],
-                "invalid_action": info["invalid_action"],
-                "nonfinite_state": info["nonfinite_state"],
-                "diagnostics": train_env.diagnostics(info),
-            }
+            transition = Transition(
+                observation=flat_observation, action=action, log_prob=policy.log_prob(action), value=value,
+                reward=reward.astype(jnp.float32), terminated=terminated,
+                done=jnp.logical_or(terminated, truncated),
+                final_observation=flatten_batch(info["final_observation"]),
+                episode_done=info["episode_done"], episode_return=info["episode_return"],
+                episode_success=info["episode_success"], nan_action=info["nan_action"],
+                invalid_action=info["invalid_action"], nonfinite_state=info["nonfinite_state"],
+                diagnostics=train_env.diagnostics(info))
             return (env_state, next_observation, key), transition
 
-        (env_state, observation, key), trajectory = jax.lax.scan(
+        (env_state, observation, key), trajectory = jax.lax.scan(          # Transition of [T, E, ...]
             env_step, (runner.env_state, runner.observation, runner.key), None, num_steps)
 
         # --- GAE: V(final observation) bootstraps truncations; terminations get 0 ---
-        next_values = network.apply(runner.params, trajectory["final_observation"], method=ActorCritic.value)
+        next_values = network.apply(runner.params, trajectory.final_observation, method=ActorCritic.value)
         advantages, targets = generalized_advantages(
-            trajectory["reward"], trajectory["value"], next_values, trajectory["terminated"],
-            trajectory["done"], hparams.gamma, hparams.gae_lambda)
+            trajectory.reward, trajectory.value, next_values, trajectory.terminated,
+            trajectory.done, hparams.gamma, hparams.gae_lambda)
+        # normalised once over the whole batch (all steps and environments), not per minibatch
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-        batch = {
-            "observation": trajectory["observation"],
-            "action": trajectory["action"],
-            "log_prob": trajectory["log_prob"],
-            "advantage": advantages,
-            "target": targets,
-        }
-        batch = jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]), batch)
+        batch = Batch(trajectory.observation, trajectory.action, trajectory.log_prob, advantages, targets)
+        batch = jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]), batch)      # [B, ...]
 
         # --- epochs x minibatches over a fresh permutation each epoch ---
-        def minibatch_step(carry, minibatch):
+        def minibatch_step(carry, minibatch: Batch):
             params, opt_state = carry
             (_, stats), grads = jax.value_and_grad(ppo_loss, has_aux=True)(
                 params, network.apply, distribution, minibatch, hparams)
@@ -189,7 +218,7 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
             params, opt_state, key = carry
             key, permutation_key = jax.random.split(key)
             permutation = jax.random.permutation(permutation_key, batch_size)
-            minibatches = jax.tree.map(
+            minibatches = jax.tree.map(                                     # [B / M, M, ...]
                 lambda x: x[permutation].reshape((num_minibatches, minibatch_size) + x.shape[1:]), batch)
             (params, opt_state), stats = jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
             return (params, opt_state, key), stats
@@ -211,7 +240,7 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
         metrics["diverged_at_update"] = diverged_at_update(next_runner, config)
         return next_runner, metrics
 
-    return PPO(config, env, env_params, network, init, update, params_at)
+    return PPO(config, env, env_params, network, init, update, env_params_at)
 
 
 def optimizer_steps(opt_state) -> jax.Array:
@@ -234,21 +263,21 @@ def diverged_at_update(runner: RunnerState, config: PPOConfig) -> jax.Array:
     return jnp.where(healthy, 0, applied // steps_per_update + 1).astype(jnp.int32)
 
 
-def _rollout_metrics(trajectory: dict) -> dict[str, jax.Array]:
+def _rollout_metrics(trajectory: Transition) -> dict[str, jax.Array]:
     """Per-update scalars only: never whole trajectories (they would stack across updates)."""
-    episodes = trajectory["episode_done"].sum()
+    episodes = trajectory.episode_done.sum()
     safe = jnp.maximum(episodes, 1)
     no_episode = episodes == 0
     metrics = {
-        "mean_step_reward": trajectory["reward"].mean(),
+        "mean_step_reward": trajectory.reward.mean(),
         "episodes_completed": episodes,
-        "mean_episode_return": jnp.where(no_episode, jnp.nan, trajectory["episode_return"].sum() / safe),
-        "train_success_rate": jnp.where(no_episode, jnp.nan, trajectory["episode_success"].sum() / safe),
-        "nan_actions": trajectory["nan_action"].sum(),
-        "invalid_actions": trajectory["invalid_action"].sum(),
-        "nonfinite_states": trajectory["nonfinite_state"].sum(),
+        "mean_episode_return": jnp.where(no_episode, jnp.nan, trajectory.episode_return.sum() / safe),
+        "train_success_rate": jnp.where(no_episode, jnp.nan, trajectory.episode_success.sum() / safe),
+        "nan_actions": trajectory.nan_action.sum(),
+        "invalid_actions": trajectory.invalid_action.sum(),
+        "nonfinite_states": trajectory.nonfinite_state.sum(),
     }
-    for name, values in trajectory["diagnostics"].items():
+    for name, values in trajectory.diagnostics.items():
         if name.startswith("min_"):
             metrics[name] = values.min()
         else:
@@ -256,8 +285,9 @@ def _rollout_metrics(trajectory: dict) -> dict[str, jax.Array]:
     return metrics
 
 
-def seed_keys(keys) -> jax.Array:
-    """Validate and normalise a batch of seed keys to raw uint32 keys of shape (seeds, 2)."""
+def raw_seed_keys(keys) -> jax.Array:
+    """Already-made PRNG keys (raw or typed), one per seed, checked and returned raw: uint32 of
+    shape (seeds, 2). Integer seeds go through ``keys_for_seeds`` first."""
     keys = jnp.asarray(keys) if not isinstance(keys, jax.Array) else keys
     if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
         keys = jax.random.key_data(keys)
@@ -270,6 +300,7 @@ def seed_keys(keys) -> jax.Array:
 
 
 def keys_for_seeds(seeds) -> jax.Array:
+    """Integer seeds -> one raw PRNG key each, ``PRNGKey(seed)``: uint32 of shape (seeds, 2)."""
     return jax.vmap(jax.random.PRNGKey)(jnp.asarray(list(seeds), jnp.uint32))
 
 
@@ -289,79 +320,85 @@ class TrainResult:
 HostCallback = Callable[[dict[str, np.ndarray]], Any]
 
 
+class _CallbackHooks:
+    """``make_train``'s ``callback`` as the ``HostHooks`` its program calls: the metrics of
+    the update, with ``env_steps`` counted on the host."""
+
+    def __init__(self, callback: HostCallback, config: PPOConfig):
+        self.callback, self.config = callback, config
+
+    def on_update(self, loop: str, metrics: dict) -> bool | None:
+        return self.callback(dict(metrics, env_steps=host_env_steps(metrics["update"], self.config)))
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """What ``make_train`` returns: ``trainer(keys) -> TrainResult``. ``jitted(raw_keys,
+    seed_hparams)`` is the jitted program itself (lower and compile it to time compilation),
+    ``ppo`` the per-seed pieces (``ppo.policy(params)`` acts with trained parameters)."""
+    config: PPOConfig
+    ppo: PPO
+    jitted: Callable[[jax.Array, PPOHyperparams | None], TrainResult]
+    hparams: PPOHyperparams | None = None
+
+    def __call__(self, keys) -> TrainResult:
+        keys = raw_seed_keys(keys)
+        seed_hparams = None
+        if self.hparams is not None:
+            leaves = jax.tree.leaves(self.hparams)
+            if any(jnp.shape(leaf) not in ((), (keys.shape[0],)) for leaf in leaves):
+                raise ValueError(f"hparams leaves must be scalars or have the seed axis {keys.shape[0]}; "
+                                 f"got shapes {[jnp.shape(leaf) for leaf in leaves]}")
+            seed_hparams = jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(x, jnp.float32),
+                                                                   (keys.shape[0],)), self.hparams)
+        result = self.jitted(keys, seed_hparams)
+        if not getattr(result.metrics["update"], "is_fully_addressable", True):
+            return result       # spread over hosts (purehr.distributed): env_steps = update * batch_size
+        steps = host_env_steps(result.metrics["update"], self.config)
+        return result.replace(metrics=dict(result.metrics, env_steps=steps))
+
+
 def make_train(config: PPOConfig, env: Environment, env_params=None, *,
                callback: HostCallback | None = None, callback_interval: int = 1,
                env_params_schedule: EnvParamsSchedule | None = None,
                hparams: PPOHyperparams | None = None,
                runner_constraint: Callable[[RunnerState], RunnerState] | None = None,
-               ) -> Callable[[jax.Array], TrainResult]:
-    """``train(keys)`` trains one seed per key in one jitted call.
+               ) -> Trainer:
+    """Every seed of PPO on ``env`` in one jitted call: ``make_train(...)(keys)``.
 
-    ``callback`` runs on the host every ``callback_interval`` updates with that update's
-    metrics (numpy, leading seed axis); returning ``False`` stops training at the next update
-    and keeps the state reached. ``hparams`` may carry a leading seed axis (a sweep).
-    ``runner_constraint`` pins the seed-batched runner's layout inside the jit (see
-    ``purehr.distributed.make_sharded_train``, which shards seeds across devices).
+    Args:
+      config, env, env_params, env_params_schedule: as for ``make_ppo``.
+      callback: runs on the host every ``callback_interval`` updates with that update's
+        metrics (NumPy, [seeds], plus ``env_steps``); returning ``False`` stops training at
+        the next update and keeps the state reached.
+      hparams: ``PPOHyperparams`` whose leaves are scalars or [seeds] (a sweep); default the
+        config's.
+      runner_constraint: pins the seed-batched runner's layout inside the jit (see
+        ``purehr.distributed.make_sharded_train``, which shards seeds across devices).
+
+    Returns:
+      A ``Trainer``: ``trainer(keys)`` with keys [seeds, 2] uint32 (``keys_for_seeds``) returns
+      ``TrainResult(runner, metrics)``: the final ``RunnerState`` [seeds, ...] and every
+      update's metrics [seeds, num_updates] (NaN, or 0 for integers, after a stop).
     """
-    constrain = runner_constraint if runner_constraint is not None else (lambda runner: runner)
     if not isinstance(callback_interval, int) or callback_interval < 1:
         raise ValueError(f"callback_interval={callback_interval!r}: expected a positive integer")
     ppo = make_ppo(config, env, env_params, env_params_schedule)
+    hooks = ()
+    if callback is not None:
+        host = HostSlot(_CallbackHooks(callback, config))
+        call_back = functools.partial(host.on_update, "")
+        hooks = (Hook(every(callback_interval), lambda runner, metrics: call_host(call_back, metrics, keep_going=True),
+                      stops=True),)
+    constrain = runner_constraint if runner_constraint is not None else (lambda runner: runner)
+    loop = UpdateLoop(jax.vmap(ppo.update), ppo.num_updates, hooks, constrain)
 
-    def host_callback(metrics):
-        metrics = {name: np.asarray(value) for name, value in metrics.items()}
-        keep_going = callback(dict(metrics, env_steps=host_env_steps(metrics["update"], config)))
-        return np.bool_(keep_going is not False)
-
-    def train_seeds(keys: jax.Array, seed_hparams) -> TrainResult:
+    def train_seeds(keys: jax.Array, seed_hparams: PPOHyperparams | None) -> TrainResult:
         if seed_hparams is None:
             runner = jax.vmap(ppo.init)(keys)
         else:
             runner = jax.vmap(ppo.init)(keys, seed_hparams)
-        runner = constrain(runner)
-        metric_shapes = jax.eval_shape(jax.vmap(ppo.update), runner)[1]
+        (runner,), (output,) = run_updates([loop], [constrain(runner)], ppo.num_updates)
+        return TrainResult(runner, jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), output.metrics))
 
-        def skipped(runner):
-            return runner, jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype)
-                                        if jnp.issubdtype(s.dtype, jnp.floating)
-                                        else jnp.zeros(s.shape, s.dtype), metric_shapes)
-
-        def update_all_seeds(carry, update_index):
-            runner, keep_going = carry
-            runner, metrics = jax.lax.cond(keep_going, jax.vmap(ppo.update), skipped, runner)
-            runner = constrain(runner)
-            if callback is not None:
-                due = jnp.logical_and(keep_going, (update_index + 1) % callback_interval == 0)
-                asked_to_continue = jax.lax.cond(
-                    due,
-                    lambda m: io_callback(host_callback, jax.ShapeDtypeStruct((), jnp.bool_), m, ordered=True),
-                    lambda m: jnp.bool_(True), metrics)
-                keep_going = jnp.logical_and(keep_going, asked_to_continue)
-            return (runner, keep_going), metrics
-
-        (runner, _), metrics = jax.lax.scan(update_all_seeds, (runner, jnp.bool_(True)),
-                                            jnp.arange(ppo.num_updates))
-        return TrainResult(runner, jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), metrics))
-
-    compiled = jax.jit(train_seeds)
-
-    def train(keys) -> TrainResult:
-        keys = seed_keys(keys)
-        if hparams is not None:
-            leaves = jax.tree.leaves(hparams)
-            if any(jnp.shape(leaf) not in ((), (keys.shape[0],)) for leaf in leaves):
-                raise ValueError(f"hparams leaves must be scalars or have the seed axis {keys.shape[0]}; "
-                                 f"got shapes {[jnp.shape(leaf) for leaf in leaves]}")
-            seed_hparams = jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(x, jnp.float32),
-                                                                   (keys.shape[0],)), hparams)
-        else:
-            seed_hparams = None
-        result = compiled(keys, seed_hparams)
-        if not getattr(result.metrics["update"], "is_fully_addressable", True):
-            return result       # spread over hosts (purehr.distributed): env_steps = update * batch_size
-        steps = host_env_steps(result.metrics["update"], config)
-        return result.replace(metrics=dict(result.metrics, env_steps=steps))
-
-    train.ppo = ppo
-    train.jitted = compiled
-    return train
+    return Trainer(config, ppo, jax.jit(train_seeds), hparams)

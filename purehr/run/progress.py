@@ -214,8 +214,9 @@ class FallWatch:
 # ----------------------------------------------------------------------------- the bar
 
 class Progress:
-    """Implements the progress side of ``RunRecorder``: ``start`` once compilation has ended,
-    ``on_update`` / ``on_checkpoint`` from the callbacks, ``close`` at the end."""
+    """The progress side of ``RunRecorder``: ``start`` once compilation has ended, the
+    ``purehr.ppo.loop.HostHooks`` calls (``on_update``, ``on_checkpoint``) forwarded by the
+    recorder, ``close`` at the end."""
 
     def __init__(self, plans: dict[str, TaskPlan], num_seeds: int, done_updates: dict[str, int] | None = None,
                  file: TextIO | None = None, clock=time.perf_counter):
@@ -280,8 +281,9 @@ class Progress:
             self._note(self.return_watch[task].add(self.training_return[task], self._steps(task)))
         self._refresh()
 
-    def on_checkpoint(self, task: str, evaluation: dict, full: bool = True) -> None:
-        """``full``: the full held-out evaluation (with a showcase); else the quick one."""
+    def on_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None) -> None:
+        """``showcase`` None: the quick evaluation; else the full one (with its showcase)."""
+        full = showcase is not None
         seconds = self._elapsed_since_last_event()
         if self.done_updates[task] > 0:
             self.timings[task].checkpoints[full].append(seconds)

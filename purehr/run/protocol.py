@@ -20,6 +20,7 @@ from purehr.distributed import (broadcast_json, broadcast_tree, check_host_callb
                                  wait_for_all_processes)
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig
+from purehr.ppo.loop import HostSlot
 from purehr.ppo.train import diverged_at_update, keys_for_seeds
 from purehr.run.checkpoints import CorruptCheckpointError, SeedCheckpoints, tree_digest
 from purehr.run.messages import start_banner
@@ -74,24 +75,9 @@ class RunSummary:
     final_runners: dict[str, Any]       # task -> RunnerState with a leading seed axis
 
 
-class _HandlerSlot:
-    """The compiled program calls whichever recorder is in the slot, so one compiled program
-    serves every run of the same shape in a process (a resume, a test) without recompiling.
-
-    Operands become NumPy arrays here, once: the recorder then runs no JAX operation inside
-    a callback (indexing a ``jax.Array`` there would dispatch a computation per metric and
-    seed while the devices wait)."""
-    target = None
-
-    def on_update(self, task, metrics):
-        self.target.on_update(task, jax.tree.map(np.asarray, metrics))
-
-    def on_checkpoint(self, task, runner, evaluation, showcase):
-        runner, evaluation, showcase = jax.tree.map(np.asarray, (runner, evaluation, showcase))
-        self.target.on_checkpoint(task, runner, evaluation, showcase)
-
-
-_HANDLERS = _HandlerSlot()
+# The compiled programs (cached in _PROGRAMS) call whichever recorder is in this slot, so one
+# compiled program serves every run of the same shape in a process (a resume, a test).
+_HANDLERS = HostSlot()
 _PROGRAMS: dict[tuple, Any] = {}
 
 

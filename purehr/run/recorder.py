@@ -24,7 +24,7 @@ def seed_slice(tree: Any, index: int) -> Any:
 
 
 class RunRecorder:
-    """Implements ``runner.HostHandlers``. CSV rows live in memory and are rewritten
+    """Implements ``purehr.ppo.loop.HostHooks``. CSV rows live in memory and are rewritten
     atomically at every checkpoint and at the end, so the files on disk always describe a
     prefix of the run that a resume can continue from."""
 
@@ -144,7 +144,7 @@ class RunRecorder:
         self.flush(task)
         self.checkpoints_written += 1
         if self.progress is not None:
-            self.progress.on_checkpoint(task, evaluation, full=showcase is not None)
+            self.progress.on_checkpoint(task, runner, evaluation, showcase)
         self.seconds_in_checkpoint_callbacks += time.perf_counter() - entered
         self.last_update_time[task] = time.perf_counter()
 

@@ -55,7 +55,7 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
         raise FileNotFoundError(f"{run.checkpoints_csv(task, seed)} lists no checkpoint")
     row = _choose_row(rows, step, run.checkpoints_csv(task, seed))
     config = PPOConfig.from_dict(manifest["configs"][task])
-    # the schedule the run trained with (manifest "curricula"; absent = none): ppo.params_at
+    # the schedule the run trained with (manifest "curricula"; absent = none): ppo.env_params_at
     # follows it, and the held-out params are its final stage
     curriculum = Curriculum.from_dict((manifest.get("curricula") or {}).get(task))
     setup = build_task_setup(task, config, curriculum, manifest=manifest)

@@ -1,11 +1,11 @@
 """Every task and every seed in one compiled program.
 
-    train_all(runners)                             one jax.jit
+    train_all(runners)                             one jax.jit, on purehr.ppo.loop.run_updates
       per task: cond(update_index == 0) -> checkpoint the initial state (target 0)
       lax.scan over the longest task's updates     <- scan outside
         per task: cond(still has updates) -> vmap(update) over seeds   <- vmap inside
-                  io_callback(log this update's metrics)
-                  cond(update crossed a checkpoint target, or was the last)
+                  io_callback(log this update's metrics)               (hook, every update)
+                  cond(update crossed a checkpoint target, or was the last)   (hook)
                     -> held-out evaluation (full, with a showcase episode, at every
                        full_eval_interval-th target; quick between), vmapped over seeds, on device
                     -> io_callback(save every seed's full state)
@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import io_callback
 
 from purehr.envs.base import Environment
 from purehr.ppo.config import PPOConfig
+from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
 from purehr.ppo.train import PPO, RunnerState
 from purehr.tasks import Task
 
@@ -105,17 +105,13 @@ def _schedule_index(updates: np.ndarray, update_index: jax.Array) -> jax.Array:
     return jnp.minimum(position, len(updates) - 1)
 
 
-class HostHandlers(Protocol):
-    def on_update(self, task: str, metrics: dict) -> None: ...
-    def on_checkpoint(self, task: str, runner: RunnerState, evaluation: dict, showcase: dict | None) -> None: ...
-
-
-def make_train_all(setups: list[TaskSetup], handlers: HostHandlers) -> Callable[[dict], dict]:
+def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], dict]:
     """Returns ``train_all(runners) -> runners`` (runners: task name -> RunnerState with a
-    leading seed axis), ready for ``jax.jit``."""
+    leading seed axis), ready for ``jax.jit``; it calls ``host`` (its ``on_update`` after every
+    update, its ``on_checkpoint`` at every checkpoint), whose target may change between calls."""
     longest = max(setup.ppo.num_updates for setup in setups)
 
-    def checkpoint(setup: TaskSetup):
+    def task_loop(setup: TaskSetup) -> UpdateLoop:
         def full(params):
             return jax.vmap(setup.evaluate)(params), jax.vmap(setup.showcase)(params), jnp.bool_(True)
 
@@ -125,42 +121,27 @@ def make_train_all(setups: list[TaskSetup], handlers: HostHandlers) -> Callable[
                                        jax.eval_shape(jax.vmap(setup.showcase), params))
             return jax.vmap(lambda p: setup.evaluate(p, episodes))(params), no_showcase, jnp.bool_(False)
 
-        def save(runner: RunnerState) -> None:
+        def save(runner, evaluation, showcase, has_showcase) -> None:
+            host.on_checkpoint(setup.name, runner, evaluation, showcase if bool(has_showcase) else None)
+
+        def checkpoint(runner: RunnerState, _metrics) -> None:
             if setup.config.full_eval_interval == 1:
                 evaluation, showcase, recorded = full(runner.params)
             else:   # a real branch: the predicate comes from the update counter, the same for all seeds
                 evaluation, showcase, recorded = jax.lax.cond(
                     setup.full_evaluation_due(runner.update_index[0]), full, quick, runner.params)
-            io_callback(lambda r, e, s, has_showcase: handlers.on_checkpoint(
-                setup.name, r, e, s if bool(has_showcase) else None), None,
-                runner, evaluation, showcase, recorded, ordered=True)
-        return save
+            call_host(save, runner, evaluation, showcase, recorded)
 
-    def skip(_):
-        return None
+        def log(_runner, metrics) -> None:
+            call_host(functools.partial(host.on_update, setup.name), metrics)
 
-    def update_task(setup: TaskSetup, runner: RunnerState) -> RunnerState:
-        update_index = runner.update_index[0]
-        has_updates = update_index < setup.ppo.num_updates
+        return UpdateLoop(jax.vmap(setup.ppo.update), setup.ppo.num_updates,
+                          hooks=(Hook(every(1), log), Hook(setup.crossed_target, checkpoint, at_start=True)))
 
-        def update_and_log(runner):
-            runner, metrics = jax.vmap(setup.ppo.update)(runner)
-            io_callback(lambda m: handlers.on_update(setup.name, m), None, metrics, ordered=True)
-            return runner
-
-        runner = jax.lax.cond(has_updates, update_and_log, lambda r: r, runner)
-        due = has_updates & setup.crossed_target(runner.update_index[0])
-        jax.lax.cond(due, checkpoint(setup), skip, runner)
-        return runner
+    loops = [task_loop(setup) for setup in setups]
 
     def train_all(runners: dict[str, RunnerState]) -> dict[str, RunnerState]:
-        for setup in setups:
-            jax.lax.cond(runners[setup.name].update_index[0] == 0, checkpoint(setup), skip, runners[setup.name])
-
-        def body(runners, _):
-            return {setup.name: update_task(setup, runners[setup.name]) for setup in setups}, None
-
-        runners, _ = jax.lax.scan(body, runners, None, length=longest)
-        return runners
+        final, _ = run_updates(loops, [runners[setup.name] for setup in setups], longest)
+        return {setup.name: runner for setup, runner in zip(setups, final)}
 
     return train_all

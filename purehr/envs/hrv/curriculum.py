@@ -11,7 +11,7 @@ neither recompiles nor calls the host.
 Stage boundaries are whole updates. Stage ``k`` (0-based) starts at update
 ``start_k = ceil(n * (f_0 + ... + f_{k-1}))`` (``n`` updates, the sum rounded to 6 decimals
 so 0.2 + 0.4 counts as 0.6), and update ``u`` (0-based; it collects its rollout under the
-params of ``params_at(u)``) trains on the last stage whose start is ``<= u``. With a tiny
+params of ``env_params_at(u)``) trains on the last stage whose start is ``<= u``. With a tiny
 ``n`` a stage may get no update at all. Held-out evaluation uses ``final_params``: the last
 stage, whatever ``n`` is.
 """

@@ -1,0 +1,163 @@
+"""The scan over updates that every trainer in purehr runs, and the one way it calls the host.
+
+    run_updates(loops, runners, length)                    inside one jit
+      per loop: cond(update_index == 0) -> each at_start hook (the untrained state)
+      lax.scan over length updates                         <- the scan is outside
+        per loop: cond(still going) -> update              <- vmap over seeds inside the update
+                  per hook: cond(going and due) -> hook    (evaluate, checkpoint, call back)
+
+``make_train`` drives one loop, the protocol runner (``purehr.run.runner``) one per task.
+Every predicate comes from the update counter, which is the same for every seed of a loop,
+so each ``cond`` stays a real branch rather than a ``select`` that runs both sides.
+
+Host calls are ordered ``io_callback``s into a ``HostSlot``: the compiled program keeps the
+slot, and whatever ``HostHooks`` object sits in it can be swapped between calls of the same
+compiled program (a resume, a test, the next run of the same shape) without recompiling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+from jax.experimental import io_callback
+
+Runner = Any            # a RunnerState with a leading seed axis
+Metrics = dict[str, jax.Array]
+
+
+# ----------------------------------------------------------------------------- host calls
+
+class HostHooks(Protocol):
+    """What a training program calls on the host; ``loop`` names the loop (a task, or "" for
+    ``make_train``); arrays arrive as NumPy with a leading seed axis."""
+    def on_update(self, loop: str, metrics: dict) -> bool | None:
+        """After an update; returning ``False`` stops that loop (where its hook ``stops``)."""
+
+    def on_checkpoint(self, loop: str, runner: Any, evaluation: dict, showcase: dict | None) -> None:
+        """After a checkpoint's evaluation (``showcase`` None: the quick evaluation)."""
+
+
+class HostSlot:
+    """The host end of a compiled program's callbacks: it forwards to ``target`` (a
+    ``HostHooks``), which may be replaced between calls without recompiling.
+
+    Operands become NumPy arrays here, once: the target then runs no JAX operation inside a
+    callback (indexing a ``jax.Array`` there would dispatch a computation per metric and seed
+    while the devices wait)."""
+
+    def __init__(self, target: HostHooks | None = None):
+        self.target = target
+
+    def on_update(self, loop: str, metrics: dict) -> bool | None:
+        return self.target.on_update(loop, jax.tree.map(np.asarray, metrics))
+
+    def on_checkpoint(self, loop: str, runner, evaluation: dict, showcase: dict | None) -> None:
+        runner, evaluation, showcase = jax.tree.map(np.asarray, (runner, evaluation, showcase))
+        self.target.on_checkpoint(loop, runner, evaluation, showcase)
+
+
+def call_host(function: Callable[..., Any], *operands, keep_going: bool = False) -> jax.Array | None:
+    """Traced: ``function(*operands)`` on the host, in program order (an ordered io_callback,
+    which is why the vmap over seeds stays inside the scan: an ordered callback cannot be
+    vmapped). With ``keep_going`` the result is a bool scalar, False only where ``function``
+    returned False."""
+    if not keep_going:
+        return io_callback(function, None, *operands, ordered=True)
+    return io_callback(lambda *values: np.bool_(function(*values) is not False),
+                       jax.ShapeDtypeStruct((), jnp.bool_), *operands, ordered=True)
+
+
+# ----------------------------------------------------------------------------- the driver
+
+@dataclass(frozen=True)
+class Hook:
+    """Done after an update when ``due(updates_done)`` holds: evaluate, checkpoint, call back.
+
+    ``run(runner, metrics)`` returns None, or arrays that the scan stacks ([update, ...]; NaN,
+    or 0 for integers, where it was not due). With ``stops`` it returns a bool scalar, and
+    False ends the loop's updates with the state reached. With ``at_start`` it also runs once
+    before the first update when the loop starts untrained (``metrics`` is then None)."""
+    due: Callable[[jax.Array], jax.Array]
+    run: Callable[[Runner, Metrics | None], Any]
+    at_start: bool = False
+    stops: bool = False
+
+
+def every(interval: int) -> Callable[[jax.Array], jax.Array]:
+    """A ``Hook.due`` for every ``interval``-th update."""
+    return lambda updates_done: updates_done % interval == 0
+
+
+def _identity(runner: Runner) -> Runner:
+    return runner
+
+
+@dataclass(frozen=True)
+class UpdateLoop:
+    """One stream of updates in the scan: every seed of one environment (one task)."""
+    update: Callable[[Runner], tuple[Runner, Metrics]]     # one update of every seed: vmap(ppo.update)
+    num_updates: int                                         # the loop stops at update_index == num_updates
+    hooks: tuple[Hook, ...] = ()
+    constrain: Callable[[Runner], Runner] = _identity       # pins the runner's layout (a mesh)
+
+
+@struct.dataclass
+class LoopOutput:
+    metrics: Metrics            # [update, seed]; NaN (0 for integers) where the loop did not update
+    hooks: tuple                # each hook's stacked output ([update, ...]), None for hooks without one
+    at_start: tuple             # each at_start hook's output before the first update (else None)
+
+
+def _not_due(shapes):
+    return jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype) if jnp.issubdtype(s.dtype, jnp.floating)
+                        else jnp.zeros(s.shape, s.dtype), shapes)
+
+
+def _when(predicate: jax.Array, run: Callable, *operands):
+    """``run(*operands)`` where ``predicate`` holds, else NaN (0 for integers) of its shapes."""
+    shapes = jax.eval_shape(run, *operands)
+    return jax.lax.cond(predicate, run, lambda *_: _not_due(shapes), *operands)
+
+
+def _keep_going(*_) -> jax.Array:
+    return jnp.bool_(True)
+
+
+def run_updates(loops: Sequence[UpdateLoop], runners: Sequence[Runner], length: int
+                ) -> tuple[list[Runner], list[LoopOutput]]:
+    """Traced: ``length`` iterations of one ``lax.scan``, each updating every loop that still
+    has updates (loops with fewer updates, or resumed further, stop early) and running its due
+    hooks in order. Returns the final runners and each loop's stacked outputs."""
+
+    def start(loop: UpdateLoop, runner: Runner) -> tuple:
+        untrained = runner.update_index[0] == 0
+        return tuple(_when(untrained, hook.run, runner, None) if hook.at_start else None for hook in loop.hooks)
+
+    def step(loop: UpdateLoop, runner: Runner, going: jax.Array) -> tuple[Runner, jax.Array, LoopOutput]:
+        active = jnp.logical_and(going, runner.update_index[0] < loop.num_updates)
+        metric_shapes = jax.eval_shape(loop.update, runner)[1]
+        runner, metrics = jax.lax.cond(active, loop.update, lambda r: (r, _not_due(metric_shapes)), runner)
+        runner = loop.constrain(runner)
+        outputs = []
+        for hook in loop.hooks:
+            due = jnp.logical_and(active, hook.due(runner.update_index[0]))
+            if hook.stops:
+                going = jnp.logical_and(going, jax.lax.cond(due, hook.run, _keep_going, runner, metrics))
+                outputs.append(None)
+            else:
+                outputs.append(_when(due, hook.run, runner, metrics))
+        return runner, going, LoopOutput(metrics, tuple(outputs), ())
+
+    def body(carry, _):
+        runners, going = carry
+        stepped = [step(loop, runner, flag) for loop, runner, flag in zip(loops, runners, going)]
+        return ([s[0] for s in stepped], [s[1] for s in stepped]), [s[2] for s in stepped]
+
+    at_start = [start(loop, runner) for loop, runner in zip(loops, runners)]
+    (runners, _), outputs = jax.lax.scan(body, (list(runners), [jnp.bool_(True)] * len(loops)), None, length=length)
+    return runners, [output.replace(at_start=first) for output, first in zip(outputs, at_start)]
