@@ -15,13 +15,13 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-ACTIVATIONS = ("tanh", "relu")
+ACTIVATIONS = ("tanh", "relu", "swish")
 INT_FIELDS = ("total_timesteps", "num_envs", "num_steps", "num_epochs", "minibatch_size",
               "checkpoint_interval", "eval_episodes", "full_eval_interval", "quick_eval_episodes",
               "progress_interval")
 FLOAT_FIELDS = ("learning_rate", "gamma", "gae_lambda", "clip_range", "vf_coef", "ent_coef",
                 "max_grad_norm", "log_std_init")
-BOOL_FIELDS = ("anneal_lr",)
+BOOL_FIELDS = ("anneal_lr", "normalize_observations")
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_OPTIMIZER_STEPS = 2**31 - 1
 """Largest count of an int32 counter: the limit on updates x epochs x minibatches per seed."""
@@ -57,6 +57,10 @@ class PPOConfig:
     critic_hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     log_std_init: float = -0.5
+    normalize_observations: bool = False
+    """Normalise the networks' inputs by the running mean and variance of every observation
+    trained on so far (all environments of the batch), updated after each update's epochs and
+    kept with the network parameters (``purehr.ppo.networks``); rejax's Pendulum setting."""
     checkpoint_interval: int = 50_000
     eval_episodes: int = 100
     full_eval_interval: int = 1

@@ -27,7 +27,7 @@ from purehr.ppo.config import PPOConfig, PPOHyperparams
 from purehr.ppo.distributions import make_distribution, policy_output_size
 from purehr.ppo.gae import generalized_advantages
 from purehr.ppo.loss import ppo_loss
-from purehr.ppo.networks import ActorCritic
+from purehr.ppo.networks import ActorCritic, update_observation_statistics
 
 # (params of the env, fraction of training done in [0, 1)) -> params for this update
 EnvParamsSchedule = Callable[[Any, jax.Array], Any]
@@ -88,7 +88,8 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
     network = ActorCritic(
         actor_hidden=config.actor_hidden, critic_hidden=config.critic_hidden,
         activation=config.activation, policy_output_size=policy_output_size(action_space),
-        continuous=isinstance(action_space, Box), log_std_init=config.log_std_init)
+        continuous=isinstance(action_space, Box), log_std_init=config.log_std_init,
+        normalize_observations=config.normalize_observations)
     train_env = training_wrappers(env)
     num_envs, num_steps = config.num_envs, config.num_steps
     batch_size, minibatch_size, num_minibatches = config.batch_size, config.minibatch_size, config.num_minibatches
@@ -196,6 +197,7 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
 
         (params, opt_state, key), stats = jax.lax.scan(
             epoch, (runner.params, runner.opt_state, key), None, config.num_epochs)
+        params = update_observation_statistics(params, trajectory["observation"])   # no-op unless normalising
 
         # --- divergence: a seed whose losses or parameters stop being finite is frozen ---
         finite = jnp.logical_and(all_finite(stats), all_finite((params, opt_state)))
