@@ -1,4 +1,5 @@
-"""Observation normalisation (``PPOConfig.normalize_observations``) and the swish activation."""
+"""Options added to match rejax's Pendulum setting: observation normalisation
+(``PPOConfig.normalize_observations``), the swish activation, element-wise gradient clipping."""
 
 import flax.linen as nn
 import jax
@@ -119,3 +120,17 @@ def test_swish_is_x_times_sigmoid_x():
     expected = (h * nn.sigmoid(h)) @ out["kernel"] + out["bias"]
     np.testing.assert_allclose(mlp.apply(variables, x), expected, rtol=1e-6)
     PPOConfig(activation="swish")       # accepted by the config
+
+
+def test_elementwise_gradient_clip_is_wired_to_the_optimizer():
+    """Unclipped, both modes are the same optimiser bit for bit; at a bound that binds they differ."""
+    def final_params(**changes):
+        config = CONFIG.replace(normalize_observations=False, **changes)
+        return jax.tree.leaves(make_train(config, Counter())(keys_for_seeds([0])).runner.params)
+
+    loose_global, loose_element = final_params(max_grad_norm=1e9), final_params(max_grad_norm=1e9,
+                                                                               elementwise_grad_clip=True)
+    assert all(np.array_equal(a, b) for a, b in zip(loose_global, loose_element))
+    tight_global, tight_element = final_params(max_grad_norm=1e-3), final_params(max_grad_norm=1e-3,
+                                                                                elementwise_grad_clip=True)
+    assert not all(np.array_equal(a, b) for a, b in zip(tight_global, tight_element))

@@ -21,7 +21,7 @@ INT_FIELDS = ("total_timesteps", "num_envs", "num_steps", "num_epochs", "minibat
               "progress_interval")
 FLOAT_FIELDS = ("learning_rate", "gamma", "gae_lambda", "clip_range", "vf_coef", "ent_coef",
                 "max_grad_norm", "log_std_init")
-BOOL_FIELDS = ("anneal_lr", "normalize_observations")
+BOOL_FIELDS = ("anneal_lr", "normalize_observations", "elementwise_grad_clip")
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_OPTIMIZER_STEPS = 2**31 - 1
 """Largest count of an int32 counter: the limit on updates x epochs x minibatches per seed."""
@@ -53,6 +53,10 @@ class PPOConfig:
     vf_coef: float = 0.5
     ent_coef: float = 0.001
     max_grad_norm: float = 0.5
+    elementwise_grad_clip: bool = False
+    """Clip each gradient element to +-max_grad_norm (``optax.clip``, what rejax does under the
+    name max_grad_norm) instead of the gradients' global norm: with one optimiser over actor
+    and critic, a global clip lets a large value-loss gradient shrink the actor's step too."""
     actor_hidden: tuple[int, ...] = (64, 64)
     critic_hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"

@@ -105,8 +105,8 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
             def learning_rate(count):
                 update = count // (num_minibatches * config.num_epochs)
                 return hparams.learning_rate * (1.0 - update / num_updates)
-        return optax.chain(optax.clip_by_global_norm(hparams.max_grad_norm),
-                           optax.adam(learning_rate, eps=1e-5))
+        clip = optax.clip if config.elementwise_grad_clip else optax.clip_by_global_norm
+        return optax.chain(clip(hparams.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
 
     def params_at(update_index, hparams):
         params = _with_discount(env_params, hparams.gamma)
