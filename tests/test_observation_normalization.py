@@ -10,8 +10,12 @@ import pytest
 from purehr.envs import spaces
 from purehr.envs.base import Environment
 from purehr.ppo.config import PPOConfig
-from purehr.ppo.networks import (MLP, OBSERVATION_STATISTICS, ActorCritic,
-                                 update_observation_statistics)
+from purehr.ppo.networks import (
+    MLP,
+    OBSERVATION_STATISTICS,
+    ActorCritic,
+    update_observation_statistics,
+)
 from purehr.ppo.train import keys_for_seeds, make_train
 
 EPISODE = 5
