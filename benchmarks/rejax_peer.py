@@ -19,9 +19,12 @@ What is the same and what is not (said in the JSON too):
   training only.
 - rejax keeps the learning rate constant: purehr runs with ``anneal_lr=False``.
 - rejax has separate actor and critic optimisers; purehr one optimiser over both heads
-  (separate networks, the same widths).
-- Pendulum: rejax uses ``swish`` and observation normalisation; purehr has neither (tanh,
-  raw observations). CartPole uses tanh in both.
+  (separate networks, the same widths). rejax's ``max_grad_norm`` clips each gradient
+  element (``optax.clip``), so purehr runs with ``elementwise_grad_clip=True``: with one
+  optimiser a global-norm clip would let the critic's large Pendulum gradients (global norm
+  150-600 against a bound of 10) shrink the actor's steps as well.
+- Activation and observation normalisation are rejax's in both (Pendulum: ``swish`` and
+  running mean/variance normalisation; CartPole: tanh, raw observations).
 """
 
 from __future__ import annotations
@@ -63,15 +66,17 @@ EVAL_EPISODES = 20
 
 
 def purehr_config(rejax: dict) -> PPOConfig:
-    """The same numbers in purehr's terms (minibatch size instead of count; tanh throughout)."""
+    """The same numbers in purehr's terms (minibatch size instead of count), with rejax's
+    activation, observation normalisation and element-wise gradient clip."""
     batch = rejax["num_envs"] * rejax["num_steps"]
     return PPOConfig(total_timesteps=rejax["total_timesteps"], num_envs=rejax["num_envs"],
                      num_steps=rejax["num_steps"], num_epochs=rejax["num_epochs"],
                      minibatch_size=batch // rejax["num_minibatches"], learning_rate=rejax["learning_rate"],
                      anneal_lr=False, gamma=rejax["gamma"], gae_lambda=rejax["gae_lambda"],
                      clip_range=rejax["clip_eps"], ent_coef=rejax["ent_coef"], vf_coef=rejax["vf_coef"],
-                     max_grad_norm=float(rejax["max_grad_norm"]), actor_hidden=(64, 64), critic_hidden=(64, 64),
-                     activation="tanh")
+                     max_grad_norm=float(rejax["max_grad_norm"]), elementwise_grad_clip=True,
+                     actor_hidden=(64, 64), critic_hidden=(64, 64), activation=rejax["agent_kwargs"]["activation"],
+                     normalize_observations=rejax.get("normalize_observations", False))
 
 
 def program_bytes(compiled) -> int | None:

@@ -16,12 +16,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-ACTIVATIONS = ("tanh", "relu")
+ACTIVATIONS = ("tanh", "relu", "swish")
 INT_FIELDS = ("total_timesteps", "num_envs", "num_steps", "num_epochs", "minibatch_size",
               "checkpoint_interval", "eval_episodes", "full_eval_interval", "quick_eval_episodes")
 FLOAT_FIELDS = ("learning_rate", "gamma", "gae_lambda", "clip_range", "vf_coef", "ent_coef",
                 "max_grad_norm", "log_std_init")
-BOOL_FIELDS = ("anneal_lr",)
+BOOL_FIELDS = ("anneal_lr", "normalize_observations", "elementwise_grad_clip")
 RETIRED_FIELDS = ("progress_interval",)
 """Fields older manifests hold that nothing reads any more: ``from_dict`` drops them."""
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -55,10 +55,18 @@ class PPOConfig:
     vf_coef: float = 0.5
     ent_coef: float = 0.001
     max_grad_norm: float = 0.5
+    elementwise_grad_clip: bool = False
+    """Clip each gradient element to +-max_grad_norm (``optax.clip``, what rejax does under the
+    name max_grad_norm) instead of the gradients' global norm: with one optimiser over actor
+    and critic, a global clip lets a large value-loss gradient shrink the actor's step too."""
     actor_hidden: tuple[int, ...] = (64, 64)
     critic_hidden: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     log_std_init: float = -0.5
+    normalize_observations: bool = False
+    """Normalise the networks' inputs by the running mean and variance of every observation
+    trained on so far (all environments of the batch), updated after each update's epochs and
+    kept with the network parameters (``purehr.ppo.networks``); rejax's Pendulum setting."""
     checkpoint_interval: int = 50_000
     eval_episodes: int = 100
     full_eval_interval: int = 1

@@ -2,7 +2,12 @@
 
 Weights are Gaussian with std gain / sqrt(fan_in) (docs/protocol.md), not orthogonal: an
 orthogonal init does a QR, and a QR vmapped over seeds deadlocks XLA's CPU thread pool
-(docs/protocol.md, "Engine facts")."""
+(docs/protocol.md, "Engine facts").
+
+With ``normalize_observations`` the network owns the running observation statistics, in a
+variable collection of its own beside ``params``: every caller of ``network.apply`` (rollout,
+loss, bootstrap, the saved and restored policy) then sees the same normalised inputs, and a
+checkpoint of the parameters carries them. Without it the variables are exactly as before."""
 
 from __future__ import annotations
 
@@ -12,6 +17,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+ACTIVATION_FUNCTIONS = {"tanh": nn.tanh, "relu": nn.relu, "swish": nn.swish}
+OBSERVATION_STATISTICS = "observation_statistics"
+"""The variable collection of the running observation mean, variance and count."""
+NORMALIZATION_EPSILON = 1e-8
 HIDDEN_GAIN = 2.0 ** 0.5
 POLICY_GAIN = 0.01
 VALUE_GAIN = 1.0
@@ -29,12 +38,45 @@ class MLP(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
-        activation = {"tanh": nn.tanh, "relu": nn.relu}[self.activation]
+        activation = ACTIVATION_FUNCTIONS[self.activation]
         for width in self.hidden:
             x = activation(nn.Dense(width, kernel_init=scaled_normal(HIDDEN_GAIN),
                                     bias_init=nn.initializers.zeros)(x))
         return nn.Dense(self.output_size, kernel_init=scaled_normal(self.output_gain),
                         bias_init=nn.initializers.zeros)(x)
+
+
+class ObservationNormalizer(nn.Module):
+    """(x - mean) / sqrt(var + 1e-8), as rejax and PureJaxRL normalise. The statistics start at
+    mean 0, variance 1, count 0 and change only through ``update_observation_statistics``; the
+    gradient does not reach them (so Adam's update of them is exactly zero)."""
+
+    @nn.compact
+    def __call__(self, observation: jax.Array) -> jax.Array:
+        size = observation.shape[-1:]
+        mean = self.variable(OBSERVATION_STATISTICS, "mean", jnp.zeros, size, jnp.float32).value
+        var = self.variable(OBSERVATION_STATISTICS, "var", jnp.ones, size, jnp.float32).value
+        self.variable(OBSERVATION_STATISTICS, "count", jnp.zeros, (), jnp.float32)
+        mean, var = jax.lax.stop_gradient((mean, var))
+        return (observation - mean) / jnp.sqrt(var + NORMALIZATION_EPSILON)
+
+
+def update_observation_statistics(variables, observations: jax.Array):
+    """Fold a batch of flat observations (any leading axes) into the running mean and variance
+    (Chan et al.'s parallel combination, as rejax's ``update_rms``); unchanged variables when the
+    network does not normalise."""
+    if OBSERVATION_STATISTICS not in variables:
+        return variables
+    statistics = variables[OBSERVATION_STATISTICS]["normalizer"]
+    batch = observations.reshape((-1, observations.shape[-1])).astype(jnp.float32)
+    batch_count = jnp.float32(batch.shape[0])
+    batch_mean, batch_var = batch.mean(axis=0), batch.var(axis=0)
+    count = statistics["count"] + batch_count
+    delta = batch_mean - statistics["mean"]
+    mean = statistics["mean"] + delta * batch_count / count
+    var = (statistics["var"] * statistics["count"] + batch_var * batch_count
+           + delta ** 2 * statistics["count"] * batch_count / count) / count
+    return {**variables, OBSERVATION_STATISTICS: {"normalizer": {"mean": mean, "var": var, "count": count}}}
 
 
 class ActorCritic(nn.Module):
@@ -45,8 +87,11 @@ class ActorCritic(nn.Module):
     policy_output_size: int
     continuous: bool
     log_std_init: float = -0.5
+    normalize_observations: bool = False
 
     def setup(self) -> None:
+        if self.normalize_observations:
+            self.normalizer = ObservationNormalizer()
         self.actor = MLP(self.actor_hidden, self.activation, self.policy_output_size, POLICY_GAIN)
         self.critic = MLP(self.critic_hidden, self.activation, 1, VALUE_GAIN)
         if self.continuous:
@@ -55,7 +100,11 @@ class ActorCritic(nn.Module):
 
     def __call__(self, observation: jax.Array):
         log_std = self.log_std if self.continuous else None
-        return self.actor(observation), log_std, self.value(observation)
+        observation = self._normalized(observation)
+        return self.actor(observation), log_std, jnp.squeeze(self.critic(observation), -1)
 
     def value(self, observation: jax.Array) -> jax.Array:
-        return jnp.squeeze(self.critic(observation), -1)
+        return jnp.squeeze(self.critic(self._normalized(observation)), -1)
+
+    def _normalized(self, observation: jax.Array) -> jax.Array:
+        return self.normalizer(observation) if self.normalize_observations else observation

@@ -28,7 +28,7 @@ from purehr.ppo.distributions import make_distribution, policy_output_size
 from purehr.ppo.gae import generalized_advantages
 from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
 from purehr.ppo.loss import Batch, ppo_loss
-from purehr.ppo.networks import ActorCritic
+from purehr.ppo.networks import ActorCritic, update_observation_statistics
 
 # (params of the env, update index: int32, 0-based) -> params for this update
 EnvParamsSchedule = Callable[[Any, jax.Array], Any]
@@ -128,7 +128,8 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
     network = ActorCritic(
         actor_hidden=config.actor_hidden, critic_hidden=config.critic_hidden,
         activation=config.activation, policy_output_size=policy_output_size(action_space),
-        continuous=isinstance(action_space, Box), log_std_init=config.log_std_init)
+        continuous=isinstance(action_space, Box), log_std_init=config.log_std_init,
+        normalize_observations=config.normalize_observations)
     train_env = training_wrappers(env)
     num_envs, num_steps = config.num_envs, config.num_steps
     batch_size, minibatch_size, num_minibatches = config.batch_size, config.minibatch_size, config.num_minibatches
@@ -146,8 +147,8 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
             def learning_rate(count):
                 update = count // (num_minibatches * config.num_epochs)
                 return hparams.learning_rate * (1.0 - update / num_updates)
-        return optax.chain(optax.clip_by_global_norm(hparams.max_grad_norm),
-                           optax.adam(learning_rate, eps=1e-5))
+        clip = optax.clip if config.elementwise_grad_clip else optax.clip_by_global_norm
+        return optax.chain(clip(hparams.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
 
     def env_params_at(update_index, hparams):
         params = _with_discount(env_params, hparams.gamma)
@@ -225,6 +226,7 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
 
         (params, opt_state, key), stats = jax.lax.scan(
             epoch, (runner.params, runner.opt_state, key), None, config.num_epochs)
+        params = update_observation_statistics(params, trajectory.observation)   # no-op unless normalising
 
         # --- divergence: a seed whose losses or parameters stop being finite is frozen ---
         finite = jnp.logical_and(all_finite(stats), all_finite((params, opt_state)))
