@@ -14,11 +14,9 @@ import platform
 import resource
 import sys
 import time
-from pathlib import Path
 
 from _common import write_json
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def peak_rss_mb() -> float:

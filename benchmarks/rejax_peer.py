@@ -42,8 +42,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from _common import load_averages, write_json  # noqa: E402
 from purehr.envs.gymnax_adapter import GymnaxEnv  # noqa: E402

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,10 +30,10 @@ from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import HYPERPARAMETERS, PPOConfig, PPOHyperparams
 from purehr.ppo.train import RunnerState, keys_for_seeds, make_train
+from purehr.analysis import run_rows
 from purehr.run.run_dir import atomic_write_json, json_values, write_csv
-from purehr.stats import mean_confidence_interval, tail_mean
 from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
-from purehr.viz.learning_curves import save_figure
+from purehr.viz.sweep_heatmap import heatmap_axes, plot_heatmap
 
 SHAPE_FIELDS = ("num_envs", "num_steps", "num_epochs", "minibatch_size", "actor_hidden", "critic_hidden")
 """PPOConfig fields that change the compiled program: one group (one compile) per choice."""
@@ -205,140 +204,6 @@ def group_name(choice: Mapping[str, Any]) -> str:
     return " ".join(f"{k}={'x'.join(map(str, v)) if isinstance(v, tuple) else v}" for k, v in choice.items())
 
 
-# --- ranking ----------------------------------------------------------------------------------
-
-RANKED_METRICS = ("success_rate", "return_mean")
-
-
-def run_rows(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per trained run: group, setting, seed, every held-out metric, final training return."""
-    rows = []
-    for group in groups:
-        for run in range(group.num_runs):
-            row = {"group": group.name, **{a: group.run_setting(run)[a] for a in axes},
-                   "seed": group.run_seed(run)}
-            row.update({f"eval_{k}": float(v[run]) for k, v in group.evaluation.items()})
-            row["train_final_return"] = tail_mean(group.training_metrics["mean_episode_return"][run])
-            rows.append(row)
-    return rows
-
-
-def rank_settings(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[str, Any]]:
-    """Per (group, setting): mean and two-sided 95% t interval over seeds of held-out success
-    and return (plus the mean noisy success when the task reports it), ranked by mean
-    success, then mean return (both descending)."""
-    table = []
-    for group in groups:
-        num_seeds = len(group.seeds)
-        for index, setting in enumerate(group.settings):
-            runs = slice(index * num_seeds, (index + 1) * num_seeds)
-            row = {"group": group.name, **{a: setting[a] for a in axes}, "seeds": num_seeds}
-            for metric in RANKED_METRICS + ("noisy_success_rate",):
-                if metric not in group.evaluation:
-                    continue
-                summary = mean_confidence_interval(group.evaluation[metric][runs])
-                row[f"{metric}_mean"] = summary["mean"]
-                if metric in RANKED_METRICS:
-                    row[f"{metric}_ci_low"] = summary["ci_low"]
-                    row[f"{metric}_ci_high"] = summary["ci_high"]
-            table.append(row)
-
-    def key(row):
-        success, ret = row.get("success_rate_mean", math.nan), row.get("return_mean_mean", math.nan)
-        return (-(success if math.isfinite(success) else -math.inf), -(ret if math.isfinite(ret) else -math.inf))
-
-    table.sort(key=key)
-    for rank, row in enumerate(table, start=1):
-        row["rank"] = rank
-    return [{"rank": row.pop("rank"), **row} for row in table]
-
-
-def format_table(rows: list[dict[str, Any]], axes: Sequence[str], limit: int | None = None) -> str:
-    """The ranking as aligned text: mean [95% t interval] of success and return."""
-    def interval(row, metric, fmt):
-        mean = row.get(f"{metric}_mean", math.nan)
-        low, high = row.get(f"{metric}_ci_low", math.nan), row.get(f"{metric}_ci_high", math.nan)
-        return f"{fmt(mean)} [{fmt(low)}, {fmt(high)}]"
-
-    pct = lambda v: "nan" if not math.isfinite(v) else f"{100 * v:.1f}%"      # noqa: E731
-    num = lambda v: "nan" if not math.isfinite(v) else f"{v:.3f}"             # noqa: E731
-    header = ["rank", "group", *axes, "seeds", "held-out success [95% CI]", "held-out return [95% CI]"]
-    lines = [header]
-    for row in rows[:limit]:
-        lines.append([str(row["rank"]), row["group"], *(f"{row[a]:g}" for a in axes), str(row["seeds"]),
-                      interval(row, "success_rate", pct), interval(row, "return_mean", num)])
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)
-
-
-# --- the heat map -----------------------------------------------------------------------------
-
-def heatmap_axes(axes: Mapping[str, Sequence[float]], chosen: Sequence[str] | None = None) -> list[str]:
-    """The (up to) two axes of the heat map: ``chosen``, else the two with most values
-    (an axis with a single value only when nothing else is swept)."""
-    if chosen:
-        for name in chosen:
-            if name not in axes:
-                raise ValueError(f"heat-map axis {name!r} is not swept; swept axes: {list(axes)}")
-        if len(chosen) > 2 or len(set(chosen)) != len(chosen):
-            raise ValueError(f"heat-map axes {list(chosen)}: expected one or two distinct swept axes")
-        return list(chosen)
-    ordered = sorted(axes, key=lambda name: -len(axes[name]))     # stable: ties keep CLI order
-    varied = [name for name in ordered if len(axes[name]) > 1]
-    return (varied or ordered)[:2]
-
-
-def plot_heatmap(groups: list[GroupResult], axes: Mapping[str, Sequence[float]], shown: Sequence[str],
-                 out_dir: Path, reduce: str = "max") -> list[Path]:
-    """``heatmap.{png,pdf}``: per group, mean held-out success (top) and return (bottom) over
-    seeds on the two ``shown`` axes; other swept axes are reduced with ``max`` (the best
-    setting at that cell) or ``mean``."""
-    from matplotlib.figure import Figure
-
-    if reduce not in ("max", "mean"):
-        raise ValueError(f"reduce={reduce!r}: expected 'max' or 'mean'")
-    x_name = shown[0] if shown else None
-    y_name = shown[1] if len(shown) > 1 else None
-    x_values = list(axes[x_name]) if x_name else [None]
-    y_values = list(axes[y_name]) if y_name else [None]
-    metrics = [("success_rate", "held-out success", "%.0f%%", 100.0), ("return_mean", "held-out return", "%.3g", 1.0)]
-    fig = Figure(figsize=(max(4.0, 1.1 * len(x_values) + 2.2) * len(groups), 2 * max(2.6, 0.75 * len(y_values) + 1.4)))
-    grid = fig.subplots(len(metrics), len(groups), squeeze=False)
-    for column, group in enumerate(groups):
-        num_seeds = len(group.seeds)
-        for row_index, (metric, label, fmt, scale) in enumerate(metrics):
-            ax = grid[row_index][column]
-            cells = np.full((len(y_values), len(x_values)), np.nan)
-            for yi, y in enumerate(y_values):
-                for xi, x in enumerate(x_values):
-                    values = []
-                    for index, setting in enumerate(group.settings):
-                        if (x_name and setting[x_name] != x) or (y_name and setting[y_name] != y):
-                            continue
-                        values.append(np.mean(group.evaluation[metric][index * num_seeds:(index + 1) * num_seeds]))
-                    if values:
-                        cells[yi, xi] = np.max(values) if reduce == "max" else np.mean(values)
-            vmin, vmax = ((0.0, 1.0) if metric == "success_rate"
-                          else (np.nanmin(cells), np.nanmax(cells) + 1e-12))
-            image = ax.imshow(cells, cmap="viridis", vmin=vmin, vmax=vmax, origin="lower", aspect="auto")
-            for yi in range(len(y_values)):
-                for xi in range(len(x_values)):
-                    value = cells[yi, xi]
-                    shade = (value - vmin) / (vmax - vmin) if np.isfinite(value) and vmax > vmin else 0.0
-                    ax.text(xi, yi, fmt % (scale * value), ha="center", va="center", fontsize=8,
-                            color="black" if shade > 0.6 else "white")
-            ax.set_xticks(range(len(x_values)), [f"{v:g}" for v in x_values] if x_name else [""])
-            ax.set_yticks(range(len(y_values)), [f"{v:g}" for v in y_values] if y_name else [""])
-            ax.set_xlabel(x_name or "")
-            ax.set_ylabel(y_name or "")
-            others = [a for a in axes if a not in shown]
-            note = f"; {reduce} over {', '.join(others)}" if others else ""
-            ax.set_title(f"{group.name}: {label}\n(mean over {num_seeds} seeds{note})", fontsize=9)
-            fig.colorbar(image, ax=ax, shrink=0.8)
-    fig.tight_layout()
-    return save_figure(fig, out_dir, HEATMAP_STEM)
-
-
 # --- the output directory ---------------------------------------------------------------------
 
 class SweepDirectoryInUse(FileExistsError):
@@ -417,7 +282,7 @@ def write_outputs(out_dir: Path, groups: list[GroupResult], axes: Mapping[str, S
     write_csv(out_dir / RANKING_CSV, None, ranking)
     write_csv(out_dir / RUNS_CSV, None, run_rows(groups, names))
     paths = [out_dir / RANKING_CSV, out_dir / RUNS_CSV]
-    paths += plot_heatmap(groups, axes, heatmap_axes(axes, heatmap), out_dir, reduce)
+    paths += plot_heatmap(groups, axes, heatmap_axes(axes, heatmap), out_dir, reduce, HEATMAP_STEM)
     description = dict(description, groups=[{"name": g.name, "config": g.config.to_dict(), "timing": g.timing}
                                             for g in groups])
     atomic_write_json(out_dir / SWEEP_MARKER, description)

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def build_parser() -> argparse.ArgumentParser:

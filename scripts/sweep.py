@@ -24,27 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-HYPERPARAMETER_FLAGS = ("learning_rate", "clip_range", "ent_coef", "vf_coef", "gae_lambda", "gamma",
-                        "max_grad_norm")
-SHAPE_FLAGS = {"num_envs": int, "num_steps": int, "num_epochs": int, "minibatch_size": int,
-               "actor_hidden": "sizes", "critic_hidden": "sizes"}
-
-
-def _sizes(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(part) for part in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated layer sizes such as 64,64") from None
-    if not sizes or min(sizes) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected positive layer sizes")
-    return sizes
-
 
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli import HelpFormatter
+    from purehr.ppo.config import HYPERPARAMETERS
+    from purehr.ppo.flags import add_config_flags
+    from purehr.sweep import SHAPE_FIELDS
     from purehr.tasks import TASK_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
@@ -65,37 +50,36 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how the heat map reduces the axes it does not show")
     parser.add_argument("--top", type=int, default=20, help="rows of the ranking to print")
     group = parser.add_argument_group("swept hyperparameters (vmapped: one compiled call for the whole grid)")
-    for name in HYPERPARAMETER_FLAGS:
-        group.add_argument(f"--{name.replace('_', '-')}", dest=f"axis_{name}", type=float, nargs="+",
-                           default=None, metavar="VALUE",
-                           help=f"values of {name} to sweep (default: the task's protocol value)")
+    add_config_flags(group, HYPERPARAMETERS, several=True,
+                     default_note=lambda name: "; the values to sweep (default: the task's protocol value)")
     group = parser.add_argument_group("shape choices (one compiled group per combination)")
-    for name, kind in SHAPE_FLAGS.items():
-        group.add_argument(f"--{name.replace('_', '-')}", dest=f"shape_{name}", nargs="+", default=None,
-                           type=_sizes if kind == "sizes" else kind, metavar="SIZES" if kind == "sizes" else "N",
-                           help=f"{name} choices{', each written 64,64' if kind == 'sizes' else ''} "
-                                "(default: the task's protocol value)")
+    add_config_flags(group, SHAPE_FIELDS, several=True,
+                     default_note=lambda name: "; the choices (default: the task's protocol value)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    axes = {name[len("axis_"):]: values for name, values in vars(args).items()
-            if name.startswith("axis_") and values is not None}
-    shapes = {name[len("shape_"):]: values for name, values in vars(args).items()
-              if name.startswith("shape_") and values is not None}
 
     from purehr import sweep
+    from purehr.analysis import format_table, rank_settings
     from purehr.envs.hrv import Curriculum
+    from purehr.ppo.config import HYPERPARAMETERS
+    from purehr.ppo.flags import config_values
     from purehr.run.run_dir import environment_description
     from purehr.tasks import get_task
+    from purehr.viz.sweep_heatmap import heatmap_axes
+
+    given = config_values(args, several=True)
+    axes = {name: values for name, values in given.items() if name in HYPERPARAMETERS}
+    shapes = {name: values for name, values in given.items() if name in sweep.SHAPE_FIELDS}
 
     try:
         seeds = sweep.validate_seeds(args.seeds)
         axes = sweep.validate_axes(axes)
         if args.heatmap:
-            sweep.heatmap_axes(axes, args.heatmap)
+            heatmap_axes(axes, args.heatmap)
         curriculum = None if args.curriculum is None else Curriculum.parse(args.curriculum)
         if curriculum is not None and args.task != "hrv":
             raise ValueError("--curriculum applies to the hrv task only")
@@ -121,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                                   log=lambda text: print(text, file=sys.stderr, flush=True))
     wall = time.perf_counter() - started
     names = list(axes)
-    ranking = sweep.rank_settings(groups, names)
+    ranking = rank_settings(groups, names)
     description = environment_description()
     description.update(
         command=["python", "scripts/sweep.py", *(sys.argv[1:] if argv is None else argv)],
@@ -131,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         curriculum=None if curriculum is None else curriculum.to_dict(),
         wall_time_s=wall, heatmap_reduce=args.heatmap_reduce)
     paths = sweep.write_outputs(args.out, groups, axes, ranking, description, args.heatmap, args.heatmap_reduce)
-    print(sweep.format_table(ranking, names, args.top))
+    print(format_table(ranking, names, args.top))
     print(f"\n{sum(g.num_runs for g in groups)} runs in {len(groups)} compiled group(s), wall time {wall:.1f} s; "
           f"wrote {', '.join(str(p) for p in paths)}")
     return 0

@@ -8,52 +8,10 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-
-def _field_type(field: dataclasses.Field):
-    if field.type in ("int", int):
-        return int
-    if field.type in ("float", float):
-        return float
-    if field.type in ("bool", bool):
-        from purehr.cli import parse_bool
-        return parse_bool
-    if "tuple" in str(field.type):
-        return int
-    return str
-
-
-PPO_FIELD_HELP = {
-    "num_envs": "parallel environments per seed",
-    "num_steps": "rollout length per environment and update",
-    "num_epochs": "passes over each batch per update",
-    "minibatch_size": "transitions per gradient step (must divide num_envs * num_steps)",
-    "learning_rate": "Adam step size",
-    "anneal_lr": "decay the learning rate linearly to 0 over the budget (true/false, yes/no, 1/0, on/off)",
-    "gamma": "discount factor",
-    "gae_lambda": "GAE lambda",
-    "clip_range": "PPO ratio clipping",
-    "vf_coef": "value loss weight",
-    "ent_coef": "entropy bonus weight",
-    "max_grad_norm": "global gradient-norm clip (per element with --elementwise-grad-clip true)",
-    "elementwise_grad_clip": "clip each gradient element to +-max_grad_norm instead of the global norm (true/false)",
-    "actor_hidden": "policy network layer widths, e.g. 64 64",
-    "critic_hidden": "value network layer widths, e.g. 64 64",
-    "activation": "hidden activation (tanh, relu or swish)",
-    "log_std_init": "initial log standard deviation of the Gaussian policy (swing)",
-    "normalize_observations": "normalise observations by their running mean and variance (true/false)",
-    "checkpoint_interval": "environment steps between checkpoints",
-    "eval_episodes": "held-out episodes of a full evaluation",
-    "full_eval_interval": "every N-th checkpoint gets the full evaluation; the others the quick one",
-    "quick_eval_episodes": "held-out episodes of a quick evaluation",
-}
-"""Help of the generated PPO flags; a PPOConfig field missing here fails tests/test_bad_inputs_edges.py."""
 
 
 def _protocol_defaults(name: str) -> str:
@@ -67,7 +25,7 @@ def _protocol_defaults(name: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli import HelpFormatter
-    from purehr.ppo.config import PPOConfig
+    from purehr.ppo.flags import FIELDS, add_config_flags
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--tasks", nargs="+", default=None,
@@ -105,23 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
                              "stages, comma separated; evaluation uses the last stage. Not given: none "
                              "for a new run, the recorded one on --resume")
     group = parser.add_argument_group("PPO fields (applied to every task; protocol defaults per task otherwise)")
-    for field in dataclasses.fields(PPOConfig):
-        if field.name == "total_timesteps":
-            continue
-        kind = _field_type(field)
-        nargs = "+" if "tuple" in str(field.type) else None
-        group.add_argument(f"--{field.name.replace('_', '-')}", dest=f"ppo_{field.name}", type=kind, nargs=nargs,
-                           default=None, metavar=field.name.upper(),
-                           help=f"{PPO_FIELD_HELP.get(field.name, '')} (default: the protocol's, "
-                                f"{_protocol_defaults(field.name)})")
+    add_config_flags(group, [name for name in FIELDS if name != "total_timesteps"],
+                     default_note=lambda name: f" (default: the protocol's, {_protocol_defaults(name)})")
     return parser
 
 
 def overrides_from_args(args) -> dict:
     """The PPOConfig fields given on the command line (--steps is total_timesteps)."""
-    overrides = {name[len("ppo_"):]: value for name, value in vars(args).items()
-                 if name.startswith("ppo_") and value is not None}
-    overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
+    from purehr.ppo.flags import config_values
+
+    overrides = config_values(args)
     if args.steps is not None:
         overrides["total_timesteps"] = args.steps
     return overrides

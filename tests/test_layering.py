@@ -8,7 +8,8 @@ inside a function unless the allow-list says why the import must be lazy.
     tasks            purehr.tasks (the one task registry)    envs, ppo
     distributed      purehr.distributed                      envs, ppo
     run              purehr.run...                           envs, ppo, tasks, distributed
-    top              analysis, viz, sweep, ablation, results_table, api, summary, publish, purehr/__init__
+    top              analysis, viz, sweep, ablation, results_table, api, summary, publish, reward_comparison,
+                     purehr/__init__
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ LAYER_OF = {
     "purehr": "top",        # purehr/__init__.py (PEP 562 exports)
     "purehr.analysis": "top", "purehr.viz": "top", "purehr.sweep": "top", "purehr.ablation": "top",
     "purehr.results_table": "top", "purehr.api": "top", "purehr.summary": "top", "purehr.publish": "top",
+    "purehr.reward_comparison": "top",
 }
 MAY_IMPORT = {
     "leaf": {"leaf"},

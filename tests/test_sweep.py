@@ -13,7 +13,8 @@ import jax
 import numpy as np
 import pytest
 
-from purehr import sweep
+from purehr import analysis, sweep
+from purehr.viz import sweep_heatmap
 from purehr.envs.hrv import HRWritingEnv
 from purehr.ppo.config import HRV_DEFAULTS
 from purehr.ppo.train import keys_for_seeds, make_train
@@ -99,7 +100,7 @@ def _synthetic_group(name, success, returns, seeds=(0, 1, 2)):
 def test_ranking_orders_by_success_then_return_with_t_intervals():
     group, axes = _synthetic_group("g", [0.5, 0.6, 0.7, 0.9, 0.9, 0.9], [1.0, 1.0, 1.0, 2.0, 3.0, 4.0])
     other, _ = _synthetic_group("h", [0.5, 0.6, 0.7, 0.5, 0.6, 0.7], [5.0, 5.0, 5.0, 1.0, 1.0, 1.0])
-    ranking = sweep.rank_settings([group, other], list(axes))
+    ranking = analysis.rank_settings([group, other], list(axes))
     assert [(row["group"], row["learning_rate"]) for row in ranking] == [
         ("g", 1e-3), ("h", 1e-4), ("g", 1e-4), ("h", 1e-3)]
     assert [row["rank"] for row in ranking] == [1, 2, 3, 4]
@@ -107,23 +108,23 @@ def test_ranking_orders_by_success_then_return_with_t_intervals():
     assert row["success_rate_mean"] == pytest.approx(0.6)
     assert row["success_rate_ci_high"] - 0.6 == pytest.approx(4.302653 * 0.1 / math.sqrt(3), rel=1e-5)
     assert ranking[0]["return_mean_ci_low"] == pytest.approx(3.0 - 4.302653 * 1.0 / math.sqrt(3), rel=1e-5)
-    text = sweep.format_table(ranking, list(axes))
+    text = analysis.format_table(ranking, list(axes))
     assert text.splitlines()[1].startswith("1 ") and "90.0% [90.0%, 90.0%]" in text
 
 
 def test_heatmap_axes_default_to_the_longest():
-    assert sweep.heatmap_axes({"a": (1, 2), "b": (1, 2, 3), "c": (1, 2, 3)}) == ["b", "c"]
-    assert sweep.heatmap_axes({"a": (1, 2)}) == ["a"]
-    assert sweep.heatmap_axes({"a": (1,), "b": (1, 2)}) == ["b"]
+    assert sweep_heatmap.heatmap_axes({"a": (1, 2), "b": (1, 2, 3), "c": (1, 2, 3)}) == ["b", "c"]
+    assert sweep_heatmap.heatmap_axes({"a": (1, 2)}) == ["a"]
+    assert sweep_heatmap.heatmap_axes({"a": (1,), "b": (1, 2)}) == ["b"]
     with pytest.raises(ValueError, match="not swept"):
-        sweep.heatmap_axes({"a": (1, 2)}, ["gamma"])
+        sweep_heatmap.heatmap_axes({"a": (1, 2)}, ["gamma"])
 
 
 def test_outputs_are_written_and_a_second_sweep_is_refused(hrv_sweep, tmp_path, capsys):
     out = tmp_path / "sweep"
     sweep.prepare_out_dir(out, overwrite=False)
     assert not out.exists()                     # a check only: write_outputs creates it
-    ranking = sweep.rank_settings([hrv_sweep], list(AXES))
+    ranking = analysis.rank_settings([hrv_sweep], list(AXES))
     paths = sweep.write_outputs(out, [hrv_sweep], AXES, ranking, {"command": ["test"]}, ["learning_rate", "ent_coef"])
     assert {p.name for p in paths} == {"ranking.csv", "runs.csv", "heatmap.png", "heatmap.pdf", "sweep.json"}
     with open(out / "ranking.csv") as handle:

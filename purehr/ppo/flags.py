@@ -1,0 +1,87 @@
+"""Command-line flags generated from ``PPOConfig``: one rule for every script, so a new config
+field gets its flag, type and help everywhere at once."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from purehr.cli import parse_bool
+from purehr.ppo.config import PPOConfig
+
+PPO_FIELD_HELP = {
+    "num_envs": "parallel environments per seed",
+    "num_steps": "rollout length per environment and update",
+    "num_epochs": "passes over each batch per update",
+    "minibatch_size": "transitions per gradient step (must divide num_envs * num_steps)",
+    "learning_rate": "Adam step size",
+    "anneal_lr": "decay the learning rate linearly to 0 over the budget (true/false, yes/no, 1/0, on/off)",
+    "gamma": "discount factor",
+    "gae_lambda": "GAE lambda",
+    "clip_range": "PPO ratio clipping",
+    "vf_coef": "value loss weight",
+    "ent_coef": "entropy bonus weight",
+    "max_grad_norm": "global gradient-norm clip (per element with --elementwise-grad-clip true)",
+    "elementwise_grad_clip": "clip each gradient element to +-max_grad_norm instead of the global norm (true/false)",
+    "actor_hidden": "policy network layer widths",
+    "critic_hidden": "value network layer widths",
+    "activation": "hidden activation (tanh, relu or swish)",
+    "log_std_init": "initial log standard deviation of the Gaussian policy (swing)",
+    "normalize_observations": "normalise observations by their running mean and variance (true/false)",
+    "checkpoint_interval": "environment steps between checkpoints",
+    "eval_episodes": "held-out episodes of a full evaluation",
+    "full_eval_interval": "every N-th checkpoint gets the full evaluation; the others the quick one",
+    "quick_eval_episodes": "held-out episodes of a quick evaluation",
+}
+"""Help of the generated flags; a PPOConfig field missing here fails tests/test_bad_inputs_edges.py."""
+
+DEST_PREFIX = "ppo_"
+FIELDS = {field.name: field for field in dataclasses.fields(PPOConfig)}
+
+
+def layer_sizes(text: str) -> tuple[int, ...]:
+    """``64,64`` -> (64, 64): one network shape as one word, for flags that take several shapes."""
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated layer sizes such as 64,64") from None
+    if not sizes or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive layer sizes")
+    return sizes
+
+
+def _is_sizes(field: dataclasses.Field) -> bool:
+    return "tuple" in str(field.type)
+
+
+def _value_type(field: dataclasses.Field, several: bool) -> Callable[[str], Any]:
+    if _is_sizes(field):
+        return layer_sizes if several else int
+    return {"int": int, "float": float, "bool": parse_bool}.get(str(field.type), str)
+
+
+def add_config_flags(group: argparse._ActionsContainer, fields: Iterable[str], *, several: bool = False,
+                     default_note: Callable[[str], str] = lambda name: "") -> None:
+    """``--<field>`` for each named ``PPOConfig`` field (stored as ``ppo_<field>``, None when
+    not given). ``several``: each flag takes one or more values (a sweep's axis; a layer-width
+    tuple is then written 64,64); otherwise one value (a layer-width tuple as 64 64)."""
+    for name in fields:
+        field = FIELDS[name]
+        sizes = _is_sizes(field)
+        metavar = ("SIZES" if sizes else "VALUE") if several else name.upper()
+        example = (" each written 64,64" if several else ", e.g. 64 64") if sizes else ""
+        group.add_argument(f"--{name.replace('_', '-')}", dest=f"{DEST_PREFIX}{name}", default=None,
+                           type=_value_type(field, several), nargs="+" if several or sizes else None,
+                           metavar=metavar, help=f"{PPO_FIELD_HELP[name]}{example}{default_note(name)}")
+
+
+def config_values(args: argparse.Namespace, *, several: bool = False) -> dict[str, Any]:
+    """{field: value} of the generated flags the command line gave (a layer-width list as a
+    tuple); with ``several``, {field: list of values}."""
+    given = {name[len(DEST_PREFIX):]: value for name, value in vars(args).items()
+             if name.startswith(DEST_PREFIX) and value is not None}
+    if several:
+        return given
+    return {name: tuple(value) if isinstance(value, list) else value for name, value in given.items()}
