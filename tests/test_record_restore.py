@@ -73,5 +73,7 @@ def test_the_record_manifest_with_a_retired_config_field_still_loads():
     recorded = json.loads((RECORD / "manifest.json").read_text())["configs"]["swing"]
     assert "progress_interval" in recorded
     config = PPOConfig.from_dict(recorded)
-    assert config.to_dict() == {k: tuple(v) if isinstance(v, list) else v
-                                for k, v in recorded.items() if k != "progress_interval"}
+    kept = {k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items() if k != "progress_interval"}
+    assert {k: v for k, v in config.to_dict().items() if k in kept} == kept
+    newer = set(config.to_dict()) - set(recorded)      # fields added since: their defaults
+    assert all(getattr(config, k) == getattr(PPOConfig(), k) for k in newer)
