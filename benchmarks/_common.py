@@ -12,8 +12,10 @@ from typing import Any
 def load_averages(before: tuple[float, float, float]) -> dict[str, list[float]]:
     """The 1-, 5- and 15-minute load averages ``before`` the measurement (``os.getloadavg()``
     taken then) and now."""
-    return {"load_average_before": [round(x, 2) for x in before],
-            "load_average_after": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "load_average_before": [round(x, 2) for x in before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def write_json(path: Path | None, record: Any, indent: int = 1) -> None:

@@ -31,15 +31,17 @@ def _read(path: Path):
         return None
 
 
-def summarize(device: dict | None, throughput: dict | None, host_loop: dict | None,
-              protocol: dict | None, steps: dict | None) -> dict:
+def summarize(
+    device: dict | None, throughput: dict | None, host_loop: dict | None, protocol: dict | None, steps: dict | None
+) -> dict:
     """The goals from whatever parts exist; a goal with no measurement is ``None`` (not met,
     not failed: not measured)."""
     records = (throughput or {}).get("records", [])
 
     def training(task: str, seeds: int) -> dict | None:
-        matching = [r for r in records if r.get("mode") == "training" and r.get("task") == task
-                    and r.get("seeds") == seeds]
+        matching = [
+            r for r in records if r.get("mode") == "training" and r.get("task") == task and r.get("seeds") == seeds
+        ]
         return max(matching, key=lambda r: r["envs"]) if matching else None
 
     hrv_32 = training("hrv", 32)
@@ -55,17 +57,26 @@ def summarize(device: dict | None, throughput: dict | None, host_loop: dict | No
         "hrv_training_envs": hrv_32["envs"] if hrv_32 else None,
         "hrv_at_least_10M_steps_per_s": None if hrv_steps is None else hrv_steps >= HRV_STEPS_PER_S_GOAL,
         "five_seeds_over_one_seed_wall": five_over_one,
-        "five_seeds_at_most_1.2x_one_seed": (None if not five_over_one else
-                                             all(v <= FIVE_OVER_ONE_SEED_GOAL for v in five_over_one.values())),
+        "five_seeds_at_most_1.2x_one_seed": (
+            None if not five_over_one else all(v <= FIVE_OVER_ONE_SEED_GOAL for v in five_over_one.values())
+        ),
         "one_scan_over_host_loop": speedup,
         "one_scan_at_least_3x_host_loop": None if speedup is None else speedup >= SCAN_OVER_HOST_LOOP_GOAL,
     }
     protocol_summary = None
     if protocol is not None:
-        protocol_summary = {key: protocol.get(key) for key in ("status", "wall_time_s", "compile_s", "tasks",
-                                                               "seeds", "peak_memory_bytes", "mesh")}
-    return {"device": device, "goals": goals, "protocol": protocol_summary, "steps": steps,
-            "throughput_records": records, "host_loop": host_loop}
+        protocol_summary = {
+            key: protocol.get(key)
+            for key in ("status", "wall_time_s", "compile_s", "tasks", "seeds", "peak_memory_bytes", "mesh")
+        }
+    return {
+        "device": device,
+        "goals": goals,
+        "protocol": protocol_summary,
+        "steps": steps,
+        "throughput_records": records,
+        "host_loop": host_loop,
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,8 +94,13 @@ def main(argv=None) -> int:
     if not args.out_dir.is_dir():
         parser.exit(2, f"error: {args.out_dir} is not a folder; expected accelerator_check.sh's output folder\n")
     out = args.out_dir
-    summary = summarize(_read(out / "device.json"), _read(out / "throughput.json"), _read(out / "host_loop.json"),
-                        _read(out / "protocol" / "manifest.json"), _read(out / "steps.json"))
+    summary = summarize(
+        _read(out / "device.json"),
+        _read(out / "throughput.json"),
+        _read(out / "host_loop.json"),
+        _read(out / "protocol" / "manifest.json"),
+        _read(out / "steps.json"),
+    )
     args.json.write_text(json.dumps(summary, indent=1))
     print(json.dumps(summary["goals"], indent=1))
     return 0

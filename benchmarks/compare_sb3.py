@@ -28,8 +28,8 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from _common import load_averages, write_json
+
 from purehr.cli import HelpFormatter, output_file, positive_int
 from purehr.envs import HRWritingEnv, to_gymnasium
 from purehr.envs.hrv import heldout_evaluation
@@ -47,8 +47,9 @@ def sb3_policy_for_jax(model):
         return np.asarray(action, np.int32)
 
     def policy(observation, t, key):
-        return jax.pure_callback(host_predict, action_shape, flatten_observation(observation),
-                                 vmap_method="expand_dims")
+        return jax.pure_callback(
+            host_predict, action_shape, flatten_observation(observation), vmap_method="expand_dims"
+        )
 
     return policy
 
@@ -59,15 +60,29 @@ def train_sb3(env, config, steps: int, seed: int) -> tuple[object, float]:
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     torch.set_num_threads(1)
-    vec_env = DummyVecEnv([lambda i=i: to_gymnasium(env, flatten=True, seed=seed * 1000 + i)
-                           for i in range(config.num_envs)])
+    vec_env = DummyVecEnv(
+        [lambda i=i: to_gymnasium(env, flatten=True, seed=seed * 1000 + i) for i in range(config.num_envs)]
+    )
     model = PPO(
-        "MlpPolicy", vec_env, learning_rate=lambda remaining: config.learning_rate * remaining,
-        n_steps=config.num_steps, batch_size=config.minibatch_size, n_epochs=config.num_epochs,
-        gamma=config.gamma, gae_lambda=config.gae_lambda, clip_range=config.clip_range, ent_coef=config.ent_coef,
-        vf_coef=config.vf_coef, max_grad_norm=config.max_grad_norm, seed=seed, device="cpu", verbose=0,
-        policy_kwargs=dict(net_arch=dict(pi=list(config.actor_hidden), vf=list(config.critic_hidden)),
-                           activation_fn=torch.nn.ReLU))
+        "MlpPolicy",
+        vec_env,
+        learning_rate=lambda remaining: config.learning_rate * remaining,
+        n_steps=config.num_steps,
+        batch_size=config.minibatch_size,
+        n_epochs=config.num_epochs,
+        gamma=config.gamma,
+        gae_lambda=config.gae_lambda,
+        clip_range=config.clip_range,
+        ent_coef=config.ent_coef,
+        vf_coef=config.vf_coef,
+        max_grad_norm=config.max_grad_norm,
+        seed=seed,
+        device="cpu",
+        verbose=0,
+        policy_kwargs=dict(
+            net_arch=dict(pi=list(config.actor_hidden), vf=list(config.critic_hidden)), activation_fn=torch.nn.ReLU
+        ),
+    )
     started = time.perf_counter()
     model.learn(total_timesteps=steps)
     return model, time.perf_counter() - started
@@ -101,37 +116,55 @@ def main(argv=None) -> int:
     purehr_run = time.perf_counter() - started
     ppo = train.ppo
     score = jax.jit(lambda p: heldout_evaluation(env, params, ppo.policy(p)))
-    purehr_eval = [{k: float(v) for k, v in score(jax.tree.map(lambda x: x[i], result.runner.params)).items()}
-                   for i in range(args.seeds)]
+    purehr_eval = [
+        {k: float(v) for k, v in score(jax.tree.map(lambda x: x[i], result.runner.params)).items()}
+        for i in range(args.seeds)
+    ]
 
     # --- SB3: one seed after another, through the Gymnasium wrapper ---
     sb3_runs = []
     for seed in range(args.seeds):
         model, learn_s = train_sb3(env, config, steps, seed)
         metrics = heldout_evaluation(env, params, sb3_policy_for_jax(model))
-        sb3_runs.append({"seed": seed, "learn_s": round(learn_s, 2), "steps_per_s": round(steps / learn_s, 1),
-                         "heldout": {k: float(v) for k, v in metrics.items()}})
+        sb3_runs.append(
+            {
+                "seed": seed,
+                "learn_s": round(learn_s, 2),
+                "steps_per_s": round(steps / learn_s, 1),
+                "heldout": {k: float(v) for k, v in metrics.items()},
+            }
+        )
 
     def mean(values):
         return round(float(np.mean(values)), 4)
 
     out = {
         "command": " ".join(["compare_sb3.py"] + (sys.argv[1:] if argv is None else list(argv))),
-        "task": "hrv (hrv_dim=8, default params, no curriculum)", "env_steps_per_seed": steps, "seeds": args.seeds,
-        "purehr": {"compile_s": round(compile_s, 2), "run_s_all_seeds": round(purehr_run, 2),
-                   "steps_per_s": round(args.seeds * steps / purehr_run, 1),
-                   "heldout_return_mean": mean([e["return_mean"] for e in purehr_eval]),
-                   "heldout_success_rate": mean([e["success_rate"] for e in purehr_eval]),
-                   "heldout_final_distance": mean([e["final_distance"] for e in purehr_eval]),
-                   "per_seed": purehr_eval},
-        "sb3": {"learn_s_total": round(sum(r["learn_s"] for r in sb3_runs), 2),
-                "steps_per_s": round(args.seeds * steps / sum(r["learn_s"] for r in sb3_runs), 1),
-                "heldout_return_mean": mean([r["heldout"]["return_mean"] for r in sb3_runs]),
-                "heldout_success_rate": mean([r["heldout"]["success_rate"] for r in sb3_runs]),
-                "heldout_final_distance": mean([r["heldout"]["final_distance"] for r in sb3_runs]),
-                "per_seed": sb3_runs},
-        "versions": {"jax": jax.__version__, "stable_baselines3": __import__("stable_baselines3").__version__,
-                     "torch": __import__("torch").__version__},
+        "task": "hrv (hrv_dim=8, default params, no curriculum)",
+        "env_steps_per_seed": steps,
+        "seeds": args.seeds,
+        "purehr": {
+            "compile_s": round(compile_s, 2),
+            "run_s_all_seeds": round(purehr_run, 2),
+            "steps_per_s": round(args.seeds * steps / purehr_run, 1),
+            "heldout_return_mean": mean([e["return_mean"] for e in purehr_eval]),
+            "heldout_success_rate": mean([e["success_rate"] for e in purehr_eval]),
+            "heldout_final_distance": mean([e["final_distance"] for e in purehr_eval]),
+            "per_seed": purehr_eval,
+        },
+        "sb3": {
+            "learn_s_total": round(sum(r["learn_s"] for r in sb3_runs), 2),
+            "steps_per_s": round(args.seeds * steps / sum(r["learn_s"] for r in sb3_runs), 1),
+            "heldout_return_mean": mean([r["heldout"]["return_mean"] for r in sb3_runs]),
+            "heldout_success_rate": mean([r["heldout"]["success_rate"] for r in sb3_runs]),
+            "heldout_final_distance": mean([r["heldout"]["final_distance"] for r in sb3_runs]),
+            "per_seed": sb3_runs,
+        },
+        "versions": {
+            "jax": jax.__version__,
+            "stable_baselines3": __import__("stable_baselines3").__version__,
+            "torch": __import__("torch").__version__,
+        },
         **load_averages(load_before),
         "cpu_count": os.cpu_count(),
     }

@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-
 from _common import load_averages, write_json
+
 from purehr.cli import HelpFormatter, output_file, positive_int
 from purehr.envs.spaces import flatten_observation
 from purehr.envs.wrappers import training_wrappers
@@ -66,8 +66,10 @@ def make_host_loop(config, env):
         update = count // (config.num_minibatches * config.num_epochs)
         return config.learning_rate * (1.0 - update / num_updates)
 
-    optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
-                            optax.adam(learning_rate if config.anneal_lr else config.learning_rate, eps=1e-5))
+    optimizer = optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm),
+        optax.adam(learning_rate if config.anneal_lr else config.learning_rate, eps=1e-5),
+    )
 
     @jax.jit
     def rollout(params, env_state, observation, key, update_index):
@@ -81,49 +83,63 @@ def make_host_loop(config, env):
             policy = distribution(actor_output, log_std)
             action = policy.sample(action_key)
             observation, env_state, reward, terminated, truncated, info = jax.vmap(
-                train_env.step, in_axes=(0, 0, 0, None))(
-                jax.random.split(step_key, config.num_envs), env_state, policy.to_env_action(action), step_params)
+                train_env.step, in_axes=(0, 0, 0, None)
+            )(jax.random.split(step_key, config.num_envs), env_state, policy.to_env_action(action), step_params)
             return (env_state, observation, key), {
-                "observation": flat, "action": action, "log_prob": policy.log_prob(action), "value": value,
-                "reward": reward.astype(jnp.float32), "terminated": terminated,
+                "observation": flat,
+                "action": action,
+                "log_prob": policy.log_prob(action),
+                "value": value,
+                "reward": reward.astype(jnp.float32),
+                "terminated": terminated,
                 "done": jnp.logical_or(terminated, truncated),
-                "final_observation": flatten(info["final_observation"])}
+                "final_observation": flatten(info["final_observation"]),
+            }
 
         (env_state, observation, key), trajectory = jax.lax.scan(
-            env_step, (env_state, observation, key), None, config.num_steps)
+            env_step, (env_state, observation, key), None, config.num_steps
+        )
         next_values = network.apply(params, trajectory.pop("final_observation"), method=type(network).value)
         return env_state, observation, key, trajectory, next_values
 
     @jax.jit
     def minibatch_update(params, opt_state, minibatch):
         (_, stats), grads = jax.value_and_grad(ppo_loss, has_aux=True)(
-            params, network.apply, distribution, minibatch, hparams)
+            params, network.apply, distribution, minibatch, hparams
+        )
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, stats["loss"]
 
     def train_one_seed(key):
-        runner = jax.jit(ppo.init)(key)        # same init as the one-scan trainer
+        runner = jax.jit(ppo.init)(key)  # same init as the one-scan trainer
         params, env_state, observation, key = runner.params, runner.env_state, runner.observation, runner.key
         opt_state = optimizer.init(params)
-        rng = np.random.default_rng(int(jax.random.randint(key, (), 0, 2 ** 31 - 1)))
+        rng = np.random.default_rng(int(jax.random.randint(key, (), 0, 2**31 - 1)))
         for update_index in range(num_updates):
             env_state, observation, key, trajectory, next_values = rollout(
-                params, env_state, observation, key, update_index)
+                params, env_state, observation, key, update_index
+            )
             trajectory = jax.device_get(trajectory)
             next_values = np.asarray(next_values)
             advantages, targets = numpy_gae(
-                trajectory["reward"], trajectory["value"], next_values,
-                trajectory["terminated"].astype(np.float32), trajectory["done"].astype(np.float32),
-                np.float32(config.gamma), np.float32(config.gae_lambda))
+                trajectory["reward"],
+                trajectory["value"],
+                next_values,
+                trajectory["terminated"].astype(np.float32),
+                trajectory["done"].astype(np.float32),
+                np.float32(config.gamma),
+                np.float32(config.gae_lambda),
+            )
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
             batch = Batch(trajectory["observation"], trajectory["action"], trajectory["log_prob"], advantages, targets)
             batch = Batch(*(value.reshape((config.batch_size,) + value.shape[2:]) for value in batch))
             for _ in range(config.num_epochs):
                 permutation = rng.permutation(config.batch_size)
                 for start in range(0, config.batch_size, config.minibatch_size):
-                    index = permutation[start:start + config.minibatch_size]
+                    index = permutation[start : start + config.minibatch_size]
                     params, opt_state, loss = minibatch_update(
-                        params, opt_state, Batch(*(value[index] for value in batch)))
+                        params, opt_state, Batch(*(value[index] for value in batch))
+                    )
         jax.block_until_ready(params)
         return params
 
@@ -176,23 +192,35 @@ def main(argv=None) -> int:
     env_steps = args.seeds * config.num_updates * config.batch_size
     out = {
         "command": " ".join(["host_loop_ppo.py"] + (sys.argv[1:] if argv is None else list(argv))),
-        "task": args.task, "seeds": args.seeds, "env_steps_per_seed": config.num_updates * config.batch_size,
-        "config": {k: v for k, v in config.to_dict().items() if k in (
-            "num_envs", "num_steps", "num_epochs", "minibatch_size", "actor_hidden", "critic_hidden")},
-        "one_scan": {"compile_s": round(scan_compile, 2), "run_s": round(scan_run, 2),
-                     "steps_per_s": round(env_steps / scan_run)},
-        "host_loop": {"wall_s_all_seeds_incl_compile": round(host_wall, 2),
-                      "run_s_one_seed_warm": round(host_run_one_seed, 2),
-                      "run_s_all_seeds_warm": round(host_run_one_seed * args.seeds, 2),
-                      "steps_per_s_warm": round(env_steps / (host_run_one_seed * args.seeds))},
+        "task": args.task,
+        "seeds": args.seeds,
+        "env_steps_per_seed": config.num_updates * config.batch_size,
+        "config": {
+            k: v
+            for k, v in config.to_dict().items()
+            if k in ("num_envs", "num_steps", "num_epochs", "minibatch_size", "actor_hidden", "critic_hidden")
+        },
+        "one_scan": {
+            "compile_s": round(scan_compile, 2),
+            "run_s": round(scan_run, 2),
+            "steps_per_s": round(env_steps / scan_run),
+        },
+        "host_loop": {
+            "wall_s_all_seeds_incl_compile": round(host_wall, 2),
+            "run_s_one_seed_warm": round(host_run_one_seed, 2),
+            "run_s_all_seeds_warm": round(host_run_one_seed * args.seeds, 2),
+            "steps_per_s_warm": round(env_steps / (host_run_one_seed * args.seeds)),
+        },
         **load_averages(load_before),
-        "devices": [str(d) for d in jax.devices()], "cpu_count": os.cpu_count(),
+        "devices": [str(d) for d in jax.devices()],
+        "cpu_count": os.cpu_count(),
     }
     out["speedup_run"] = round(out["host_loop"]["run_s_all_seeds_warm"] / scan_run, 2)
     out["speedup_wall"] = round(host_wall / (scan_compile + scan_run), 2)
     if args.evaluate:
-        out["heldout_return_one_scan"] = heldout_return(task, env, config, [
-            jax.tree.map(lambda x: x[i], result.runner.params) for i in range(args.seeds)])
+        out["heldout_return_one_scan"] = heldout_return(
+            task, env, config, [jax.tree.map(lambda x: x[i], result.runner.params) for i in range(args.seeds)]
+        )
         out["heldout_return_host_loop"] = heldout_return(task, env, config, host_params)
     print(json.dumps(out, indent=1))
     write_json(args.json, out)

@@ -41,9 +41,8 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-
 from _common import load_averages, write_json  # noqa: E402
+
 from purehr.envs.gymnax_adapter import GymnaxEnv  # noqa: E402
 from purehr.envs.rollout import run_episodes  # noqa: E402
 from purehr.ppo.config import PPOConfig  # noqa: E402
@@ -51,14 +50,39 @@ from purehr.ppo.train import keys_for_seeds, make_train  # noqa: E402
 
 # rejax configs/gymnax/*.yaml, ppo section (commit 4954fbf of keraJLi/rejax)
 REJAX_CONFIGS = {
-    "CartPole-v1": dict(env="CartPole-v1", agent_kwargs={"activation": "tanh"}, num_envs=5, num_steps=100,
-                        num_epochs=5, num_minibatches=5, learning_rate=0.00075, max_grad_norm=0.5,
-                        total_timesteps=100_000, gamma=0.99, gae_lambda=0.95, clip_eps=0.2, ent_coef=0.01,
-                        vf_coef=0.5),
-    "Pendulum-v1": dict(env="Pendulum-v1", agent_kwargs={"activation": "swish"}, num_envs=100, num_steps=100,
-                        num_epochs=10, num_minibatches=10, learning_rate=0.001, max_grad_norm=10,
-                        total_timesteps=150_000, gamma=0.995, gae_lambda=0.95, clip_eps=0.2, ent_coef=0.0,
-                        vf_coef=0.5, normalize_observations=True),
+    "CartPole-v1": dict(
+        env="CartPole-v1",
+        agent_kwargs={"activation": "tanh"},
+        num_envs=5,
+        num_steps=100,
+        num_epochs=5,
+        num_minibatches=5,
+        learning_rate=0.00075,
+        max_grad_norm=0.5,
+        total_timesteps=100_000,
+        gamma=0.99,
+        gae_lambda=0.95,
+        clip_eps=0.2,
+        ent_coef=0.01,
+        vf_coef=0.5,
+    ),
+    "Pendulum-v1": dict(
+        env="Pendulum-v1",
+        agent_kwargs={"activation": "swish"},
+        num_envs=100,
+        num_steps=100,
+        num_epochs=10,
+        num_minibatches=10,
+        learning_rate=0.001,
+        max_grad_norm=10,
+        total_timesteps=150_000,
+        gamma=0.995,
+        gae_lambda=0.95,
+        clip_eps=0.2,
+        ent_coef=0.0,
+        vf_coef=0.5,
+        normalize_observations=True,
+    ),
 }
 EVAL_EPISODES = 20
 
@@ -67,14 +91,26 @@ def purehr_config(rejax: dict) -> PPOConfig:
     """The same numbers in purehr's terms (minibatch size instead of count), with rejax's
     activation, observation normalisation and element-wise gradient clip."""
     batch = rejax["num_envs"] * rejax["num_steps"]
-    return PPOConfig(total_timesteps=rejax["total_timesteps"], num_envs=rejax["num_envs"],
-                     num_steps=rejax["num_steps"], num_epochs=rejax["num_epochs"],
-                     minibatch_size=batch // rejax["num_minibatches"], learning_rate=rejax["learning_rate"],
-                     anneal_lr=False, gamma=rejax["gamma"], gae_lambda=rejax["gae_lambda"],
-                     clip_range=rejax["clip_eps"], ent_coef=rejax["ent_coef"], vf_coef=rejax["vf_coef"],
-                     max_grad_norm=float(rejax["max_grad_norm"]), elementwise_grad_clip=True,
-                     actor_hidden=(64, 64), critic_hidden=(64, 64), activation=rejax["agent_kwargs"]["activation"],
-                     normalize_observations=rejax.get("normalize_observations", False))
+    return PPOConfig(
+        total_timesteps=rejax["total_timesteps"],
+        num_envs=rejax["num_envs"],
+        num_steps=rejax["num_steps"],
+        num_epochs=rejax["num_epochs"],
+        minibatch_size=batch // rejax["num_minibatches"],
+        learning_rate=rejax["learning_rate"],
+        anneal_lr=False,
+        gamma=rejax["gamma"],
+        gae_lambda=rejax["gae_lambda"],
+        clip_range=rejax["clip_eps"],
+        ent_coef=rejax["ent_coef"],
+        vf_coef=rejax["vf_coef"],
+        max_grad_norm=float(rejax["max_grad_norm"]),
+        elementwise_grad_clip=True,
+        actor_hidden=(64, 64),
+        critic_hidden=(64, 64),
+        activation=rejax["agent_kwargs"]["activation"],
+        normalize_observations=rejax.get("normalize_observations", False),
+    )
 
 
 def program_bytes(compiled) -> int | None:
@@ -95,8 +131,10 @@ class RejaxRun:
         from rejax import PPO
 
         self.algo = PPO.create(**REJAX_CONFIGS[name]).replace(
-            eval_callback=lambda algo, ts, rng: jnp.zeros(()), skip_initial_evaluation=True,
-            eval_freq=REJAX_CONFIGS[name]["total_timesteps"])
+            eval_callback=lambda algo, ts, rng: jnp.zeros(()),
+            skip_initial_evaluation=True,
+            eval_freq=REJAX_CONFIGS[name]["total_timesteps"],
+        )
         self.keys = jax.random.split(jax.random.PRNGKey(0), seeds)
         started = time.perf_counter()
         self.compiled = jax.jit(jax.vmap(lambda key: self.algo.train(key)[0])).lower(self.keys).compile()
@@ -120,6 +158,7 @@ class RejaxRun:
                     return jnp.argmax(dist.logits[0])
                 space = algo.env.action_space(algo.env_params)
                 return jnp.clip(dist.mean()[0], space.low, space.high)
+
             return run_episodes(env, env.default_params, policy, jax.random.PRNGKey(7), EVAL_EPISODES)["return"]
 
         return np.asarray(jax.jit(jax.vmap(returns))(train_state)).mean(axis=1)
@@ -151,26 +190,36 @@ def compare(name: str, seeds: int, repeats: int) -> dict:
     runs = {"rejax": RejaxRun(name, seeds), "purehr": PurehrRun(name, seeds, env)}
     seconds = {library: [] for library in runs}
     results = {}
-    for _ in range(repeats):            # interleaved: both see the same load
+    for _ in range(repeats):  # interleaved: both see the same load
         for library, run in runs.items():
             elapsed, results[library] = run.run()
             seconds[library].append(elapsed)
-    record = {"env": name, "seeds": seeds, "rejax_config": REJAX_CONFIGS[name],
-              "purehr_config": runs["purehr"].config.to_dict()}
+    record = {
+        "env": name,
+        "seeds": seeds,
+        "rejax_config": REJAX_CONFIGS[name],
+        "purehr_config": runs["purehr"].config.to_dict(),
+    }
     for library, run in runs.items():
         returns = run.greedy_returns(results[library], env)
         best = min(seconds[library])
-        record[library] = {"compile_s": round(run.compile_s, 2), "run_s": [round(s, 2) for s in seconds[library]],
-                           "env_steps": run.env_steps, "steps_per_s": round(run.env_steps / best),
-                           "program_memory_mb": round((program_bytes(run.compiled) or 0) / 2**20, 2),
-                           "greedy_return_per_seed": [round(float(r), 1) for r in returns],
-                           "greedy_return_mean": round(float(returns.mean()), 1)}
+        record[library] = {
+            "compile_s": round(run.compile_s, 2),
+            "run_s": [round(s, 2) for s in seconds[library]],
+            "env_steps": run.env_steps,
+            "steps_per_s": round(run.env_steps / best),
+            "program_memory_mb": round((program_bytes(run.compiled) or 0) / 2**20, 2),
+            "greedy_return_per_seed": [round(float(r), 1) for r in returns],
+            "greedy_return_mean": round(float(returns.mean()), 1),
+        }
     record["ratio_purehr_over_rejax"] = {
         "steps_per_s": round(record["purehr"]["steps_per_s"] / record["rejax"]["steps_per_s"], 3),
-        "compile_s": round(record["purehr"]["compile_s"] / record["rejax"]["compile_s"], 3)}
+        "compile_s": round(record["purehr"]["compile_s"] / record["rejax"]["compile_s"], 3),
+    }
     record["purehr_at_least_as_fast"] = record["ratio_purehr_over_rejax"]["steps_per_s"] >= 1.0
-    record["purehr_returns_no_worse"] = bool(record["purehr"]["greedy_return_mean"]
-                                             >= record["rejax"]["greedy_return_mean"] - 1e-6)
+    record["purehr_returns_no_worse"] = bool(
+        record["purehr"]["greedy_return_mean"] >= record["rejax"]["greedy_return_mean"] - 1e-6
+    )
     return record
 
 
@@ -178,8 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
     from purehr.cli import HelpFormatter
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--envs", nargs="+", default=list(REJAX_CONFIGS), choices=list(REJAX_CONFIGS),
-                        help="gymnax environments, each with rejax's published PPO settings")
+    parser.add_argument(
+        "--envs",
+        nargs="+",
+        default=list(REJAX_CONFIGS),
+        choices=list(REJAX_CONFIGS),
+        help="gymnax environments, each with rejax's published PPO settings",
+    )
     parser.add_argument("--seeds", type=int, default=5, help="seeds vmapped in each library's one call")
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per library (best counts)")
     parser.add_argument("--json", type=Path, default=None, help="also write the records to this file")
@@ -206,16 +260,31 @@ def main(argv=None) -> int:
     records = []
     for name in args.envs:
         records.append(compare(name, args.seeds, args.repeats))
-        summary = {k: records[-1][k] for k in ("env", "ratio_purehr_over_rejax", "purehr_at_least_as_fast",
-                                               "purehr_returns_no_worse")}
-        summary.update({lib: {k: records[-1][lib][k] for k in ("steps_per_s", "compile_s", "greedy_return_mean",
-                                                               "program_memory_mb")} for lib in ("rejax", "purehr")})
+        summary = {
+            k: records[-1][k]
+            for k in ("env", "ratio_purehr_over_rejax", "purehr_at_least_as_fast", "purehr_returns_no_worse")
+        }
+        summary.update(
+            {
+                lib: {
+                    k: records[-1][lib][k]
+                    for k in ("steps_per_s", "compile_s", "greedy_return_mean", "program_memory_mb")
+                }
+                for lib in ("rejax", "purehr")
+            }
+        )
         print(json.dumps(summary), flush=True)
-    out = {"command": " ".join(["python benchmarks/rejax_peer.py"] + (sys.argv[1:] if argv is None else list(argv))),
-           "records": records, "jax": jax.__version__, "rejax": getattr(rejax, "__version__", "0.1.3"),
-           "devices": [str(d) for d in jax.devices()], "machine": platform.machine(), "cpu_count": os.cpu_count(),
-           **load_averages(load_before),
-           "peak_host_memory_mb_whole_process": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    out = {
+        "command": " ".join(["python benchmarks/rejax_peer.py"] + (sys.argv[1:] if argv is None else list(argv))),
+        "records": records,
+        "jax": jax.__version__,
+        "rejax": getattr(rejax, "__version__", "0.1.3"),
+        "devices": [str(d) for d in jax.devices()],
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        **load_averages(load_before),
+        "peak_host_memory_mb_whole_process": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
     write_json(args.json, out)
     return 0
 

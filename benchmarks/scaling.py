@@ -29,7 +29,6 @@ from pathlib import Path
 
 import jax
 import numpy as np
-
 from _common import load_averages, write_json
 
 STUDIES = ("steps", "seeds", "envs")
@@ -56,25 +55,37 @@ def study_steps(env, base, max_updates: int) -> dict:
 
     compiled, keys, compile_s = _timed_train(config, env, 1, callback)
     points = []
-    jax.block_until_ready(compiled(keys, None))          # warm-up run (full length)
+    jax.block_until_ready(compiled(keys, None))  # warm-up run (full length)
     k = 2
     while k <= max_updates:
         state.update(stop_after=k, seen=0)
         started = time.perf_counter()
         jax.block_until_ready(compiled(keys, None))
         run_s = time.perf_counter() - started
-        points.append({"updates": k, "env_steps": k * config.batch_size, "run_s": round(run_s, 4),
-                       "steps_per_s": round(k * config.batch_size / run_s, 1)})
+        points.append(
+            {
+                "updates": k,
+                "env_steps": k * config.batch_size,
+                "run_s": round(run_s, 4),
+                "steps_per_s": round(k * config.batch_size / run_s, 1),
+            }
+        )
         print(json.dumps(points[-1]), flush=True)
         k *= 2
     slope, intercept = np.polyfit([p["env_steps"] for p in points], [p["run_s"] for p in points], 1)
     predicted = slope * np.asarray([p["env_steps"] for p in points]) + intercept
     actual = np.asarray([p["run_s"] for p in points])
     r2 = 1 - np.sum((actual - predicted) ** 2) / np.sum((actual - actual.mean()) ** 2)
-    return {"config": {"num_envs": config.num_envs, "num_steps": config.num_steps, "seeds": 1},
-            "compile_s": round(compile_s, 2), "points": points,
-            "linear_fit": {"seconds_per_million_steps": round(slope * 1e6, 3), "intercept_s": round(intercept, 4),
-                           "r_squared": round(float(r2), 4)}}
+    return {
+        "config": {"num_envs": config.num_envs, "num_steps": config.num_steps, "seeds": 1},
+        "compile_s": round(compile_s, 2),
+        "points": points,
+        "linear_fit": {
+            "seconds_per_million_steps": round(slope * 1e6, 3),
+            "intercept_s": round(intercept, 4),
+            "r_squared": round(float(r2), 4),
+        },
+    }
 
 
 def study_seeds(env, base, updates: int, seed_counts) -> dict:
@@ -87,8 +98,15 @@ def study_seeds(env, base, updates: int, seed_counts) -> dict:
         jax.block_until_ready(compiled(keys, None))
         run_s = time.perf_counter() - started
         steps = seeds * updates * config.batch_size
-        points.append({"seeds": seeds, "env_steps": steps, "compile_s": round(compile_s, 2), "run_s": round(run_s, 4),
-                       "steps_per_s": round(steps / run_s, 1)})
+        points.append(
+            {
+                "seeds": seeds,
+                "env_steps": steps,
+                "compile_s": round(compile_s, 2),
+                "run_s": round(run_s, 4),
+                "steps_per_s": round(steps / run_s, 1),
+            }
+        )
         print(json.dumps(points[-1]), flush=True)
     for point in points:
         point["wall_relative_to_one_seed"] = round(point["run_s"] / points[0]["run_s"], 3)
@@ -106,14 +124,22 @@ def study_envs(env, base, updates: int, env_counts) -> dict:
         jax.block_until_ready(compiled(keys, None))
         run_s = time.perf_counter() - started
         steps = updates * batch
-        points.append({"envs": envs, "env_steps": steps, "compile_s": round(compile_s, 2), "run_s": round(run_s, 4),
-                       "steps_per_s": round(steps / run_s, 1)})
+        points.append(
+            {
+                "envs": envs,
+                "env_steps": steps,
+                "compile_s": round(compile_s, 2),
+                "run_s": round(run_s, 4),
+                "steps_per_s": round(steps / run_s, 1),
+            }
+        )
         print(json.dumps(points[-1]), flush=True)
     return {"config": {"num_steps": 128, "updates": updates, "seeds": 1, "num_minibatches": 8}, "points": points}
 
 
 def plot(json_path: Path) -> Path:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -130,23 +156,33 @@ def plot(json_path: Path) -> Path:
             fit = study["linear_fit"]
             ax.plot(x, y, "o", color=colour, label="measured")
             grid = np.linspace(0, x.max(), 50)
-            ax.plot(grid, fit["seconds_per_million_steps"] * grid / 1e3 + fit["intercept_s"], "--", color="#D55E00",
-                    label=f"linear fit, R² = {fit['r_squared']:.3f}")
-            ax.set(xlabel="environment steps (thousands), 1 seed", ylabel="run time (s)",
-                   title="total steps")
+            ax.plot(
+                grid,
+                fit["seconds_per_million_steps"] * grid / 1e3 + fit["intercept_s"],
+                "--",
+                color="#D55E00",
+                label=f"linear fit, R² = {fit['r_squared']:.3f}",
+            )
+            ax.set(xlabel="environment steps (thousands), 1 seed", ylabel="run time (s)", title="total steps")
         else:
             key = "seeds" if name == "seeds" else "envs"
             x = np.asarray([p[key] for p in points])
             y = np.asarray([p["run_s"] for p in points])
             ax.loglog(x, y, "o-", color=colour, label="measured")
             ax.loglog(x, y[0] * x / x[0], "--", color="#999999", label="linear in " + key)
-            ax.set(xlabel="seeds in one call" if name == "seeds" else "parallel environments (1 seed)",
-                   ylabel="run time (s)", title=f"{key} ({study['config']['updates']} updates)")
+            ax.set(
+                xlabel="seeds in one call" if name == "seeds" else "parallel environments (1 seed)",
+                ylabel="run time (s)",
+                title=f"{key} ({study['config']['updates']} updates)",
+            )
         ax.legend(fontsize=8, frameon=False)
         ax.grid(alpha=0.3, which="both")
     machine = data.get("machine", {})
-    fig.suptitle(f"purehr one-scan PPO, swing, float32 — {machine.get('backend', '?')}, "
-                 f"{machine.get('cpu_count', '?')} CPU cores (shared; see load in JSON)", fontsize=9)
+    fig.suptitle(
+        f"purehr one-scan PPO, swing, float32 — {machine.get('backend', '?')}, "
+        f"{machine.get('cpu_count', '?')} CPU cores (shared; see load in JSON)",
+        fontsize=9,
+    )
     fig.tight_layout()
     out = json_path.with_suffix(".png")
     fig.savefig(out, dpi=130)
@@ -156,18 +192,24 @@ def plot(json_path: Path) -> Path:
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli import HelpFormatter, output_file, positive_int
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter,
-                                     epilog=__doc__)
-    parser.add_argument("--study", choices=STUDIES + ("all",), default=None,
-                        help="which scaling study to run (give --study or --plot)")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter, epilog=__doc__)
+    parser.add_argument(
+        "--study", choices=STUDIES + ("all",), default=None, help="which scaling study to run (give --study or --plot)"
+    )
     parser.add_argument("--json", type=output_file, default=None, help="merge this study's result into this file")
     parser.add_argument("--plot", type=Path, default=None, help="draw <json>.png from a recorded JSON")
     parser.add_argument("--max-updates", type=positive_int, default=32, help="steps study: 2, 4, ... up to this")
     parser.add_argument("--updates", type=positive_int, default=4, help="seeds/envs studies: updates per run")
-    parser.add_argument("--seed-counts", type=positive_int, nargs="+", default=[1, 2, 4, 8, 16],
-                        help="seeds study: seed counts")
-    parser.add_argument("--env-counts", type=positive_int, nargs="+", default=[8, 32, 128, 512],
-                        help="envs study: environments per seed")
+    parser.add_argument(
+        "--seed-counts", type=positive_int, nargs="+", default=[1, 2, 4, 8, 16], help="seeds study: seed counts"
+    )
+    parser.add_argument(
+        "--env-counts",
+        type=positive_int,
+        nargs="+",
+        default=[8, 32, 128, 512],
+        help="envs study: environments per seed",
+    )
     return parser
 
 
@@ -196,12 +238,18 @@ def main(argv=None) -> int:
             result = study_seeds(env, base, args.updates, args.seed_counts)
         else:
             result = study_envs(env, base, args.updates, args.env_counts)
-        result.update(command=" ".join(["scaling.py"] + (sys.argv[1:] if argv is None else list(argv))),
-                      wall_s=round(time.perf_counter() - started, 1),
-                      **load_averages(load_before))
+        result.update(
+            command=" ".join(["scaling.py"] + (sys.argv[1:] if argv is None else list(argv))),
+            wall_s=round(time.perf_counter() - started, 1),
+            **load_averages(load_before),
+        )
         data["studies"][name] = result
-    data["machine"] = {"jax": jax.__version__, "backend": jax.default_backend(), "cpu_count": os.cpu_count(),
-                       "devices": [str(d) for d in jax.devices()]}
+    data["machine"] = {
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "cpu_count": os.cpu_count(),
+        "devices": [str(d) for d in jax.devices()],
+    }
     write_json(args.json, data)
     return 0
 

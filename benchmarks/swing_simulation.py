@@ -23,8 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purehr.cli import HelpFormatter, positive_int
-from purehr.envs.swing import (ControllerParams, SwingEnv, heldout_evaluation,
-                               make_structured_policy)
+from purehr.envs.swing import ControllerParams, SwingEnv, heldout_evaluation, make_structured_policy
 from purehr.envs.swing.controller import DEFAULT_CONTROLLER
 from purehr.envs.wrappers import AutoResetWrapper
 
@@ -52,8 +51,7 @@ def throughput(num_envs: int, num_steps: int, x64: bool, repeats: int) -> dict:
                 states, key = carry
                 key, action_key = jax.random.split(key)
                 actions = jax.random.uniform(action_key, (num_envs, 2), minval=-1.0, maxval=1.0)
-                _, states, reward, *_ = jax.vmap(env.step, in_axes=(None, 0, 0, None))(
-                    key, states, actions, params)
+                _, states, reward, *_ = jax.vmap(env.step, in_axes=(None, 0, 0, None))(key, states, actions, params)
                 return (states, key), jnp.mean(reward)
 
             (states, _), rewards = jax.lax.scan(body, (states, key), jnp.arange(num_steps))
@@ -65,9 +63,14 @@ def throughput(num_envs: int, num_steps: int, x64: bool, repeats: int) -> dict:
         compile_s = time.perf_counter() - start
         run_s = timed(compiled, key, repeats=repeats)
         dtype = str(compiled(key)[0].dtype)
-    return {"num_envs": num_envs, "num_steps": num_steps, "dtype": dtype,
-            "compile_s": round(compile_s, 2), "run_s": round(run_s, 3),
-            "steps_per_s": round(num_envs * num_steps / run_s)}
+    return {
+        "num_envs": num_envs,
+        "num_steps": num_steps,
+        "dtype": dtype,
+        "compile_s": round(compile_s, 2),
+        "run_s": round(run_s, 3),
+        "steps_per_s": round(num_envs * num_steps / run_s),
+    }
 
 
 def heldout(repeats: int) -> dict:
@@ -80,8 +83,12 @@ def heldout(repeats: int) -> dict:
     compile_s = time.perf_counter() - start
     run_s = timed(compiled, repeats=repeats)
     metrics = {k: round(float(v), 4) for k, v in jax.device_get(compiled()).items()}
-    return {"compile_s": round(compile_s, 2), "run_s": round(run_s, 3),
-            "steps": 100 * params.horizon, "metrics": metrics}
+    return {
+        "compile_s": round(compile_s, 2),
+        "run_s": round(run_s, 3),
+        "steps": 100 * params.horizon,
+        "metrics": metrics,
+    }
 
 
 TUNE_GRID = {
@@ -96,32 +103,42 @@ def tune(chunk: int = 12) -> list[dict]:
     """Held-out successes and time to rotation over TUNE_GRID (gain-0 lean: offset moot)."""
     env = SwingEnv()
     params = env.default_params
-    evaluate = jax.jit(jax.vmap(lambda controller: heldout_evaluation(
-        env, params, make_structured_policy(params, controller))))
-    combos = [c for c in itertools.product(*TUNE_GRID.values())
-              if c[1] > 0 or c[2] == TUNE_GRID["lean_offset"][0]]
+    evaluate = jax.jit(
+        jax.vmap(lambda controller: heldout_evaluation(env, params, make_structured_policy(params, controller)))
+    )
+    combos = [c for c in itertools.product(*TUNE_GRID.values()) if c[1] > 0 or c[2] == TUNE_GRID["lean_offset"][0]]
     results = []
     for first in range(0, len(combos), chunk):
-        batch = combos[first:first + chunk]
+        batch = combos[first : first + chunk]
         padded = batch + [batch[-1]] * (chunk - len(batch))
         columns = np.asarray(padded, np.float32).T
         controller = ControllerParams(
-            squat_gain=jnp.ones(chunk), ramp_time=jnp.full(chunk, DEFAULT_CONTROLLER.ramp_time),
-            **{name: jnp.asarray(col) for name, col in zip(TUNE_GRID, columns)})
+            squat_gain=jnp.ones(chunk),
+            ramp_time=jnp.full(chunk, DEFAULT_CONTROLLER.ramp_time),
+            **{name: jnp.asarray(col) for name, col in zip(TUNE_GRID, columns)},
+        )
         metrics = jax.device_get(evaluate(controller))
         for i, combo in enumerate(batch):
-            results.append(dict(zip(TUNE_GRID, combo),
-                                successes=int(round(float(metrics["success_rate"][i]) * 100)),
-                                time_to_rotation=round(float(metrics["time_to_rotation"][i]), 2),
-                                effort=round(float(metrics["effort"][i]), 1)))
+            results.append(
+                dict(
+                    zip(TUNE_GRID, combo),
+                    successes=int(round(float(metrics["success_rate"][i]) * 100)),
+                    time_to_rotation=round(float(metrics["time_to_rotation"][i]), 2),
+                    effort=round(float(metrics["effort"][i]), 1),
+                )
+            )
     results.sort(key=lambda r: (-r["successes"], r["time_to_rotation"]))
     return results
 
 
 def machine() -> dict:
-    return {"jax": jax.__version__, "backend": jax.default_backend(),
-            "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-            "load_average": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "jax": jax.__version__,
+        "backend": jax.default_backend(),
+        "cpu_count": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -142,8 +159,7 @@ def main() -> None:
         return
     for x64 in (False, True):
         for num_envs, num_steps in ((8, args.small_steps), (2048, args.large_steps)):
-            print(json.dumps({"throughput": throughput(num_envs, num_steps, x64, args.repeats)}),
-                  flush=True)
+            print(json.dumps({"throughput": throughput(num_envs, num_steps, x64, args.repeats)}), flush=True)
     print(json.dumps({"heldout_structured": heldout(args.repeats)}), flush=True)
 
 

@@ -17,15 +17,30 @@ from purehr.host_devices import prepare_host_devices  # noqa: E402
 prepare_host_devices()
 
 _EXPORTS = {
-    "HRPPOModel": "purehr.api", "PPOModel": "purehr.api", "train_hr_ppo": "purehr.api",
+    "HRPPOModel": "purehr.api",
+    "PPOModel": "purehr.api",
+    "train_hr_ppo": "purehr.api",
     "TrainingDiverged": "purehr.api",
-    "HRWritingEnv": "purehr.envs.hrv", "SwingEnv": "purehr.envs.swing",
-    "PPOConfig": "purehr.ppo.config", "PPOHyperparams": "purehr.ppo.config",
-    "make_ppo": "purehr.ppo.train", "make_train": "purehr.ppo.train",
+    "HRWritingEnv": "purehr.envs.hrv",
+    "SwingEnv": "purehr.envs.swing",
+    "PPOConfig": "purehr.ppo.config",
+    "PPOHyperparams": "purehr.ppo.config",
+    "make_ppo": "purehr.ppo.train",
+    "make_train": "purehr.ppo.train",
 }
 
-__all__ = ["HRWritingEnv", "SwingEnv", "PPOConfig", "PPOHyperparams", "PPOModel", "HRPPOModel",
-           "make_ppo", "make_train", "train_hr_ppo", "TrainingDiverged"]
+__all__ = [
+    "HRWritingEnv",
+    "SwingEnv",
+    "PPOConfig",
+    "PPOHyperparams",
+    "PPOModel",
+    "HRPPOModel",
+    "make_ppo",
+    "make_train",
+    "train_hr_ppo",
+    "TrainingDiverged",
+]
 __version__ = "0.1.0"
 
 

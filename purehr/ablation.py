@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ SPEED_METRIC = {"swing": "time_to_rotation", "hrv": "episode_length"}
 @dataclass(frozen=True)
 class Variant:
     name: str
-    change: str                                  # what differs from the default, in words
+    change: str  # what differs from the default, in words
     make_env: Callable[[], Environment]
     config: PPOConfig
     train_param_overrides: dict[str, Any] = field(default_factory=dict)
@@ -47,37 +48,90 @@ class Variant:
 
 def swing_variants(steps: int) -> list[Variant]:
     config = SWING_DEFAULTS.replace(total_timesteps=steps)
-    task_env = get_task("swing").make_env            # wide starts, a quarter at the held-out scale
-    before = config.replace(minibatch_size=1024)     # the defaults before the speed work, with SwingEnv
+    task_env = get_task("swing").make_env  # wide starts, a quarter at the held-out scale
+    before = config.replace(minibatch_size=1024)  # the defaults before the speed work, with SwingEnv
 
     def small_starts(name: str, fraction: float, minibatch: int) -> Variant:
-        return Variant(name, f"minibatch {minibatch}, wide training starts with {fraction} of them at the "
-                       "held-out scale (small_start_fraction, small_reset_noise 0.05)", SwingEnv,
-                       before.replace(minibatch_size=minibatch), {"small_start_fraction": fraction}, core=False)
+        return Variant(
+            name,
+            f"minibatch {minibatch}, wide training starts with {fraction} of them at the "
+            "held-out scale (small_start_fraction, small_reset_noise 0.05)",
+            SwingEnv,
+            before.replace(minibatch_size=minibatch),
+            {"small_start_fraction": fraction},
+            core=False,
+        )
 
     return [
-        Variant("default", "wide training starts (reset_noise 1.0) with a quarter at the held-out scale "
-                "(small_start_fraction 0.25), 32 envs x 128 steps, minibatch 256", task_env, config),
-        Variant("no small starts", "wide training starts only (small_start_fraction 0)", task_env, config,
-                {"small_start_fraction": 0.0}),
-        Variant("minibatch 1024", "minibatch 1024 (4 per epoch) instead of 256", task_env,
-                config.replace(minibatch_size=1024)),
-        Variant("narrow starts", "training starts = the held-out scale (reset_noise 0.01, no mixture)",
-                task_env, config, {"reset_noise": 0.01, "small_start_fraction": 0.0}),
-        Variant("old batch", "8 envs x 256 steps, minibatch 256 (the first defaults)",
-                task_env, config.replace(num_envs=8, num_steps=256, minibatch_size=256)),
+        Variant(
+            "default",
+            "wide training starts (reset_noise 1.0) with a quarter at the held-out scale "
+            "(small_start_fraction 0.25), 32 envs x 128 steps, minibatch 256",
+            task_env,
+            config,
+        ),
+        Variant(
+            "no small starts",
+            "wide training starts only (small_start_fraction 0)",
+            task_env,
+            config,
+            {"small_start_fraction": 0.0},
+        ),
+        Variant(
+            "minibatch 1024",
+            "minibatch 1024 (4 per epoch) instead of 256",
+            task_env,
+            config.replace(minibatch_size=1024),
+        ),
+        Variant(
+            "narrow starts",
+            "training starts = the held-out scale (reset_noise 0.01, no mixture)",
+            task_env,
+            config,
+            {"reset_noise": 0.01, "small_start_fraction": 0.0},
+        ),
+        Variant(
+            "old batch",
+            "8 envs x 256 steps, minibatch 256 (the first defaults)",
+            task_env,
+            config.replace(num_envs=8, num_steps=256, minibatch_size=256),
+        ),
         # Levers tried for the time to rotation, each against the defaults before it (minibatch
         # 1024, wide starts only): results/ablation/swing_speed.md.
-        Variant("gamma 0.998", "minibatch 1024, wide starts; discount 0.998 in PPO and in the shaping", SwingEnv,
-                before.replace(gamma=0.998), {"gamma": 0.998}, core=False),
-        Variant("gamma 0.999", "minibatch 1024, wide starts; discount 0.999 in PPO and in the shaping", SwingEnv,
-                before.replace(gamma=0.999), {"gamma": 0.999}, core=False),
-        Variant("success bonus 50", "minibatch 1024, wide starts; k_success 50 instead of 10", SwingEnv, before,
-                {"k_success": 50.0}, core=False),
-        Variant("minibatch 512", "wide starts; minibatch 512 (8 per epoch) instead of 1024", SwingEnv,
-                before.replace(minibatch_size=512), core=False),
-        Variant("minibatch 256", "wide starts; minibatch 256 (16 per epoch) instead of 1024", SwingEnv,
-                config, core=False),
+        Variant(
+            "gamma 0.998",
+            "minibatch 1024, wide starts; discount 0.998 in PPO and in the shaping",
+            SwingEnv,
+            before.replace(gamma=0.998),
+            {"gamma": 0.998},
+            core=False,
+        ),
+        Variant(
+            "gamma 0.999",
+            "minibatch 1024, wide starts; discount 0.999 in PPO and in the shaping",
+            SwingEnv,
+            before.replace(gamma=0.999),
+            {"gamma": 0.999},
+            core=False,
+        ),
+        Variant(
+            "success bonus 50",
+            "minibatch 1024, wide starts; k_success 50 instead of 10",
+            SwingEnv,
+            before,
+            {"k_success": 50.0},
+            core=False,
+        ),
+        Variant(
+            "minibatch 512",
+            "wide starts; minibatch 512 (8 per epoch) instead of 1024",
+            SwingEnv,
+            before.replace(minibatch_size=512),
+            core=False,
+        ),
+        Variant(
+            "minibatch 256", "wide starts; minibatch 256 (16 per epoch) instead of 1024", SwingEnv, config, core=False
+        ),
         small_starts("small starts 0.25", 0.25, 1024),
         small_starts("minibatch 256 small starts 0.25", 0.25, 256),
         small_starts("minibatch 256 small starts 0.5", 0.5, 256),
@@ -91,16 +145,28 @@ def hrv_variants(steps: int) -> list[Variant]:
         return lambda: hrv.HRWritingEnv(hrv_dim=8, **kwargs)
 
     return [
-        Variant("default", "gap + gain features, distance reward, 64 envs x 32 steps, minibatch 512",
-                env(), config),
-        Variant("no gap features", "observation without the scaled gap and context gain",
-                env(gap_features=False), config),
-        Variant("progress reward", "reward_form='progress' (L1 progress in steps minus a time cost)",
-                env(reward_form="progress"), config),
-        Variant("potential reward", "reward_form='potential' (the first default: shaping + bonus)",
-                env(reward_form="potential"), config),
-        Variant("old batch", "8 envs x 256 steps, minibatch 64 (the first defaults)",
-                env(), config.replace(num_envs=8, num_steps=256, minibatch_size=64)),
+        Variant("default", "gap + gain features, distance reward, 64 envs x 32 steps, minibatch 512", env(), config),
+        Variant(
+            "no gap features", "observation without the scaled gap and context gain", env(gap_features=False), config
+        ),
+        Variant(
+            "progress reward",
+            "reward_form='progress' (L1 progress in steps minus a time cost)",
+            env(reward_form="progress"),
+            config,
+        ),
+        Variant(
+            "potential reward",
+            "reward_form='potential' (the first default: shaping + bonus)",
+            env(reward_form="potential"),
+            config,
+        ),
+        Variant(
+            "old batch",
+            "8 envs x 256 steps, minibatch 64 (the first defaults)",
+            env(),
+            config.replace(num_envs=8, num_steps=256, minibatch_size=64),
+        ),
     ]
 
 
@@ -111,11 +177,21 @@ def run_variant(task: str, variant: Variant, seeds: Sequence[int]) -> dict[str, 
     """Train and evaluate one variant for every seed; per-seed metrics and timing."""
     env = variant.make_env()
     train_params = env.default_params.replace(**variant.train_param_overrides)
-    group = train_group(variant.config, env, {}, seeds, env_params=train_params,
-                        evaluate=_evaluator(task, env, variant), name=variant.name)
-    return {"variant": variant, "seeds": list(seeds),
-            "evaluation": {name: np.asarray(values) for name, values in group.evaluation.items()},
-            "timing": group.timing}
+    group = train_group(
+        variant.config,
+        env,
+        {},
+        seeds,
+        env_params=train_params,
+        evaluate=_evaluator(task, env, variant),
+        name=variant.name,
+    )
+    return {
+        "variant": variant,
+        "seeds": list(seeds),
+        "evaluation": {name: np.asarray(values) for name, values in group.evaluation.items()},
+        "timing": group.timing,
+    }
 
 
 def _evaluator(task: str, env: Environment, variant: Variant):
@@ -126,8 +202,9 @@ def _evaluator(task: str, env: Environment, variant: Variant):
 
     def evaluate(ppo, network_params, hparams):
         env_params = ppo.env_params_at(ppo.num_updates - 1, hparams).replace(**restore)
-        return heldout_evaluation(env, env_params, ppo.policy(network_params),
-                                  num_episodes=variant.config.eval_episodes)
+        return heldout_evaluation(
+            env, env_params, ppo.policy(network_params), num_episodes=variant.config.eval_episodes
+        )
 
     return evaluate
 
@@ -139,18 +216,26 @@ def summary_rows(task: str, results: list[dict[str, Any]]) -> list[dict[str, Any
         evaluation = result["evaluation"]
         success = mean_confidence_interval(evaluation["success_rate"])
         pace = mean_confidence_interval(evaluation[speed])
-        rows.append({
-            "variant": result["variant"].name, "change": result["variant"].change,
-            "seeds": len(result["seeds"]),
-            "success_mean": success["mean"], "success_ci_low": success["ci_low"],
-            "success_ci_high": success["ci_high"],
-            "success_per_seed": " ".join(f"{v:.2f}" for v in evaluation["success_rate"]),
-            f"{speed}_per_seed": " ".join(f"{v:.2f}" for v in evaluation[speed]),
-            f"{speed}_median": float(np.nanmedian(evaluation[speed])) if np.isfinite(evaluation[speed]).any()
-            else float("nan"),
-            f"{speed}_mean": pace["mean"], f"{speed}_ci_low": pace["ci_low"], f"{speed}_ci_high": pace["ci_high"],
-            "train_s": result["timing"]["train_run_s"], "compile_s": result["timing"]["train_compile_s"],
-        })
+        rows.append(
+            {
+                "variant": result["variant"].name,
+                "change": result["variant"].change,
+                "seeds": len(result["seeds"]),
+                "success_mean": success["mean"],
+                "success_ci_low": success["ci_low"],
+                "success_ci_high": success["ci_high"],
+                "success_per_seed": " ".join(f"{v:.2f}" for v in evaluation["success_rate"]),
+                f"{speed}_per_seed": " ".join(f"{v:.2f}" for v in evaluation[speed]),
+                f"{speed}_median": float(np.nanmedian(evaluation[speed]))
+                if np.isfinite(evaluation[speed]).any()
+                else float("nan"),
+                f"{speed}_mean": pace["mean"],
+                f"{speed}_ci_low": pace["ci_low"],
+                f"{speed}_ci_high": pace["ci_high"],
+                "train_s": result["timing"]["train_run_s"],
+                "compile_s": result["timing"]["train_compile_s"],
+            }
+        )
     return rows
 
 
@@ -165,18 +250,21 @@ def format_markdown(task: str, rows: list[dict[str, Any]]) -> str:
         bounds = f" [{low:.{digits}f}, {high:.{digits}f}]" if math.isfinite(low) else ""
         return f"{mean:.{digits}f}{bounds}"
 
-    lines = [f"| variant | change | held-out success (95% t interval) | per seed | {speed} |",
-             "|---|---|---|---|---|"]
+    lines = [f"| variant | change | held-out success (95% t interval) | per seed | {speed} |", "|---|---|---|---|---|"]
     for row in rows:
-        lines.append(f"| {row['variant']} | {row['change']} | {interval(row, 'success', 2)} | "
-                     f"{row['success_per_seed']} | {interval(row, speed, 1)} |")
+        lines.append(
+            f"| {row['variant']} | {row['change']} | {interval(row, 'success', 2)} | "
+            f"{row['success_per_seed']} | {interval(row, speed, 1)} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def write_outputs(out_dir: Path, task: str, rows: list[dict[str, Any]], description: dict[str, Any]) -> list[Path]:
-    return [write_csv(out_dir / f"{task}.csv", list(rows[0]), rows),
-            atomic_write_text(out_dir / f"{task}.md", format_markdown(task, rows)),
-            atomic_write_json(out_dir / f"{task}.json", description)]
+    return [
+        write_csv(out_dir / f"{task}.csv", list(rows[0]), rows),
+        atomic_write_text(out_dir / f"{task}.md", format_markdown(task, rows)),
+        atomic_write_json(out_dir / f"{task}.json", description),
+    ]
 
 
 def load_average() -> list[float] | None:
@@ -186,8 +274,9 @@ def load_average() -> list[float] | None:
         return None
 
 
-def run_ablation(task: str, steps: int, seeds: Sequence[int], only: Sequence[str] | None = None,
-                 log: Callable[[str], None] = print) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run_ablation(
+    task: str, steps: int, seeds: Sequence[int], only: Sequence[str] | None = None, log: Callable[[str], None] = print
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Every variant of ``task`` (or those named in ``only``) over ``seeds``."""
     if task not in VARIANTS:
         raise ValueError(f"unknown task {task!r}; expected one of {sorted(VARIANTS)}")
@@ -205,10 +294,15 @@ def run_ablation(task: str, steps: int, seeds: Sequence[int], only: Sequence[str
     for variant in variants:
         log(f"[ablation] {task}: {variant.name} ({variant.change}), {len(seeds)} seeds x {steps} steps")
         result = run_variant(task, variant, seeds)
-        log(f"[ablation] {task}: {variant.name}: success per seed "
+        log(
+            f"[ablation] {task}: {variant.name}: success per seed "
             f"{np.round(result['evaluation']['success_rate'], 2).tolist()}, "
-            f"train {result['timing']['train_run_s']:.1f} s")
+            f"train {result['timing']['train_run_s']:.1f} s"
+        )
         results.append(result)
-    timing = {"wall_time_s": time.perf_counter() - started, "load_average_before": load_before,
-              "load_average_after": load_average()}
+    timing = {
+        "wall_time_s": time.perf_counter() - started,
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+    }
     return summary_rows(task, results), timing

@@ -16,14 +16,19 @@ Conventions shared by all functions:
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from purehr.run.run_dir import (ANALYSED_CHECKPOINT_COLUMNS, ANALYSED_UPDATE_COLUMNS, read_manifest,
-                                read_seed_logs, run_seed_directories)
+from purehr.run.run_dir import (
+    ANALYSED_CHECKPOINT_COLUMNS,
+    ANALYSED_UPDATE_COLUMNS,
+    read_manifest,
+    read_seed_logs,
+    run_seed_directories,
+)
 from purehr.stats import TAIL_FRACTION, finite_values, mean_confidence_interval, tail_length, tail_mean
 
 if TYPE_CHECKING:
@@ -40,27 +45,38 @@ PEAK_MEMORY_KEY = "peak_memory_bytes"
 METRIC_GUIDE: dict[str, tuple[str, str]] = {
     "final_reward": ("higher is better", "mean training return, last 10% of updates"),
     "initial_reward": ("reference", "mean training return, first 10% of updates"),
-    "convergence_rate": ("lower is better", "fraction of training before the returns settled "
-                         "(1 = never); settling at a low return also counts"),
-    "stability_score": ("1 = flat end", "1 - std/|mean| of the last 10% of returns; says nothing "
-                        "of the level: a return that halves and stays flat scores 1 "
-                        "(see decline_from_best)"),
-    "decline_from_best": ("lower is better", "best 10%-window mean return minus final reward "
-                          "(return units; 0 = ends at its best)"),
-    "improvement_ratio": ("higher is better", "(final - initial) / |initial| of the training "
-                          "return; huge when initial is near 0"),
-    "training_success_rate": ("higher is better", "success on the training distribution, last "
-                              "10% of updates (stochastic policy)"),
-    "heldout_success_rate": ("higher is better", "success on the fixed held-out set, last "
-                             "checkpoint (deterministic policy)"),
+    "convergence_rate": (
+        "lower is better",
+        "fraction of training before the returns settled (1 = never); settling at a low return also counts",
+    ),
+    "stability_score": (
+        "1 = flat end",
+        "1 - std/|mean| of the last 10% of returns; says nothing "
+        "of the level: a return that halves and stays flat scores 1 "
+        "(see decline_from_best)",
+    ),
+    "decline_from_best": (
+        "lower is better",
+        "best 10%-window mean return minus final reward (return units; 0 = ends at its best)",
+    ),
+    "improvement_ratio": (
+        "higher is better",
+        "(final - initial) / |initial| of the training return; huge when initial is near 0",
+    ),
+    "training_success_rate": (
+        "higher is better",
+        "success on the training distribution, last 10% of updates (stochastic policy)",
+    ),
+    "heldout_success_rate": (
+        "higher is better",
+        "success on the fixed held-out set, last checkpoint (deterministic policy)",
+    ),
     "heldout_return_mean": ("higher is better", "mean held-out return, last checkpoint"),
     "heldout_final_distance": ("lower is better", "L2 distance of final HRV to target, held-out"),
-    "hrv_alignment": ("higher is better", "Pearson r of final HRV and target, held-out (1 = "
-                      "aligned)"),
+    "hrv_alignment": ("higher is better", "Pearson r of final HRV and target, held-out (1 = aligned)"),
     "generalisation": ("1 = as on training", "held-out success / training success"),
     "robustness": ("1 = unaffected", "held-out success with observation noise / without"),
-    "samples_per_second": ("higher is better", "env steps per second at the last update "
-                           "(compile excluded)"),
+    "samples_per_second": ("higher is better", "env steps per second at the last update (compile excluded)"),
     "training_time_s": ("information", "seconds from the compiled start to the last update"),
     "env_steps": ("information", "environment steps at the last update"),
 }
@@ -72,12 +88,13 @@ Columns = Mapping[str, np.ndarray]
 
 # --- metrics on one log ---------------------------------------------------------------------
 
+
 def _tail(values: np.ndarray, fraction: float) -> np.ndarray:
-    return values[-tail_length(len(values), fraction):] if len(values) else values
+    return values[-tail_length(len(values), fraction) :] if len(values) else values
 
 
 def _head(values: np.ndarray, fraction: float) -> np.ndarray:
-    return values[:tail_length(len(values), fraction)]
+    return values[: tail_length(len(values), fraction)]
 
 
 def _mean(values: np.ndarray) -> float:
@@ -102,8 +119,7 @@ def initial_reward(returns: np.ndarray, fraction: float = TAIL_FRACTION) -> floa
     return _mean(_head(finite_values(returns), fraction))
 
 
-def convergence_rate(returns: np.ndarray, window_fraction: float = TAIL_FRACTION,
-                     threshold: float = 0.05) -> float:
+def convergence_rate(returns: np.ndarray, window_fraction: float = TAIL_FRACTION, threshold: float = 0.05) -> float:
     """Convergence rate: the fraction of training that passed before the returns settled.
 
     A trailing window of ``w = max(2, ceil(window_fraction * n))`` updates slides over the
@@ -152,8 +168,7 @@ def decline_from_best(returns: np.ndarray, fraction: float = TAIL_FRACTION) -> f
     return decline if decline > 1e-9 * max(1.0, abs(best)) else 0.0
 
 
-def improvement_ratio(returns: np.ndarray, fraction: float = TAIL_FRACTION,
-                      min_denominator: float = 1e-6) -> float:
+def improvement_ratio(returns: np.ndarray, fraction: float = TAIL_FRACTION, min_denominator: float = 1e-6) -> float:
     """Improvement ratio: ``(final - initial) / max(|initial|, min_denominator)`` with final
     and initial the means of the last and first 10% of returns (the guard keeps a start
     near zero return from dividing by zero; such ratios are large, read them with care)."""
@@ -225,9 +240,9 @@ def seed_metrics(updates: Columns, checkpoints: Columns) -> dict[str, float]:
 
 # --- reading a run directory -----------------------------------------------------------------
 
+
 def _number(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
-        else math.nan
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
 def analyze_run(run_dir: str | Path) -> dict[str, Any]:
@@ -250,20 +265,24 @@ def analyze_run(run_dir: str | Path) -> dict[str, Any]:
         "tasks": {},
     }
     for task, seed_dirs in run_seed_directories(run_dir, manifest).items():
-        per_seed = {seed: seed_metrics(*read_seed_logs(seed_dir, ANALYSED_UPDATE_COLUMNS, ANALYSED_CHECKPOINT_COLUMNS,
-                                                       numeric=True))
-                    for seed, seed_dir in seed_dirs.items()}
+        per_seed = {
+            seed: seed_metrics(
+                *read_seed_logs(seed_dir, ANALYSED_UPDATE_COLUMNS, ANALYSED_CHECKPOINT_COLUMNS, numeric=True)
+            )
+            for seed, seed_dir in seed_dirs.items()
+        }
         metric_names = next(iter(per_seed.values())).keys()
         result["tasks"][task] = {
             "seeds": per_seed,
-            "aggregate": {name: mean_confidence_interval(
-                np.array([metrics[name] for metrics in per_seed.values()]))
-                for name in metric_names},
-            "consistency": consistency(
-                np.array([metrics["final_reward"] for metrics in per_seed.values()])),
+            "aggregate": {
+                name: mean_confidence_interval(np.array([metrics[name] for metrics in per_seed.values()]))
+                for name in metric_names
+            },
+            "consistency": consistency(np.array([metrics["final_reward"] for metrics in per_seed.values()])),
             "samples_per_second_all_seeds": _ratio(
                 sum(metrics["env_steps"] for metrics in per_seed.values()),
-                max(metrics["training_time_s"] for metrics in per_seed.values())),
+                max(metrics["training_time_s"] for metrics in per_seed.values()),
+            ),
         }
     return result
 
@@ -292,8 +311,7 @@ def run_rows(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[str, A
     rows = []
     for group in groups:
         for run in range(group.num_runs):
-            row = {"group": group.name, **{a: group.run_setting(run)[a] for a in axes},
-                   "seed": group.run_seed(run)}
+            row = {"group": group.name, **{a: group.run_setting(run)[a] for a in axes}, "seed": group.run_seed(run)}
             row.update({f"eval_{k}": float(v[run]) for k, v in group.evaluation.items()})
             row["train_final_return"] = tail_mean(group.training_metrics["mean_episode_return"][run])
             rows.append(row)
@@ -332,17 +350,26 @@ def rank_settings(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[s
 
 def format_table(rows: list[dict[str, Any]], axes: Sequence[str], limit: int | None = None) -> str:
     """The ranking as aligned text: mean [95% t interval] of success and return."""
+
     def interval(row, metric, fmt):
         mean = row.get(f"{metric}_mean", math.nan)
         low, high = row.get(f"{metric}_ci_low", math.nan), row.get(f"{metric}_ci_high", math.nan)
         return f"{fmt(mean)} [{fmt(low)}, {fmt(high)}]"
 
-    pct = lambda v: "nan" if not math.isfinite(v) else f"{100 * v:.1f}%"      # noqa: E731
-    num = lambda v: "nan" if not math.isfinite(v) else f"{v:.3f}"             # noqa: E731
+    pct = lambda v: "nan" if not math.isfinite(v) else f"{100 * v:.1f}%"  # noqa: E731
+    num = lambda v: "nan" if not math.isfinite(v) else f"{v:.3f}"  # noqa: E731
     header = ["rank", "group", *axes, "seeds", "held-out success [95% CI]", "held-out return [95% CI]"]
     lines = [header]
     for row in rows[:limit]:
-        lines.append([str(row["rank"]), row["group"], *(f"{row[a]:g}" for a in axes), str(row["seeds"]),
-                      interval(row, "success_rate", pct), interval(row, "return_mean", num)])
+        lines.append(
+            [
+                str(row["rank"]),
+                row["group"],
+                *(f"{row[a]:g}" for a in axes),
+                str(row["seeds"]),
+                interval(row, "success_rate", pct),
+                interval(row, "return_mean", num),
+            ]
+        )
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -40,18 +40,20 @@ class DamagedModelError(ValueError):
 class PPOModel:
     """A trained policy with its environment, config and training metrics."""
 
-    def __init__(self, env: Environment, env_params, config: PPOConfig, params,
-                 metrics: dict[str, np.ndarray], seed: int):
+    def __init__(
+        self, env: Environment, env_params, config: PPOConfig, params, metrics: dict[str, np.ndarray], seed: int
+    ):
         self.env = env
         self.env_params = env_params
         self.config = config
         self.params = params
         self.metrics = metrics
         self.seed = seed
-        self.curriculum = None          # the Curriculum trained with (train_hr_ppo sets it)
+        self.curriculum = None  # the Curriculum trained with (train_hr_ppo sets it)
         self._ppo: PPO = make_ppo(config, env, env_params)
-        self._act = jax.jit(lambda p, obs, key, deterministic: self._ppo.policy(p, deterministic)(obs, 0, key),
-                            static_argnums=3)
+        self._act = jax.jit(
+            lambda p, obs, key, deterministic: self._ppo.policy(p, deterministic)(obs, 0, key), static_argnums=3
+        )
 
     def predict(self, observation, deterministic: bool = True, key: jax.Array | None = None) -> np.ndarray:
         """Action for one observation, or for a batch (a leading axis on every leaf). An
@@ -61,15 +63,21 @@ class PPOModel:
         if batch is None:
             return np.asarray(self._act(self.params, observation, key, deterministic))
         keys = jax.random.split(key, batch)
-        return np.asarray(jax.vmap(self._act, in_axes=(None, 0, 0, None))(
-            self.params, observation, keys, deterministic))
+        return np.asarray(
+            jax.vmap(self._act, in_axes=(None, 0, 0, None))(self.params, observation, keys, deterministic)
+        )
 
     def evaluate(self, num_episodes: int = 100, seed: int | None = None, **kwargs) -> dict[str, float]:
         """Held-out evaluation of the deterministic policy with the task's own protocol."""
-        if (isinstance(num_episodes, bool) or not isinstance(num_episodes, (int, np.integer))
-                or not 1 <= num_episodes <= MAX_HELDOUT_EPISODES):
-            raise ValueError(f"num_episodes={num_episodes!r}: expected an integer from 1 to {MAX_HELDOUT_EPISODES:,} "
-                             "(every episode is held on the device at once)")
+        if (
+            isinstance(num_episodes, bool)
+            or not isinstance(num_episodes, (int, np.integer))
+            or not 1 <= num_episodes <= MAX_HELDOUT_EPISODES
+        ):
+            raise ValueError(
+                f"num_episodes={num_episodes!r}: expected an integer from 1 to {MAX_HELDOUT_EPISODES:,} "
+                "(every episode is held on the device at once)"
+            )
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValueError(f"seed={seed!r}: expected a non-negative integer or None (the task's held-out seed)")
         evaluation = _task_of(self.env).env_evaluation
@@ -99,7 +107,7 @@ class PPOModel:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "PPOModel":
+    def load(cls, path: str | Path) -> PPOModel:
         """A model written by ``save``, checked as a checkpoint is: every file against the
         SHA-256 that model.json recorded, model.json's fields, the environment parameters
         through the environment's own validation, and every saved array's shape against the
@@ -112,19 +120,25 @@ class PPOModel:
         env_kwargs = dict(description["env"]["kwargs"])
         task = task_of_env_class(description["env"]["class"])
         if task is not None:
-            env_kwargs = task.recorded_kwargs(env_kwargs)   # keywords newer than the saved model
+            env_kwargs = task.recorded_kwargs(env_kwargs)  # keywords newer than the saved model
         env = _make_env(description["env"]["class"], env_kwargs, where)
         try:
             config = PPOConfig.from_dict(description["config"])
         except (TypeError, ValueError) as error:
             raise ValueError(f"{where}: config is not a valid PPOConfig: {error}") from None
-        env_params = _load_tree(path / "env_params.msgpack", env.default_params, f"the {type(env).__name__} "
-                                f"parameters of {where} ({_describe_kwargs(env_kwargs)})")
+        env_params = _load_tree(
+            path / "env_params.msgpack",
+            env.default_params,
+            f"the {type(env).__name__} parameters of {where} ({_describe_kwargs(env_kwargs)})",
+        )
         env_params = _validated_env_params(env, env_kwargs, env_params, path / "env_params.msgpack")
         template = make_ppo(config, env, env_params).init(jax.random.PRNGKey(0)).params
-        params = _load_tree(path / "params.msgpack", template,
-                            f"the network of {where} (actor_hidden={config.actor_hidden}, "
-                            f"critic_hidden={config.critic_hidden}, {_describe_kwargs(env_kwargs)})")
+        params = _load_tree(
+            path / "params.msgpack",
+            template,
+            f"the network of {where} (actor_hidden={config.actor_hidden}, "
+            f"critic_hidden={config.critic_hidden}, {_describe_kwargs(env_kwargs)})",
+        )
         try:
             with np.load(path / "metrics.npz", allow_pickle=False) as data:
                 metrics = {name: data[name] for name in data.files}
@@ -151,17 +165,21 @@ def _read_description(path: Path) -> dict[str, Any]:
     if description.get("format") != MODEL_FORMAT:
         raise ValueError(f"{where} has format {description.get('format')!r}; expected {MODEL_FORMAT!r}")
     env = description.get("env")
-    if (not isinstance(env, dict) or not isinstance(env.get("class"), str)
-            or not isinstance(env.get("kwargs"), dict)):
-        raise ValueError(f"{where}: env is {env!r}; expected {{\"class\": name, \"kwargs\": {{...}}}}")
+    if not isinstance(env, dict) or not isinstance(env.get("class"), str) or not isinstance(env.get("kwargs"), dict):
+        raise ValueError(f'{where}: env is {env!r}; expected {{"class": name, "kwargs": {{...}}}}')
     if not isinstance(description.get("config"), dict):
-        raise ValueError(f"{where}: config is {description.get('config')!r}; expected a JSON object of PPOConfig fields")
+        raise ValueError(
+            f"{where}: config is {description.get('config')!r}; expected a JSON object of PPOConfig fields"
+        )
     seed = description.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"{where}: seed is {seed!r}; expected a non-negative integer")
     digests = description.get("digests")
-    if digests is not None and (not isinstance(digests, dict) or set(digests) != set(MODEL_FILES)
-                                or not all(isinstance(v, str) for v in digests.values())):
+    if digests is not None and (
+        not isinstance(digests, dict)
+        or set(digests) != set(MODEL_FILES)
+        or not all(isinstance(v, str) for v in digests.values())
+    ):
         raise ValueError(f"{where}: digests is {digests!r}; expected a SHA-256 for each of {list(MODEL_FILES)}")
     return description
 
@@ -169,16 +187,20 @@ def _read_description(path: Path) -> dict[str, Any]:
 def _check_digests(path: Path, description: dict[str, Any]) -> None:
     digests = description.get("digests")
     if digests is None:
-        warnings.warn(f"{path} was saved without file digests (by an earlier purehr), so damage to its files "
-                      "cannot be detected; it is loaded with every other check. Save it again to add them.",
-                      stacklevel=3)
+        warnings.warn(
+            f"{path} was saved without file digests (by an earlier purehr), so damage to its files "
+            "cannot be detected; it is loaded with every other check. Save it again to add them.",
+            stacklevel=3,
+        )
         return
     for name in MODEL_FILES:
         if not (path / name).is_file():
             raise DamagedModelError(f"{path / name} is missing; a saved model holds model.json and {list(MODEL_FILES)}")
         if file_digest(path / name) != digests[name]:
-            raise DamagedModelError(f"{path / name} does not match the SHA-256 recorded in {path / 'model.json'} "
-                                    "when the model was saved: the file changed or is damaged")
+            raise DamagedModelError(
+                f"{path / name} does not match the SHA-256 recorded in {path / 'model.json'} "
+                "when the model was saved: the file changed or is damaged"
+            )
 
 
 def _load_tree(file: Path, template: Any, described: str) -> Any:
@@ -252,8 +274,10 @@ def _env_kwargs(env: Environment) -> dict[str, Any]:
 def _make_env(class_name: str, kwargs: dict[str, Any], where: Path | str = "saved model") -> Environment:
     task = task_of_env_class(class_name)
     if task is None:
-        raise ValueError(f"{where} names environment class {class_name!r}; expected one of "
-                         f"{sorted(task.env_class.__name__ for task in TASKS.values())}")
+        raise ValueError(
+            f"{where} names environment class {class_name!r}; expected one of "
+            f"{sorted(task.env_class.__name__ for task in TASKS.values())}"
+        )
     try:
         return task.make_env(**kwargs)
     except (TypeError, ValueError) as error:
@@ -265,15 +289,21 @@ def observation_batch(space: Any, observation: Any) -> int | None:
     leaf); ``ValueError`` naming the leaf for anything else (a missing key, a wrong length)."""
     if isinstance(space, DictSpace):
         if not isinstance(observation, Mapping):
-            raise ValueError(f"observation is a {type(observation).__name__}; expected a dict with keys "
-                             f"{sorted(space.spaces)}")
+            raise ValueError(
+                f"observation is a {type(observation).__name__}; expected a dict with keys {sorted(space.spaces)}"
+            )
         missing = sorted(set(space.spaces) - set(observation))
         extra = sorted(set(observation) - set(space.spaces))
         if missing or extra:
-            raise ValueError(f"observation has keys {sorted(observation)}: "
-                             + "; ".join(part for part in (f"missing {missing}" if missing else "",
-                                                           f"unexpected {extra}" if extra else "") if part)
-                             + f"; expected exactly {sorted(space.spaces)}")
+            raise ValueError(
+                f"observation has keys {sorted(observation)}: "
+                + "; ".join(
+                    part
+                    for part in (f"missing {missing}" if missing else "", f"unexpected {extra}" if extra else "")
+                    if part
+                )
+                + f"; expected exactly {sorted(space.spaces)}"
+            )
         leaves = {f"observation[{name!r}]": (sub.shape, observation[name]) for name, sub in space.spaces.items()}
     else:
         leaves = {"observation": (tuple(space.shape), observation)}
@@ -290,21 +320,34 @@ def observation_batch(space: Any, observation: Any) -> int | None:
         elif array.ndim == len(shape) + 1 and array.shape[1:] == tuple(shape):
             batches[label] = array.shape[0]
         else:
-            raise ValueError(f"{label} has shape {array.shape}; expected {tuple(shape)} (one observation) "
-                             f"or (N, {', '.join(map(str, shape))}) (a batch of N)")
+            raise ValueError(
+                f"{label} has shape {array.shape}; expected {tuple(shape)} (one observation) "
+                f"or (N, {', '.join(map(str, shape))}) (a batch of N)"
+            )
     if len(set(batches.values())) > 1:
-        raise ValueError(f"observation leaves disagree on the batch: {batches} (None = a single observation); "
-                         "expected every leaf single, or every leaf with the same leading batch size")
+        raise ValueError(
+            f"observation leaves disagree on the batch: {batches} (None = a single observation); "
+            "expected every leaf single, or every leaf with the same leading batch size"
+        )
     return next(iter(batches.values()))
 
 
-def train_hr_ppo(env: Environment, timesteps: int = HRV_DEFAULTS.total_timesteps, *,
-                 learning_rate: float = HRV_DEFAULTS.learning_rate,
-                 batch_size: int = HRV_DEFAULTS.minibatch_size, gamma: float = HRV_DEFAULTS.gamma,
-                 clip_range: float = HRV_DEFAULTS.clip_range, ent_coef: float = HRV_DEFAULTS.ent_coef,
-                 vf_coef: float = HRV_DEFAULTS.vf_coef, seed: int = 0,
-                 callback: Callable[[dict[str, float]], Any] | None = None,
-                 env_params=None, curriculum=None, **config_overrides) -> PPOModel:
+def train_hr_ppo(
+    env: Environment,
+    timesteps: int = HRV_DEFAULTS.total_timesteps,
+    *,
+    learning_rate: float = HRV_DEFAULTS.learning_rate,
+    batch_size: int = HRV_DEFAULTS.minibatch_size,
+    gamma: float = HRV_DEFAULTS.gamma,
+    clip_range: float = HRV_DEFAULTS.clip_range,
+    ent_coef: float = HRV_DEFAULTS.ent_coef,
+    vf_coef: float = HRV_DEFAULTS.vf_coef,
+    seed: int = 0,
+    callback: Callable[[dict[str, float]], Any] | None = None,
+    env_params=None,
+    curriculum=None,
+    **config_overrides,
+) -> PPOModel:
     """Train PPO with the HRV defaults of docs/protocol.md. ``callback(metrics)`` runs on the host
     after every update; returning ``False`` ends training there, keeping the state reached.
     ``curriculum`` (a ``purehr.envs.hrv.Curriculum``, e.g. ``Curriculum()`` for the stages
@@ -312,20 +355,30 @@ def train_hr_ppo(env: Environment, timesteps: int = HRV_DEFAULTS.total_timesteps
     ``env_params`` are then the final stage's (what ``model.evaluate`` uses).
     Other ``PPOConfig`` fields can be passed by name (e.g. ``num_envs``)."""
     if not isinstance(env, Environment):
-        shown = (f"the class {env.__name__}" if isinstance(env, type) else
-                 f"the {type(env).__name__} {env!r}")
-        hint = f"an instance: {env.__name__}()" if isinstance(env, type) and issubclass(env, Environment) else \
-            "an Environment instance such as purehr.HRWritingEnv(hrv_dim=8)"
+        shown = f"the class {env.__name__}" if isinstance(env, type) else f"the {type(env).__name__} {env!r}"
+        hint = (
+            f"an instance: {env.__name__}()"
+            if isinstance(env, type) and issubclass(env, Environment)
+            else "an Environment instance such as purehr.HRWritingEnv(hrv_dim=8)"
+        )
         raise TypeError(f"env is {shown}; expected {hint}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed={seed!r}: expected a non-negative integer")
     config = HRV_DEFAULTS.replace(
-        total_timesteps=timesteps, learning_rate=learning_rate, minibatch_size=batch_size, gamma=gamma,
-        clip_range=clip_range, ent_coef=ent_coef, vf_coef=vf_coef, **config_overrides)
+        total_timesteps=timesteps,
+        learning_rate=learning_rate,
+        minibatch_size=batch_size,
+        gamma=gamma,
+        clip_range=clip_range,
+        ent_coef=ent_coef,
+        vf_coef=vf_coef,
+        **config_overrides,
+    )
     env_params = env.default_params if env_params is None else env_params
 
     seed_callback = None
     if callback is not None:
+
         def seed_callback(metrics):
             return callback({name: value[0].item() for name, value in metrics.items()})
 
@@ -333,8 +386,9 @@ def train_hr_ppo(env: Environment, timesteps: int = HRV_DEFAULTS.total_timesteps
         if not isinstance(curriculum, Curriculum):
             raise TypeError(f"curriculum={curriculum!r}: expected a purehr.envs.hrv.Curriculum or None")
         curriculum.check_params(env_params)
-    train = make_train(config, env, env_params, callback=seed_callback,
-                       env_params_schedule=curriculum_schedule(curriculum, config))
+    train = make_train(
+        config, env, env_params, callback=seed_callback, env_params_schedule=curriculum_schedule(curriculum, config)
+    )
     result = train(keys_for_seeds([seed]))
     if curriculum is not None:
         env_params = curriculum.final_params(env_params)
@@ -350,7 +404,10 @@ def train_hr_ppo(env: Environment, timesteps: int = HRV_DEFAULTS.total_timesteps
             f"training diverged at update {first_diverged} ({first_diverged * config.batch_size:,} env steps): a "
             f"loss or parameter became NaN or infinite (learning_rate={config.learning_rate}); the parameters "
             f"stayed frozen at update {first_diverged - 1}. The frozen model is this error's .model; train "
-            "again with a smaller learning rate or other settings", model, first_diverged)
+            "again with a smaller learning rate or other settings",
+            model,
+            first_diverged,
+        )
     return model
 
 

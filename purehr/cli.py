@@ -50,10 +50,11 @@ def parse_bool(text: str) -> bool:
     if word in FALSE_WORDS:
         return False
     raise argparse.ArgumentTypeError(
-        f"{text!r} is not a boolean; expected one of {'/'.join(TRUE_WORDS)} or {'/'.join(FALSE_WORDS)}")
+        f"{text!r} is not a boolean; expected one of {'/'.join(TRUE_WORDS)} or {'/'.join(FALSE_WORDS)}"
+    )
 
 
-parse_bool.__name__ = "boolean"     # argparse names the type in some messages
+parse_bool.__name__ = "boolean"  # argparse names the type in some messages
 
 
 def check_output_file(path: str | Path) -> Path:

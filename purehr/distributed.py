@@ -34,14 +34,19 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from purehr.host_devices import (COLLECTIVE_TERMINATE_FLAG, cpu_pool_threads,  # noqa: F401  (re-exported)
-                                  prepare_host_devices, requested_host_devices)
+from purehr.host_devices import (  # noqa: F401  (re-exported)
+    COLLECTIVE_TERMINATE_FLAG,
+    cpu_pool_threads,
+    prepare_host_devices,
+    requested_host_devices,
+)
 from purehr.ppo.train import make_train, raw_seed_keys
 
 SEED_AXIS = "seeds"
@@ -59,11 +64,13 @@ def check_host_callback_threads(devices: Sequence[jax.Device]) -> None:
             f"{len(local)} CPU devices in this process but XLA's CPU thread pool has only {len(local)} "
             f"threads (PJRT_NPROC={os.environ.get('PJRT_NPROC', 'unset')}, {cpu_pool_threads()} usable CPUs): "
             f"the checkpoint callbacks would deadlock. Set PJRT_NPROC={len(local) + 1} (or call "
-            "purehr.distributed.prepare_host_devices()) before JAX starts its backend")
+            "purehr.distributed.prepare_host_devices()) before JAX starts its backend"
+        )
 
 
-def initialize_distributed(coordinator_address: str | None = None, num_processes: int | None = None,
-                           process_id: int | None = None, **kwargs) -> None:
+def initialize_distributed(
+    coordinator_address: str | None = None, num_processes: int | None = None, process_id: int | None = None, **kwargs
+) -> None:
     """``jax.distributed.initialize`` (coordinator, process count and id are detected on Cloud
     TPU, SLURM and Open MPI; elsewhere pass them); call it once per process, first thing.
 
@@ -91,7 +98,8 @@ _meetings = [0]
 
 
 def _coordination_client():
-    from jax._src import distributed as jax_distributed   # the client jax.distributed.initialize made
+    from jax._src import distributed as jax_distributed  # the client jax.distributed.initialize made
+
     return jax_distributed.global_state.client
 
 
@@ -111,6 +119,7 @@ def broadcast_tree(tree: Any) -> Any:
     if jax.process_count() == 1:
         return tree
     from jax.experimental import multihost_utils
+
     wait_for_all_processes("broadcast")
     return jax.tree.map(np.asarray, multihost_utils.broadcast_one_to_all(tree))
 
@@ -121,6 +130,7 @@ def broadcast_json(value: Any = None, timeout_s: float = PROCESS_WAIT_SECONDS) -
     if jax.process_count() == 1:
         return value
     import json
+
     _meetings[0] += 1
     key = f"purehr/{_meetings[0]}/message"
     client = _coordination_client()
@@ -136,6 +146,7 @@ def gather_to_host(tree: Any) -> Any:
     if jax.process_count() == 1:
         return jax.tree.map(np.asarray, tree)
     from jax.experimental import multihost_utils
+
     return jax.tree.map(np.asarray, multihost_utils.process_allgather(tree, tiled=True))
 
 
@@ -146,8 +157,9 @@ def select_devices(devices: Devices = None) -> list[jax.Device]:
         return list(available)
     if isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
         if not 1 <= devices <= len(available):
-            raise ValueError(f"devices={devices}: expected 1 to {len(available)} "
-                             f"(visible: {[str(d) for d in available]})")
+            raise ValueError(
+                f"devices={devices}: expected 1 to {len(available)} (visible: {[str(d) for d in available]})"
+            )
         return list(available[:devices])
     devices = list(devices)
     if not devices:
@@ -177,12 +189,14 @@ def make_mesh(num_seeds: int, num_envs: int = 1, devices: Devices = None) -> Mes
     """A ``("seeds", "envs")`` mesh over (a prefix of) ``devices`` for this many seeds/envs."""
     devices = select_devices(devices)
     seed_parts, env_parts = mesh_shape(num_seeds, num_envs, len(devices))
-    check_host_callback_threads(devices[:seed_parts * env_parts])
+    check_host_callback_threads(devices[: seed_parts * env_parts])
     used = seed_parts * env_parts
     if used < len(devices):
-        warnings.warn(f"{num_seeds} seeds x {num_envs} envs use {used} of {len(devices)} devices "
-                      f"(mesh {seed_parts} x {env_parts}); choose counts that divide evenly to use all",
-                      stacklevel=2)
+        warnings.warn(
+            f"{num_seeds} seeds x {num_envs} envs use {used} of {len(devices)} devices "
+            f"(mesh {seed_parts} x {env_parts}); choose counts that divide evenly to use all",
+            stacklevel=2,
+        )
     return Mesh(np.asarray(devices[:used]).reshape(seed_parts, env_parts), (SEED_AXIS, ENV_AXIS))
 
 
@@ -235,13 +249,17 @@ def _runner_specs(runner, mesh: Mesh):
         observation=jax.tree.map(env_spec, runner.observation),
         key=seed_only(runner.key),
         update_index=seed_only(runner.update_index),
-        hparams=jax.tree.map(seed_only, runner.hparams))
+        hparams=jax.tree.map(seed_only, runner.hparams),
+    )
 
 
 def runner_shardings(runner, mesh: Mesh):
     """``NamedSharding`` per leaf of a (seed-batched) ``RunnerState`` (or its eval_shape)."""
-    return jax.tree.map(lambda spec: NamedSharding(mesh, spec), _runner_specs(runner, mesh),
-                        is_leaf=lambda x: isinstance(x, PartitionSpec))
+    return jax.tree.map(
+        lambda spec: NamedSharding(mesh, spec),
+        _runner_specs(runner, mesh),
+        is_leaf=lambda x: isinstance(x, PartitionSpec),
+    )
 
 
 def shard_runner(runner, mesh: Mesh):
@@ -255,8 +273,7 @@ def constrain_runner(runner, mesh: Mesh):
     return jax.lax.with_sharding_constraint(runner, runner_shardings(runner, mesh))
 
 
-def make_sharded_train(config, env, env_params=None, *, devices: Devices = None,
-                       **make_train_kwargs) -> Callable:
+def make_sharded_train(config, env, env_params=None, *, devices: Devices = None, **make_train_kwargs) -> Callable:
     """``make_train`` whose ``train(keys)`` runs over a ``("seeds", "envs")`` mesh of
     ``devices`` (default: all visible). Same arguments and result as ``make_train``; the
     result's arrays are sharded global arrays (``np.asarray`` gathers them on one host)."""
@@ -267,9 +284,16 @@ def make_sharded_train(config, env, env_params=None, *, devices: Devices = None,
         num_seeds = int(keys.shape[0])
         if num_seeds not in programs:
             mesh = make_mesh(num_seeds, config.num_envs, devices)
-            programs[num_seeds] = (mesh, make_train(
-                config, env, env_params, runner_constraint=lambda runner: constrain_runner(runner, mesh),
-                **make_train_kwargs))
+            programs[num_seeds] = (
+                mesh,
+                make_train(
+                    config,
+                    env,
+                    env_params,
+                    runner_constraint=lambda runner: constrain_runner(runner, mesh),
+                    **make_train_kwargs,
+                ),
+            )
         mesh, inner = programs[num_seeds]
         return inner(shard_seeds(keys, mesh))
 
@@ -277,6 +301,9 @@ def make_sharded_train(config, env, env_params=None, *, devices: Devices = None,
 
 
 def describe_mesh(mesh: Mesh) -> dict:
-    return {"shape": {name: int(size) for name, size in mesh.shape.items()},
-            "devices": [str(device) for device in mesh.devices.ravel()],
-            "processes": jax.process_count(), "total_devices": math.prod(mesh.devices.shape)}
+    return {
+        "shape": {name: int(size) for name, size in mesh.shape.items()},
+        "devices": [str(device) for device in mesh.devices.ravel()],
+        "processes": jax.process_count(),
+        "total_devices": math.prod(mesh.devices.shape),
+    }

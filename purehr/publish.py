@@ -14,8 +14,17 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from purehr.run.run_dir import (CHECKPOINTS_CSV, FIGURES, FINAL_METRICS_CSV, MANIFEST, UPDATES_CSV, RunDirectoryError,
-                                read_csv, read_manifest, seed_dir_name)
+from purehr.run.run_dir import (
+    CHECKPOINTS_CSV,
+    FIGURES,
+    FINAL_METRICS_CSV,
+    MANIFEST,
+    UPDATES_CSV,
+    RunDirectoryError,
+    read_csv,
+    read_manifest,
+    seed_dir_name,
+)
 from purehr.viz.replay import replayed_rows
 
 
@@ -33,8 +42,9 @@ def publish_run(run_dir: str | Path, record_dir: str | Path, max_replayed: int =
     if (source / FINAL_METRICS_CSV).exists():
         copies.append((source / FINAL_METRICS_CSV, target / FINAL_METRICS_CSV))
     if (source / FIGURES).is_dir():
-        copies += [(path, target / FIGURES / path.name) for path in sorted((source / FIGURES).iterdir())
-                   if path.is_file()]
+        copies += [
+            (path, target / FIGURES / path.name) for path in sorted((source / FIGURES).iterdir()) if path.is_file()
+        ]
     for task in manifest["tasks"]:
         for index, seed in enumerate(manifest["seeds"]):
             seed_dir = Path(task) / seed_dir_name(seed)
@@ -42,13 +52,17 @@ def publish_run(run_dir: str | Path, record_dir: str | Path, max_replayed: int =
                 copies.append((source / seed_dir / name, target / seed_dir / name))
             rows = read_csv(source / seed_dir / CHECKPOINTS_CSV)
             if not rows:
-                raise RunDirectoryError(f"{source / seed_dir / CHECKPOINTS_CSV}: missing or without rows; "
-                                        "publish a finished run")
+                raise RunDirectoryError(
+                    f"{source / seed_dir / CHECKPOINTS_CSV}: missing or without rows; publish a finished run"
+                )
             last = max(rows, key=lambda row: int(row["actual_steps"]))
             checkpoint = Path(last["checkpoint_path"])
-            copies += [(path, target / checkpoint / path.relative_to(source / checkpoint))
-                       for path in sorted((source / checkpoint).rglob("*")) if path.is_file()]
-            if index == 0:     # the replay plays the lowest seed's recorded showcases
+            copies += [
+                (path, target / checkpoint / path.relative_to(source / checkpoint))
+                for path in sorted((source / checkpoint).rglob("*"))
+                if path.is_file()
+            ]
+            if index == 0:  # the replay plays the lowest seed's recorded showcases
                 recorded = [row for row in rows if row["showcase_path"]]
                 keep = [recorded[i] for i in replayed_rows(len(recorded), max_replayed)]
                 copies += [(source / row["showcase_path"], target / row["showcase_path"]) for row in keep]

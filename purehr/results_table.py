@@ -14,12 +14,19 @@ from typing import Any
 
 import numpy as np
 
-from purehr.run.run_dir import (ANALYSED_CHECKPOINT_COLUMNS, CHECKPOINTS_CSV, read_csv_columns, read_manifest,
-                                seed_dir_name)
+from purehr.run.run_dir import (
+    ANALYSED_CHECKPOINT_COLUMNS,
+    CHECKPOINTS_CSV,
+    read_csv_columns,
+    read_manifest,
+    seed_dir_name,
+)
 from purehr.stats import mean_confidence_interval
 
-GOAL_METRIC = {"swing": ("time_to_rotation", "time to rotation (s)", 2),
-               "hrv": ("episode_length", "episode length (steps)", 1)}
+GOAL_METRIC = {
+    "swing": ("time_to_rotation", "time to rotation (s)", 2),
+    "hrv": ("episode_length", "episode length (steps)", 1),
+}
 """Per task: the held-out metric that says how fast a success is, its label and digits."""
 
 
@@ -27,10 +34,13 @@ def final_checkpoint_metrics(run_dir: Path, task: str, seeds: list[int]) -> dict
     """The last checkpoint row of every seed, one array per ``eval_*`` column (seed order)."""
     per_seed = []
     for seed in seeds:
-        columns = read_csv_columns(run_dir / task / seed_dir_name(seed) / CHECKPOINTS_CSV,
-                                   ANALYSED_CHECKPOINT_COLUMNS, numeric=True)
-        per_seed.append({name[len("eval_"):]: column[-1] for name, column in columns.items()
-                         if name.startswith("eval_")} | {"steps": columns["actual_steps"][-1]})
+        columns = read_csv_columns(
+            run_dir / task / seed_dir_name(seed) / CHECKPOINTS_CSV, ANALYSED_CHECKPOINT_COLUMNS, numeric=True
+        )
+        per_seed.append(
+            {name[len("eval_") :]: column[-1] for name, column in columns.items() if name.startswith("eval_")}
+            | {"steps": columns["actual_steps"][-1]}
+        )
     return {name: np.asarray([row[name] for row in per_seed], np.float64) for name in per_seed[0]}
 
 
@@ -55,21 +65,27 @@ def results_table(run_dir: str | Path) -> str:
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     seeds = list(manifest["seeds"])
-    lines = ["| task | policy | held-out success | speed of a success | held-out return | per seed: success (speed) |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| task | policy | held-out success | speed of a success | held-out return | per seed: success (speed) |",
+        "|---|---|---|---|---|---|",
+    ]
     for task in manifest["tasks"]:
         metric, label, digits = GOAL_METRIC.get(task, ("return_mean", "return", 2))
         ppo = final_checkpoint_metrics(run_dir, task, seeds)
         steps = int(ppo["steps"][0])
-        lines.append(f"| {task} | PPO, {len(seeds)} seeds, {steps:,} steps | {_interval(ppo['success_rate'], 2)} | "
-                     f"{label}: {_interval(ppo[metric], digits)} | {_interval(ppo['return_mean'], 2)} | "
-                     f"{', '.join(f'{v:.2f} ({p:.{digits}f})' for v, p in zip(ppo['success_rate'], ppo[metric]))} |")
+        lines.append(
+            f"| {task} | PPO, {len(seeds)} seeds, {steps:,} steps | {_interval(ppo['success_rate'], 2)} | "
+            f"{label}: {_interval(ppo[metric], digits)} | {_interval(ppo['return_mean'], 2)} | "
+            f"{', '.join(f'{v:.2f} ({p:.{digits}f})' for v, p in zip(ppo['success_rate'], ppo[metric]))} |"
+        )
         baseline = manifest.get("baselines", {}).get(task, {})
         references = {baseline.get("name", "baseline"): baseline.get("metrics", {})}
         references.update(baseline.get("floors", {}))
         for name, metrics in references.items():
-            lines.append(f"| {task} | {name} | {_single(metrics, 'success_rate', 2)} | "
-                         f"{label}: {_single(metrics, metric, digits)} | {_single(metrics, 'return_mean', 2)} | |")
+            lines.append(
+                f"| {task} | {name} | {_single(metrics, 'success_rate', 2)} | "
+                f"{label}: {_single(metrics, metric, digits)} | {_single(metrics, 'return_mean', 2)} | |"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -87,17 +103,25 @@ def goals_met(run_dir: str | Path) -> dict[str, dict[str, Any]]:
         baseline = manifest.get("baselines", {}).get(task, {}).get("metrics", {})
         successful = ppo["success_rate"] >= 0.95
         if task == "swing":
-            median_time = float(np.nanmedian(ppo["time_to_rotation"])) if np.any(
-                np.isfinite(ppo["time_to_rotation"])) else math.nan
+            median_time = (
+                float(np.nanmedian(ppo["time_to_rotation"]))
+                if np.any(np.isfinite(ppo["time_to_rotation"]))
+                else math.nan
+            )
             controller = baseline.get("time_to_rotation", math.nan)
-            verdicts[task] = {"seeds_at_0.95": int(successful.sum()), "median_time_to_rotation": median_time,
-                              "controller_time_to_rotation": controller,
-                              "met": bool(successful.sum() >= math.ceil(0.8 * len(seeds))
-                                          and median_time <= controller)}
+            verdicts[task] = {
+                "seeds_at_0.95": int(successful.sum()),
+                "median_time_to_rotation": median_time,
+                "controller_time_to_rotation": controller,
+                "met": bool(successful.sum() >= math.ceil(0.8 * len(seeds)) and median_time <= controller),
+            }
         elif task == "hrv":
             length = float(np.mean(ppo["episode_length"]))
             oracle = baseline.get("episode_length", math.nan)
-            verdicts[task] = {"seeds_at_0.95": int(successful.sum()), "mean_episode_length": length,
-                              "oracle_episode_length": oracle,
-                              "met": bool(successful.all() and length <= 1.2 * oracle)}
+            verdicts[task] = {
+                "seeds_at_0.95": int(successful.sum()),
+                "mean_episode_length": length,
+                "oracle_episode_length": oracle,
+                "met": bool(successful.all() and length <= 1.2 * oracle),
+            }
     return verdicts

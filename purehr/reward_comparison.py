@@ -28,20 +28,23 @@ import numpy as np
 from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD
 from purehr.ppo.loop import Hook, UpdateLoop, run_updates
 from purehr.ppo.train import keys_for_seeds
-from purehr.run.run_dir import (atomic_write_json, environment_description, parse_row, read_csv,
-                                write_csv)
+from purehr.run.run_dir import atomic_write_json, environment_description, parse_row, read_csv, write_csv
 from purehr.run.task_setup import build_task_setup
 from purehr.stats import mean_confidence_interval, tail_mean
 from purehr.tasks import get_task
 from purehr.viz.reward_comparison import REFERENCE_POLICIES, plot_reward_comparison
 
-COMBINATIONS = (("distance", "hrv_similarity"), ("progress", "hrv_similarity"),
-                ("potential", "hrv_similarity"), ("potential", "cosine"),
-                ("seed", "hrv_similarity"), ("seed", "cosine"))
+COMBINATIONS = (
+    ("distance", "hrv_similarity"),
+    ("progress", "hrv_similarity"),
+    ("potential", "hrv_similarity"),
+    ("potential", "cosine"),
+    ("seed", "hrv_similarity"),
+    ("seed", "cosine"),
+)
 """The similarity enters only the potential and seed forms (distance and progress measure
 the gap directly), so those two are run once."""
-EVAL_METRICS = ("success_rate", "noisy_success_rate", "return_mean", "final_distance", "alignment",
-                "episode_length")
+EVAL_METRICS = ("success_rate", "noisy_success_rate", "return_mean", "final_distance", "alignment", "episode_length")
 FINAL_CSV = "final_metrics.csv"
 
 
@@ -52,8 +55,9 @@ def make_comparison_program(env, config, eval_every: int, eval_episodes: int):
     ppo, num_updates = setup.ppo, setup.ppo.num_updates
 
     def evaluate(network_params):
-        return setup.task.heldout_evaluation(env, setup.eval_env_params, ppo.policy(network_params),
-                                             num_episodes=eval_episodes)
+        return setup.task.heldout_evaluation(
+            env, setup.eval_env_params, ppo.policy(network_params), num_episodes=eval_episodes
+        )
 
     def evaluate_seeds(runner):
         return jax.vmap(evaluate)(runner.params)
@@ -66,10 +70,13 @@ def make_comparison_program(env, config, eval_every: int, eval_episodes: int):
 
     def train(keys):
         (runner,), (output,) = run_updates([loop], [jax.vmap(ppo.init)(keys)], num_updates)
-        kept = {name: output.metrics[name] for name in ("mean_episode_return", "train_success_rate",
-                                                        "mean_distance", "entropy", "approx_kl")}
-        evaluations = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest]),
-                                   output.at_start[0], output.hooks[0])
+        kept = {
+            name: output.metrics[name]
+            for name in ("mean_episode_return", "train_success_rate", "mean_distance", "entropy", "approx_kl")
+        }
+        evaluations = jax.tree.map(
+            lambda first, rest: jnp.concatenate([first[None], rest]), output.at_start[0], output.hooks[0]
+        )
         return runner, kept, evaluations
 
     return jax.jit(train), ppo
@@ -86,8 +93,17 @@ def combination_dir(out: Path, name: str) -> Path:
     return out / name.replace("/", "__")
 
 
-def run_combination(out: Path, reward_form: str, similarity: str, *, steps: int, seeds: list[int],
-                    eval_every: int, eval_episodes: int, command: list[str]) -> None:
+def run_combination(
+    out: Path,
+    reward_form: str,
+    similarity: str,
+    *,
+    steps: int,
+    seeds: list[int],
+    eval_every: int,
+    eval_episodes: int,
+    command: list[str],
+) -> None:
     """Train and evaluate one combination (one compiled call); writes its folder under ``out``,
     ``final_metrics.csv`` last (it marks the combination done)."""
     name = f"{reward_form}/{similarity}"
@@ -104,42 +120,70 @@ def run_combination(out: Path, reward_form: str, similarity: str, *, steps: int,
     _, metrics, evaluations = jax.block_until_ready(compiled(keys))
     run_s = time.perf_counter() - started
     steps = ppo.num_updates * config.batch_size
-    timing = {"compile_s": compile_s, "train_and_eval_s": run_s, "env_steps_per_seed": steps,
-              "env_steps_per_s_all_seeds": steps * len(seeds) / run_s,
-              "load_average_before": load_before, "load_average_after": load_averages()}
-    print(f"[{name}] compile {compile_s:.1f} s, train+eval {run_s:.1f} s "
-          f"({steps * len(seeds) / run_s:.0f} steps/s over {len(seeds)} seeds), "
-          f"load {load_before} -> {timing['load_average_after']}", file=sys.stderr, flush=True)
+    timing = {
+        "compile_s": compile_s,
+        "train_and_eval_s": run_s,
+        "env_steps_per_seed": steps,
+        "env_steps_per_s_all_seeds": steps * len(seeds) / run_s,
+        "load_average_before": load_before,
+        "load_average_after": load_averages(),
+    }
+    print(
+        f"[{name}] compile {compile_s:.1f} s, train+eval {run_s:.1f} s "
+        f"({steps * len(seeds) / run_s:.0f} steps/s over {len(seeds)} seeds), "
+        f"load {load_before} -> {timing['load_average_after']}",
+        file=sys.stderr,
+        flush=True,
+    )
     evaluations = {k: np.asarray(v) for k, v in evaluations.items()}
     metrics = {k: np.asarray(v) for k, v in metrics.items()}
     evaluated = np.flatnonzero(np.isfinite(evaluations["success_rate"][:, 0]))
     curves, finals = [], []
     for index, seed in enumerate(seeds):
         for row_index in evaluated:
-            row = {"combination": name, "reward_form": reward_form, "similarity": similarity, "seed": seed,
-                   "update": int(row_index), "env_steps": int(row_index) * config.batch_size}
+            row = {
+                "combination": name,
+                "reward_form": reward_form,
+                "similarity": similarity,
+                "seed": seed,
+                "update": int(row_index),
+                "env_steps": int(row_index) * config.batch_size,
+            }
             row.update({f"eval_{m}": float(evaluations[m][row_index, index]) for m in EVAL_METRICS})
             curves.append(row)
         final = dict(curves[-1])
-        for column, key in (("train_final_return", "mean_episode_return"),
-                            ("train_final_success_rate", "train_success_rate")):
+        for column, key in (
+            ("train_final_return", "mean_episode_return"),
+            ("train_final_success_rate", "train_success_rate"),
+        ):
             final[column] = tail_mean(metrics[key][:, index])
         finals.append(final)
     folder.mkdir(parents=True, exist_ok=True)
     write_csv(folder / "curves.csv", None, curves)
-    atomic_write_json(folder / "run.json", {
-        "command": command,
-        "combination": name, "seeds": seeds, "steps_per_seed": steps, "config": config.to_dict(),
-        "evaluation": {"episodes": eval_episodes, "every_updates": eval_every, "difficulty": 0.9,
-                       "target_precision": 0.05, "observation_noise_std": HRV_OBSERVATION_NOISE_STD},
-        "timing": timing})
-    write_csv(folder / FINAL_CSV, None, finals)      # last: marks the combination done
+    atomic_write_json(
+        folder / "run.json",
+        {
+            "command": command,
+            "combination": name,
+            "seeds": seeds,
+            "steps_per_seed": steps,
+            "config": config.to_dict(),
+            "evaluation": {
+                "episodes": eval_episodes,
+                "every_updates": eval_every,
+                "difficulty": 0.9,
+                "target_precision": 0.05,
+                "observation_noise_std": HRV_OBSERVATION_NOISE_STD,
+            },
+            "timing": timing,
+        },
+    )
+    write_csv(folder / FINAL_CSV, None, finals)  # last: marks the combination done
 
 
 def summarize(out: Path, no_figure: bool = False) -> None:
     """Rebuild the comparison from every finished combination folder under ``out``."""
-    names = [f"{r}/{s}" for r, s in COMBINATIONS
-             if (combination_dir(out, f"{r}/{s}") / FINAL_CSV).exists()]
+    names = [f"{r}/{s}" for r, s in COMBINATIONS if (combination_dir(out, f"{r}/{s}") / FINAL_CSV).exists()]
     if not names:
         print(f"no finished combination under {out}", file=sys.stderr)
         return
@@ -153,8 +197,9 @@ def summarize(out: Path, no_figure: bool = False) -> None:
         entry = {"combination": name, "seeds": len(rows), "env_steps_per_seed": runs[name]["steps_per_seed"]}
         for metric in [f"eval_{m}" for m in EVAL_METRICS] + ["train_final_success_rate", "train_final_return"]:
             ci = mean_confidence_interval(np.array([r[metric] for r in rows], float))
-            entry.update({f"{metric}_mean": ci["mean"], f"{metric}_ci_low": ci["ci_low"],
-                          f"{metric}_ci_high": ci["ci_high"]})
+            entry.update(
+                {f"{metric}_mean": ci["mean"], f"{metric}_ci_low": ci["ci_low"], f"{metric}_ci_high": ci["ci_high"]}
+            )
         summary.append(entry)
     write_csv(out / "curves.csv", None, curves)
     write_csv(out / FINAL_CSV, None, finals)
@@ -168,10 +213,12 @@ def summarize(out: Path, no_figure: bool = False) -> None:
         plot_reward_comparison(out, curves, summary, names, references)
     print(f"{'combination':26s} held-out success, mean [95% t CI] over seeds   final distance   train success")
     for entry in summary:
-        print(f"{entry['combination']:26s} {100 * entry['eval_success_rate_mean']:5.1f}% "
-              f"[{100 * entry['eval_success_rate_ci_low']:6.1f}%, {100 * entry['eval_success_rate_ci_high']:6.1f}%]"
-              f"           {entry['eval_final_distance_mean']:.3f}            "
-              f"{100 * entry['train_final_success_rate_mean']:5.1f}%")
+        print(
+            f"{entry['combination']:26s} {100 * entry['eval_success_rate_mean']:5.1f}% "
+            f"[{100 * entry['eval_success_rate_ci_low']:6.1f}%, {100 * entry['eval_success_rate_ci_high']:6.1f}%]"
+            f"           {entry['eval_final_distance_mean']:.3f}            "
+            f"{100 * entry['train_final_success_rate_mean']:5.1f}%"
+        )
     print(f"wrote {out}")
 
 
@@ -196,8 +243,7 @@ def reference_metrics(out: Path) -> dict[str, dict[str, dict[str, float]]]:
         policies = {name: baselines[name].make_policy(env, params) for name in REFERENCE_POLICIES}
         references[f"{reward_form}/{similarity}"] = {
             name: {k: float(v) for k, v in jax.jit(lambda: task.heldout_evaluation(env, params, policy))().items()}
-            for name, policy in policies.items()}
+            for name, policy in policies.items()
+        }
     atomic_write_json(path, references)
     return references
-
-

@@ -26,7 +26,7 @@ def tail_length(n: int, fraction: float = TAIL_FRACTION) -> int:
 def tail_mean(values: np.ndarray, fraction: float = TAIL_FRACTION) -> float:
     """The mean of the last 10% of a log's finite entries; NaN when it has none."""
     finite = finite_values(values)
-    return float(np.mean(finite[-tail_length(len(finite), fraction):])) if len(finite) else math.nan
+    return float(np.mean(finite[-tail_length(len(finite), fraction) :])) if len(finite) else math.nan
 
 
 def t_quantile(probability: float, df: float) -> float:
@@ -38,8 +38,7 @@ def t_quantile(probability: float, df: float) -> float:
     return float(stats.t.ppf(probability, df))
 
 
-def t_interval(values: np.ndarray, confidence: float = 0.95
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def t_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean over axis 0 (seeds) and the two-sided ``confidence`` t interval of that mean,
     mean -+ t(1 - alpha/2, n - 1) * sd / sqrt(n); NaN bounds with a single seed."""
     values = np.asarray(values, dtype=np.float64)
@@ -48,8 +47,7 @@ def t_interval(values: np.ndarray, confidence: float = 0.95
     if num_seeds < 2:
         nan = np.full_like(mean, np.nan)
         return mean, nan, nan
-    half_width = (t_quantile(0.5 + confidence / 2.0, num_seeds - 1)
-                  * values.std(axis=0, ddof=1) / math.sqrt(num_seeds))
+    half_width = t_quantile(0.5 + confidence / 2.0, num_seeds - 1) * values.std(axis=0, ddof=1) / math.sqrt(num_seeds)
     return mean, mean - half_width, mean + half_width
 
 

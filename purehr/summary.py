@@ -20,13 +20,22 @@ def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cw
     figures and ``replay.html``, and the commands to go on with this run's directory."""
     run_dir = Path(run_dir)
     manifest = RunDirectory(run_dir).read_manifest()
-    lines = [_timing_line(run_dir, manifest), "",
-             "held-out metrics of the last checkpoint (mean [95% t interval] over seeds), against the "
-             "baseline and the floor policies:", "", results_table(run_dir).rstrip("\n"), ""]
+    lines = [
+        _timing_line(run_dir, manifest),
+        "",
+        "held-out metrics of the last checkpoint (mean [95% t interval] over seeds), against the "
+        "baseline and the floor policies:",
+        "",
+        results_table(run_dir).rstrip("\n"),
+        "",
+    ]
     for task, verdict in goals_met(run_dir).items():
-        lines.append(f"{task} goal {'met' if verdict['met'] else 'NOT met'}: "
-                     + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                                 for k, v in verdict.items() if k != "met"))
+        lines.append(
+            f"{task} goal {'met' if verdict['met'] else 'NOT met'}: "
+            + ", ".join(
+                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in verdict.items() if k != "met"
+            )
+        )
     figures = run_dir / FIGURES
     drawn = sorted(figures.glob("*.png")) if figures.is_dir() else []
     replay = figures / "replay.html"
@@ -37,19 +46,23 @@ def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cw
         if replay.exists():
             lines.append(f"  {_shown(replay, cwd)}   (the replay: open it in a browser)")
     else:
-        lines.append(f"figures: not drawn yet; {_script(scripts_dir, 'render.py', cwd)} "
-                     f"--run-dir {_quoted(run_dir, cwd)} draws them")
+        lines.append(
+            f"figures: not drawn yet; {_script(scripts_dir, 'render.py', cwd)} "
+            f"--run-dir {_quoted(run_dir, cwd)} draws them"
+        )
     task, seed = manifest["tasks"][0], manifest["seeds"][0]
     shown = _quoted(run_dir, cwd)
-    lines += ["", "next:",
-              f"  {_script(scripts_dir, 'analyze_run.py', cwd)} --run-dir {shown}",
-              "      training performance of every task and seed",
-              f"  {_script(scripts_dir, 'evaluate.py', cwd)} --checkpoint {shown} --task {task} --seed {seed} "
-              "--step latest",
-              "      held-out evaluation of one checkpoint (any --task, --seed, --step)",
-              f"  from purehr.run import restore; r = restore({str(_shown(run_dir, cwd))!r}, task={task!r}, "
-              f"seed={seed}, step='latest')",
-              "      in Python: r.params, r.policy(observation), r.checkpoint_row"]
+    lines += [
+        "",
+        "next:",
+        f"  {_script(scripts_dir, 'analyze_run.py', cwd)} --run-dir {shown}",
+        "      training performance of every task and seed",
+        f"  {_script(scripts_dir, 'evaluate.py', cwd)} --checkpoint {shown} --task {task} --seed {seed} --step latest",
+        "      held-out evaluation of one checkpoint (any --task, --seed, --step)",
+        f"  from purehr.run import restore; r = restore({str(_shown(run_dir, cwd))!r}, task={task!r}, "
+        f"seed={seed}, step='latest')",
+        "      in Python: r.params, r.policy(observation), r.checkpoint_row",
+    ]
     return "\n".join(lines) + "\n"
 
 

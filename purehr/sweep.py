@@ -17,20 +17,21 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purehr.analysis import run_rows
 from purehr.cli import check_output_file
 from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import HYPERPARAMETERS, PPOConfig, PPOHyperparams
 from purehr.ppo.train import RunnerState, keys_for_seeds, make_train
-from purehr.analysis import run_rows
 from purehr.run.run_dir import atomic_write_json, json_values, write_csv
 from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
 from purehr.viz.sweep_heatmap import heatmap_axes, plot_heatmap
@@ -45,6 +46,7 @@ HEATMAP_STEM = "heatmap"
 
 # --- the grid ---------------------------------------------------------------------------------
 
+
 def grid_settings(axes: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:
     """Every combination of the axes' values, the first axis varying slowest."""
     axes = validate_axes(axes)
@@ -56,8 +58,10 @@ def validate_axes(axes: Mapping[str, Sequence[float]]) -> dict[str, tuple[float,
     checked = {}
     for name, values in axes.items():
         if name not in HYPERPARAMETERS:
-            raise ValueError(f"sweep axis {name!r} is not a PPOHyperparams field; expected one of "
-                             f"{HYPERPARAMETERS} (shape choices such as {SHAPE_FIELDS} make groups)")
+            raise ValueError(
+                f"sweep axis {name!r} is not a PPOHyperparams field; expected one of "
+                f"{HYPERPARAMETERS} (shape choices such as {SHAPE_FIELDS} make groups)"
+            )
         values = tuple(float(v) for v in values)
         if not values:
             raise ValueError(f"sweep axis {name!r} has no values")
@@ -70,21 +74,25 @@ def validate_axes(axes: Mapping[str, Sequence[float]]) -> dict[str, tuple[float,
 def validate_seeds(seeds: Sequence[int]) -> list[int]:
     """At least one seed; each a non-negative integer, none repeated."""
     seeds = list(seeds)
-    if (not seeds or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in seeds)
-            or len(set(seeds)) != len(seeds)):
+    if (
+        not seeds
+        or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0 for s in seeds)
+        or len(set(seeds)) != len(seeds)
+    ):
         raise ValueError(f"seeds={seeds}: expected one or more distinct non-negative integers")
     return [int(s) for s in seeds]
 
 
-def flatten_grid(config: PPOConfig, settings: list[dict[str, float]], seeds: Sequence[int]
-                 ) -> tuple[jax.Array, PPOHyperparams]:
+def flatten_grid(
+    config: PPOConfig, settings: list[dict[str, float]], seeds: Sequence[int]
+) -> tuple[jax.Array, PPOHyperparams]:
     """Keys (runs, 2) and hparams with a leading run axis (float32) for settings x seeds,
     setting-major. Fields not in a setting keep ``config``'s value; every setting is
     validated through ``PPOConfig`` (so e.g. a negative learning rate is refused here)."""
     seeds = validate_seeds(seeds)
     rows = []
     for setting in settings:
-        hparams = config.replace(**setting).hyperparams()      # validates the values
+        hparams = config.replace(**setting).hyperparams()  # validates the values
         rows.extend([hparams] * len(seeds))
     flat = jax.tree.map(lambda *leaves: jnp.asarray(np.asarray(leaves, np.float32)), *rows)
     keys = jnp.tile(keys_for_seeds(seeds), (len(settings), 1))
@@ -93,17 +101,19 @@ def flatten_grid(config: PPOConfig, settings: list[dict[str, float]], seeds: Seq
 
 # --- training and evaluation of one group -----------------------------------------------------
 
+
 @dataclass
 class GroupResult:
     """One compiled group: ``config`` (its shape choices applied), the settings, and per run
     (leading axis settings x seeds) the evaluation and the training metrics."""
+
     name: str
     config: PPOConfig
     settings: list[dict[str, float]]
     seeds: list[int]
     runner: RunnerState
-    training_metrics: dict[str, np.ndarray]     # [run, update]
-    evaluation: dict[str, np.ndarray]           # [run]
+    training_metrics: dict[str, np.ndarray]  # [run, update]
+    evaluation: dict[str, np.ndarray]  # [run]
     timing: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -117,10 +127,17 @@ class GroupResult:
         return self.seeds[run % len(self.seeds)]
 
 
-def train_group(config: PPOConfig, env: Environment, axes: Mapping[str, Sequence[float]],
-                seeds: Sequence[int], *, env_params=None, env_params_schedule=None,
-                evaluate: Callable[[Any, Any, PPOHyperparams], dict[str, jax.Array]] | None = None,
-                name: str = "default") -> GroupResult:
+def train_group(
+    config: PPOConfig,
+    env: Environment,
+    axes: Mapping[str, Sequence[float]],
+    seeds: Sequence[int],
+    *,
+    env_params=None,
+    env_params_schedule=None,
+    evaluate: Callable[[Any, Any, PPOHyperparams], dict[str, jax.Array]] | None = None,
+    name: str = "default",
+) -> GroupResult:
     """Train ``axes``' grid x ``seeds`` in one compiled ``make_train`` call.
 
     ``evaluate(ppo, network_params, hparams) -> metrics`` (one run, pure) is vmapped over
@@ -150,8 +167,16 @@ def train_group(config: PPOConfig, env: Environment, axes: Mapping[str, Sequence
         evaluation = jax.block_until_ready(compiled_eval(result.runner.params, result.runner.hparams))
         timing["eval_run_s"] = time.perf_counter() - started
         evaluation = {k: np.asarray(v) for k, v in evaluation.items()}
-    return GroupResult(name, config, settings, [int(s) for s in seeds], result.runner,
-                       {k: np.asarray(v) for k, v in result.metrics.items()}, evaluation, timing)
+    return GroupResult(
+        name,
+        config,
+        settings,
+        [int(s) for s in seeds],
+        result.runner,
+        {k: np.asarray(v) for k, v in result.metrics.items()},
+        evaluation,
+        timing,
+    )
 
 
 def task_evaluator(task_name: str, env: Environment, num_episodes: int, curriculum: Curriculum | None = None):
@@ -160,15 +185,22 @@ def task_evaluator(task_name: str, env: Environment, num_episodes: int, curricul
     task = get_task(task_name)
 
     def evaluate(ppo, network_params, hparams):
-        return task.heldout_evaluation(env, heldout_env_params(ppo, hparams, curriculum), ppo.policy(network_params),
-                                       num_episodes=num_episodes)
+        return task.heldout_evaluation(
+            env, heldout_env_params(ppo, hparams, curriculum), ppo.policy(network_params), num_episodes=num_episodes
+        )
 
     return evaluate
 
 
-def run_task_sweep(task_name: str, base_config: PPOConfig, axes: Mapping[str, Sequence[float]],
-                   seeds: Sequence[int], shape_choices: Mapping[str, Sequence[Any]] | None = None,
-                   curriculum: Curriculum | None = None, log: Callable[[str], None] = print) -> list[GroupResult]:
+def run_task_sweep(
+    task_name: str,
+    base_config: PPOConfig,
+    axes: Mapping[str, Sequence[float]],
+    seeds: Sequence[int],
+    shape_choices: Mapping[str, Sequence[Any]] | None = None,
+    curriculum: Curriculum | None = None,
+    log: Callable[[str], None] = print,
+) -> list[GroupResult]:
     """One group per combination of ``shape_choices`` (e.g. ``{"minibatch_size": [64, 128]}``),
     each trained and evaluated as one compiled call on the task's held-out protocol."""
     task = get_task(task_name)
@@ -178,22 +210,32 @@ def run_task_sweep(task_name: str, base_config: PPOConfig, axes: Mapping[str, Se
     for name in shape_choices:
         if name not in SHAPE_FIELDS:
             raise ValueError(f"shape choice {name!r}: expected one of {SHAPE_FIELDS}")
-    combinations = [dict(zip(shape_choices, values))
-                    for values in itertools.product(*shape_choices.values())] or [{}]
+    combinations = [dict(zip(shape_choices, values)) for values in itertools.product(*shape_choices.values())] or [{}]
     configs = [(group_name(choice), base_config.replace(**choice)) for choice in combinations]  # validates all first
     if curriculum is not None:
         curriculum.check_params(env.default_params)
     groups = []
     for name, config in configs:
-        log(f"[sweep] group {name}: {len(grid_settings(axes))} settings x {len(seeds)} seeds = "
-            f"{len(grid_settings(axes)) * len(seeds)} runs of {config.num_updates * config.batch_size} steps")
-        group = train_group(config, env, axes, seeds, env_params=env.default_params,
-                            env_params_schedule=curriculum_schedule(curriculum, config),
-                            evaluate=task_evaluator(task_name, env, config.eval_episodes, curriculum), name=name)
+        log(
+            f"[sweep] group {name}: {len(grid_settings(axes))} settings x {len(seeds)} seeds = "
+            f"{len(grid_settings(axes)) * len(seeds)} runs of {config.num_updates * config.batch_size} steps"
+        )
+        group = train_group(
+            config,
+            env,
+            axes,
+            seeds,
+            env_params=env.default_params,
+            env_params_schedule=curriculum_schedule(curriculum, config),
+            evaluate=task_evaluator(task_name, env, config.eval_episodes, curriculum),
+            name=name,
+        )
         t = group.timing
-        log(f"[sweep] group {name}: compile {t['train_compile_s']:.1f} s, train {t['train_run_s']:.1f} s "
+        log(
+            f"[sweep] group {name}: compile {t['train_compile_s']:.1f} s, train {t['train_run_s']:.1f} s "
             f"({t['env_steps_per_s']:.0f} steps/s over all runs), evaluation compile "
-            f"{t['eval_compile_s']:.1f} s, run {t['eval_run_s']:.1f} s")
+            f"{t['eval_compile_s']:.1f} s, run {t['eval_run_s']:.1f} s"
+        )
         groups.append(group)
     return groups
 
@@ -206,6 +248,7 @@ def group_name(choice: Mapping[str, Any]) -> str:
 
 # --- the output directory ---------------------------------------------------------------------
 
+
 class SweepDirectoryInUse(FileExistsError):
     pass
 
@@ -213,16 +256,26 @@ class SweepDirectoryInUse(FileExistsError):
 OUTPUT_NAMES = (SWEEP_MARKER, RANKING_CSV, RUNS_CSV, f"{HEATMAP_STEM}.png", f"{HEATMAP_STEM}.pdf")
 
 
-def sweep_settings(task: str, base_config: PPOConfig, axes: Mapping[str, Sequence[float]],
-                   shape_choices: Mapping[str, Sequence[Any]], seeds: Sequence[int], curriculum=None
-                   ) -> dict[str, Any]:
+def sweep_settings(
+    task: str,
+    base_config: PPOConfig,
+    axes: Mapping[str, Sequence[float]],
+    shape_choices: Mapping[str, Sequence[Any]],
+    seeds: Sequence[int],
+    curriculum=None,
+) -> dict[str, Any]:
     """What decides a sweep's results, as JSON values: two sweeps with equal settings train the
     same runs. Recorded in ``sweep.json`` (key ``settings``) and compared by prepare_out_dir."""
-    settings = {"task": task, "axes": {name: list(values) for name, values in axes.items()},
-                "shape_choices": {name: [list(v) if isinstance(v, tuple) else v for v in values]
-                                  for name, values in shape_choices.items()},
-                "seeds": list(seeds), "base_config": base_config.to_dict(),
-                "curriculum": None if curriculum is None else curriculum.to_dict()}
+    settings = {
+        "task": task,
+        "axes": {name: list(values) for name, values in axes.items()},
+        "shape_choices": {
+            name: [list(v) if isinstance(v, tuple) else v for v in values] for name, values in shape_choices.items()
+        },
+        "seeds": list(seeds),
+        "base_config": base_config.to_dict(),
+        "curriculum": None if curriculum is None else curriculum.to_dict(),
+    }
     return json_values(settings)
 
 
@@ -246,7 +299,7 @@ def prepare_out_dir(out_dir: Path, overwrite: bool, settings: Mapping[str, Any] 
     if out_dir.exists() and not out_dir.is_dir():
         raise SweepDirectoryInUse(f"--out {out_dir} is a file; expected a directory (new, empty or a sweep's)")
     if not out_dir.exists():
-        check_output_file(out_dir / SWEEP_MARKER)      # its nearest existing parent can be written
+        check_output_file(out_dir / SWEEP_MARKER)  # its nearest existing parent can be written
         return
     entries = sorted(entry.name for entry in out_dir.iterdir())
     if not entries:
@@ -254,16 +307,22 @@ def prepare_out_dir(out_dir: Path, overwrite: bool, settings: Mapping[str, Any] 
     previous = read_sweep(out_dir)
     if previous is None:
         shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
-        raise SweepDirectoryInUse(f"{out_dir} is not empty and holds no purehr sweep (it has {shown}); choose a "
-                                  "new or empty --out (--overwrite replaces only a sweep)")
+        raise SweepDirectoryInUse(
+            f"{out_dir} is not empty and holds no purehr sweep (it has {shown}); choose a "
+            "new or empty --out (--overwrite replaces only a sweep)"
+        )
     if overwrite:
         return
     if settings is not None and previous.get("settings") == json_values(settings):
-        raise SweepDirectoryInUse(f"{out_dir} already holds a sweep of the same settings ({SWEEP_MARKER}); pass "
-                                  "--overwrite to run it again, or choose another --out")
+        raise SweepDirectoryInUse(
+            f"{out_dir} already holds a sweep of the same settings ({SWEEP_MARKER}); pass "
+            "--overwrite to run it again, or choose another --out"
+        )
     differences = settings_differences(previous.get("settings"), settings)
-    raise SweepDirectoryInUse(f"{out_dir} already holds a sweep of other settings ({differences}); pass "
-                              "--overwrite to replace it, or choose another --out")
+    raise SweepDirectoryInUse(
+        f"{out_dir} already holds a sweep of other settings ({differences}); pass "
+        "--overwrite to replace it, or choose another --out"
+    )
 
 
 def settings_differences(previous: Mapping[str, Any] | None, settings: Mapping[str, Any] | None) -> str:
@@ -273,9 +332,15 @@ def settings_differences(previous: Mapping[str, Any] | None, settings: Mapping[s
     return "differs in " + ", ".join(names)
 
 
-def write_outputs(out_dir: Path, groups: list[GroupResult], axes: Mapping[str, Sequence[float]],
-                  ranking: list[dict[str, Any]], description: dict[str, Any],
-                  heatmap: Sequence[str] | None = None, reduce: str = "max") -> list[Path]:
+def write_outputs(
+    out_dir: Path,
+    groups: list[GroupResult],
+    axes: Mapping[str, Sequence[float]],
+    ranking: list[dict[str, Any]],
+    description: dict[str, Any],
+    heatmap: Sequence[str] | None = None,
+    reduce: str = "max",
+) -> list[Path]:
     names = list(axes)
     replacing = read_sweep(out_dir) is not None
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -283,12 +348,12 @@ def write_outputs(out_dir: Path, groups: list[GroupResult], axes: Mapping[str, S
     write_csv(out_dir / RUNS_CSV, None, run_rows(groups, names))
     paths = [out_dir / RANKING_CSV, out_dir / RUNS_CSV]
     paths += plot_heatmap(groups, axes, heatmap_axes(axes, heatmap), out_dir, reduce, HEATMAP_STEM)
-    description = dict(description, groups=[{"name": g.name, "config": g.config.to_dict(), "timing": g.timing}
-                                            for g in groups])
+    description = dict(
+        description, groups=[{"name": g.name, "config": g.config.to_dict(), "timing": g.timing} for g in groups]
+    )
     atomic_write_json(out_dir / SWEEP_MARKER, description)
     paths.append(out_dir / SWEEP_MARKER)
-    if replacing:                       # what the replaced sweep wrote and this one did not (a heat map)
+    if replacing:  # what the replaced sweep wrote and this one did not (a heat map)
         for name in set(OUTPUT_NAMES) - {path.name for path in paths}:
             (out_dir / name).unlink(missing_ok=True)
     return paths
-

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import jax
 
@@ -34,9 +35,9 @@ Evaluation = Callable[..., dict[str, jax.Array]]
 class Baseline:
     """A reference policy, evaluated on the same held-out protocol as PPO."""
 
-    name: str                                            # as manifests and tables name it
-    flag: str                                            # as ``scripts/evaluate.py --policy`` names it
-    make_policy: Callable[[Environment, Any], Policy]    # make_policy(env, env_params)
+    name: str  # as manifests and tables name it
+    flag: str  # as ``scripts/evaluate.py --policy`` names it
+    make_policy: Callable[[Environment, Any], Policy]  # make_policy(env, env_params)
     definition: str = ""
 
 
@@ -44,7 +45,7 @@ class Baseline:
 class Task:
     name: str
     env_class: type
-    make_env: Callable[..., Environment]          # make_env(**env_kwargs)
+    make_env: Callable[..., Environment]  # make_env(**env_kwargs)
     default_config: PPOConfig
     baselines: tuple[Baseline, ...]
     """The reference baseline first (structured controller, oracle), then the floors PPO must
@@ -75,8 +76,9 @@ class Task:
         for baseline in self.baselines:
             if baseline.flag == flag:
                 return baseline
-        raise ValueError(f"{flag!r} is not a {self.name} policy; choose from "
-                         f"{', '.join(b.flag for b in self.baselines)}")
+        raise ValueError(
+            f"{flag!r} is not a {self.name} policy; choose from {', '.join(b.flag for b in self.baselines)}"
+        )
 
     def env_from_manifest(self, manifest: dict) -> Environment:
         recorded = (manifest.get("environments") or {}).get(self.name)
@@ -109,12 +111,16 @@ TASKS: dict[str, Task] = {
         make_env=_swing_env,
         default_config=SWING_DEFAULTS,
         baselines=(
-            Baseline("structured controller", "structured",
-                     lambda env, params: swing.make_structured_policy(params),
-                     "structured phase-law controller of docs/swing_model.md "
-                     "(purehr.envs.swing.controller, default ControllerParams)"),
+            Baseline(
+                "structured controller",
+                "structured",
+                lambda env, params: swing.make_structured_policy(params),
+                "structured phase-law controller of docs/swing_model.md "
+                "(purehr.envs.swing.controller, default ControllerParams)",
+            ),
             Baseline("zero action", "zero", lambda env, params: swing.zero_policy),
-            Baseline("random", "random", lambda env, params: swing.random_policy)),
+            Baseline("random", "random", lambda env, params: swing.random_policy),
+        ),
         heldout_evaluation=swing.heldout_evaluation,
         env_evaluation=swing.heldout_evaluation,
         record_showcase=_record_swing,
@@ -128,15 +134,24 @@ TASKS: dict[str, Task] = {
         make_env=lambda **kwargs: hrv.HRWritingEnv(**{"hrv_dim": 8, **kwargs}),
         default_config=HRV_DEFAULTS,
         baselines=(
-            Baseline("oracle", "oracle", hrv.oracle_policy,
-                     "greedy oracle of docs/hrv_task.md (purehr.envs.hrv.oracle_action)"),
+            Baseline(
+                "oracle",
+                "oracle",
+                hrv.oracle_policy,
+                "greedy oracle of docs/hrv_task.md (purehr.envs.hrv.oracle_action)",
+            ),
             Baseline("no-op", "no-op", hrv.no_op_policy),
-            Baseline("random", "random", hrv.random_policy)),
+            Baseline("random", "random", hrv.random_policy),
+        ),
         heldout_evaluation=hrv.checkpoint_evaluation,
         env_evaluation=hrv.heldout_evaluation,
         record_showcase=hrv.record_showcase,
-        env_kwargs=lambda env: {"hrv_dim": env.hrv_dim, "similarity": env.similarity,
-                                "reward_form": env.reward_form, "gap_features": env.gap_features},
+        env_kwargs=lambda env: {
+            "hrv_dim": env.hrv_dim,
+            "similarity": env.similarity,
+            "reward_form": env.reward_form,
+            "gap_features": env.gap_features,
+        },
         legacy_env_kwargs={"hrv_dim": 8, "reward_form": "potential", "gap_features": False},
         unrecorded_env_kwargs={"gap_features": False},
     ),

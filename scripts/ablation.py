@@ -15,20 +15,23 @@ import sys
 from pathlib import Path
 
 
-
-
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli import HelpFormatter
     from purehr.tasks import TASK_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--task", required=True, choices=TASK_NAMES, help="task to ablate")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="environment steps per seed (default: the task's protocol budget)")
+    parser.add_argument(
+        "--steps", type=int, default=None, help="environment steps per seed (default: the task's protocol budget)"
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4], help="training seeds")
-    parser.add_argument("--variants", nargs="+", default=None,
-                        help="only these variants, by name; the levers outside the core table "
-                             "(e.g. 'minibatch 256') run only when named (default: the core table)")
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=None,
+        help="only these variants, by name; the levers outside the core table "
+        "(e.g. 'minibatch 256') run only when named (default: the core table)",
+    )
     parser.add_argument("--out", type=Path, required=True, help="output directory")
     return parser
 
@@ -47,13 +50,19 @@ def main(argv: list[str] | None = None) -> int:
         if (args.out / f"{args.task}{suffix}").exists():
             parser.exit(2, f"error: {args.out / (args.task + suffix)} exists; choose another --out\n")
     try:
-        rows, timing = ablation.run_ablation(args.task, steps, args.seeds, args.variants,
-                                             log=lambda text: print(text, file=sys.stderr, flush=True))
+        rows, timing = ablation.run_ablation(
+            args.task, steps, args.seeds, args.variants, log=lambda text: print(text, file=sys.stderr, flush=True)
+        )
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")
     description = environment_description()
-    description.update(command=["python", "scripts/ablation.py", *(sys.argv[1:] if argv is None else argv)],
-                       task=args.task, steps_per_seed=steps, seeds=args.seeds, **timing)
+    description.update(
+        command=["python", "scripts/ablation.py", *(sys.argv[1:] if argv is None else argv)],
+        task=args.task,
+        steps_per_seed=steps,
+        seeds=args.seeds,
+        **timing,
+    )
     paths = ablation.write_outputs(args.out, args.task, rows, description)
     print(ablation.format_markdown(args.task, rows))
     print(f"wall time {timing['wall_time_s']:.1f} s; wrote {', '.join(map(str, paths))}")

@@ -22,21 +22,26 @@ def _format(value: float) -> str:
 
 
 def _print_table(analysis: dict) -> None:
-    print(f"run {analysis['run_dir']}: wall time {_format(analysis['wall_time_s'])} s, "
-          f"peak memory {_format(analysis['peak_memory_bytes'])} bytes")
+    print(
+        f"run {analysis['run_dir']}: wall time {_format(analysis['wall_time_s'])} s, "
+        f"peak memory {_format(analysis['peak_memory_bytes'])} bytes"
+    )
     for task, report in analysis["tasks"].items():
         seeds = list(report["seeds"])
-        print(f"\n[{task}] seeds {seeds}; consistency (std of final reward over seeds) "
-              f"{_format(report['consistency'])}; all-seed samples/s "
-              f"{_format(report['samples_per_second_all_seeds'])}")
-        header = (["metric", "direction"] + [f"seed {seed}" for seed in seeds]
-                  + ["mean", "95% t interval", "meaning"])
+        print(
+            f"\n[{task}] seeds {seeds}; consistency (std of final reward over seeds) "
+            f"{_format(report['consistency'])}; all-seed samples/s "
+            f"{_format(report['samples_per_second_all_seeds'])}"
+        )
+        header = ["metric", "direction"] + [f"seed {seed}" for seed in seeds] + ["mean", "95% t interval", "meaning"]
         rows = [header]
         for name, summary in report["aggregate"].items():
             direction, meaning = METRIC_GUIDE.get(name, ("", ""))
-            rows.append([name, direction] + [_format(report["seeds"][seed][name]) for seed in seeds]
-                        + [_format(summary["mean"]),
-                           f"[{_format(summary['ci_low'])}, {_format(summary['ci_high'])}]", meaning])
+            rows.append(
+                [name, direction]
+                + [_format(report["seeds"][seed][name]) for seed in seeds]
+                + [_format(summary["mean"]), f"[{_format(summary['ci_low'])}, {_format(summary['ci_high'])}]", meaning]
+            )
         widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
         for row in rows:
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
@@ -46,8 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     from purehr.cli import HelpFormatter
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
-    parser.add_argument("--run-dir", required=True, help="run directory (manifest.json, "
-                        "<task>/seed_<n>/updates.csv and checkpoints.csv)")
+    parser.add_argument(
+        "--run-dir",
+        required=True,
+        help="run directory (manifest.json, <task>/seed_<n>/updates.csv and checkpoints.csv)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON (NaN as null)")
     return parser
 
@@ -60,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"analyze_run: {error}", file=sys.stderr)
         return 2
     if args.json:
-        guide = {name: {"direction": direction, "meaning": meaning}
-                 for name, (direction, meaning) in METRIC_GUIDE.items()}
+        guide = {
+            name: {"direction": direction, "meaning": meaning} for name, (direction, meaning) in METRIC_GUIDE.items()
+        }
         print(json.dumps(to_json_safe(dict(analysis, metric_guide=guide)), indent=2))
     else:
         _print_table(analysis)

@@ -38,14 +38,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4], help="training seeds")
     parser.add_argument("--eval-every", type=int, default=10, help="updates between held-out evaluations")
     parser.add_argument("--eval-episodes", type=int, default=100, help="held-out episodes per evaluation")
-    parser.add_argument("--combinations", nargs="+", default=[f"{r}/{s}" for r, s in COMBINATIONS],
-                        help="reward_form/similarity pairs")
+    parser.add_argument(
+        "--combinations", nargs="+", default=[f"{r}/{s}" for r, s in COMBINATIONS], help="reward_form/similarity pairs"
+    )
     parser.add_argument("--out", type=Path, required=True, help="output directory (one folder per combination)")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="re-run a combination whose folder under --out is finished")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="re-run a combination whose folder under --out is finished"
+    )
     parser.add_argument("--no-figure", action="store_true", help="skip reward_comparison.png/.pdf")
-    parser.add_argument("--summarize-only", action="store_true",
-                        help="train nothing: rebuild summary, CSVs and figure from the finished combinations")
+    parser.add_argument(
+        "--summarize-only",
+        action="store_true",
+        help="train nothing: rebuild summary, CSVs and figure from the finished combinations",
+    )
     return parser
 
 
@@ -56,22 +61,33 @@ def main(argv: list[str] | None = None) -> int:
     for text in args.combinations:
         parts = text.split("/")
         if len(parts) != 2 or (parts[0], parts[1]) not in COMBINATIONS:
-            parser.exit(2, f"error: combination {text!r}: expected one of "
-                           f"{[f'{r}/{s}' for r, s in COMBINATIONS]}\n")
+            parser.exit(2, f"error: combination {text!r}: expected one of {[f'{r}/{s}' for r, s in COMBINATIONS]}\n")
         combinations.append((parts[0], parts[1]))
     if args.eval_every < 1 or args.steps < 1:
         parser.exit(2, "error: --steps and --eval-every must be positive\n")
     if not args.summarize_only:
         for reward_form, similarity in combinations:
-            done = reward_comparison.combination_dir(args.out, f"{reward_form}/{similarity}") / reward_comparison.FINAL_CSV
+            done = (
+                reward_comparison.combination_dir(args.out, f"{reward_form}/{similarity}") / reward_comparison.FINAL_CSV
+            )
             if done.exists() and not args.overwrite:
-                parser.exit(2, f"error: {done} exists (that combination was already run); pass --overwrite, "
-                               "--summarize-only, or choose another --out\n")
+                parser.exit(
+                    2,
+                    f"error: {done} exists (that combination was already run); pass --overwrite, "
+                    "--summarize-only, or choose another --out\n",
+                )
         command = ["python", "scripts/compare_rewards.py", *(sys.argv[1:] if argv is None else argv)]
         for reward_form, similarity in combinations:
-            reward_comparison.run_combination(args.out, reward_form, similarity, steps=args.steps, seeds=args.seeds,
-                                              eval_every=args.eval_every, eval_episodes=args.eval_episodes,
-                                              command=command)
+            reward_comparison.run_combination(
+                args.out,
+                reward_form,
+                similarity,
+                steps=args.steps,
+                seeds=args.seeds,
+                eval_every=args.eval_every,
+                eval_episodes=args.eval_episodes,
+                command=command,
+            )
     reward_comparison.summarize(args.out, args.no_figure)
     return 0
 

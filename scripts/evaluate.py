@@ -17,13 +17,14 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import jax
 
-from purehr.cli import MAX_HELDOUT_EPISODES as MAX_EPISODES, HelpFormatter
+from purehr.cli import MAX_HELDOUT_EPISODES as MAX_EPISODES
+from purehr.cli import HelpFormatter
 from purehr.envs.base import Policy
 from purehr.run import restore
 from purehr.tasks import TASK_NAMES, get_task
@@ -51,11 +52,18 @@ def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Policy, dict]
     which checkpoint it is (``--step latest`` names no step: the output must)."""
     restored = restore(args.checkpoint, task=args.task, seed=args.seed, step=args.step)
     evaluation = load_task(args.task)
-    checkpoint = {"run_dir": str(args.checkpoint), "seed": restored.seed,
-                  "actual_steps": restored.steps, "target_steps": restored.target_steps,
-                  "requested_step": args.step}
-    return (Evaluation(restored.env, restored.env_params, evaluation.heldout_evaluation),
-            restored.pure_policy, checkpoint)
+    checkpoint = {
+        "run_dir": str(args.checkpoint),
+        "seed": restored.seed,
+        "actual_steps": restored.steps,
+        "target_steps": restored.target_steps,
+        "requested_step": args.step,
+    }
+    return (
+        Evaluation(restored.env, restored.env_params, evaluation.heldout_evaluation),
+        restored.pure_policy,
+        checkpoint,
+    )
 
 
 def describe_policy(args: argparse.Namespace, checkpoint: dict | None) -> str:
@@ -63,8 +71,10 @@ def describe_policy(args: argparse.Namespace, checkpoint: dict | None) -> str:
     if checkpoint is None:
         return args.policy
     latest = ", the latest" if checkpoint["requested_step"] == "latest" else ""
-    return (f"PPO checkpoint of {checkpoint['run_dir']}, seed {checkpoint['seed']}, step "
-            f"{checkpoint['actual_steps']:,}{latest} (saved for target {checkpoint['target_steps']:,})")
+    return (
+        f"PPO checkpoint of {checkpoint['run_dir']}, seed {checkpoint['seed']}, step "
+        f"{checkpoint['actual_steps']:,}{latest} (saved for target {checkpoint['target_steps']:,})"
+    )
 
 
 def build_policy(args: argparse.Namespace, evaluation: Evaluation) -> Policy:
@@ -75,17 +85,24 @@ def build_policy(args: argparse.Namespace, evaluation: Evaluation) -> Policy:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--task", required=True, choices=TASK_NAMES, help="task to evaluate on")
-    parser.add_argument("--policy", default=None,
-                        help="a baseline policy, by task: "
-                             + "; ".join(f"{task}: {', '.join(p)}" for task, p in POLICIES.items())
-                             + " (default: not set; give --policy or --checkpoint)")
-    parser.add_argument("--checkpoint", default=None, metavar="RUN_DIR",
-                        help="evaluate the PPO policy saved in this run directory instead of --policy")
+    parser.add_argument(
+        "--policy",
+        default=None,
+        help="a baseline policy, by task: "
+        + "; ".join(f"{task}: {', '.join(p)}" for task, p in POLICIES.items())
+        + " (default: not set; give --policy or --checkpoint)",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        default=None,
+        metavar="RUN_DIR",
+        help="evaluate the PPO policy saved in this run directory instead of --policy",
+    )
     parser.add_argument("--seed", type=int, default=0, help="with --checkpoint: the training seed")
-    parser.add_argument("--step", default="latest",
-                        help="with --checkpoint: environment steps (actual or target) or 'latest'")
-    parser.add_argument("--num-episodes", type=int, default=100,
-                        help=f"held-out episodes, 1 to {MAX_EPISODES:,}")
+    parser.add_argument(
+        "--step", default="latest", help="with --checkpoint: environment steps (actual or target) or 'latest'"
+    )
+    parser.add_argument("--num-episodes", type=int, default=100, help=f"held-out episodes, 1 to {MAX_EPISODES:,}")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -105,15 +122,17 @@ def parse_args(argv=None) -> argparse.Namespace:
     elif args.policy is None:
         parser.error("one of --policy or --checkpoint is required")
     elif args.policy not in POLICIES[args.task]:
-        parser.error(f"--policy {args.policy!r} is not a {args.task} policy; "
-                     f"choose from {', '.join(POLICIES[args.task])}")
+        parser.error(
+            f"--policy {args.policy!r} is not a {args.task} policy; choose from {', '.join(POLICIES[args.task])}"
+        )
     if not 1 <= args.num_episodes <= MAX_EPISODES:
-        parser.error(f"--num-episodes {args.num_episodes}: expected 1 to {MAX_EPISODES:,} (every episode's "
-                     "trajectory is held on the device at once)")
+        parser.error(
+            f"--num-episodes {args.num_episodes}: expected 1 to {MAX_EPISODES:,} (every episode's "
+            "trajectory is held on the device at once)"
+        )
     if args.checkpoint is not None and not Path(args.checkpoint).is_dir():
         state = "is a file" if Path(args.checkpoint).exists() else "does not exist"
-        parser.error(f"--checkpoint {args.checkpoint} {state}; expected a run directory (one that holds "
-                     "manifest.json)")
+        parser.error(f"--checkpoint {args.checkpoint} {state}; expected a run directory (one that holds manifest.json)")
     return args
 
 
@@ -130,20 +149,24 @@ def main(argv=None) -> int:
         evaluation = load_task(args.task)
         policy = build_policy(args, evaluation)
     start = time.perf_counter()
-    metrics = jax.jit(lambda: evaluation.heldout_evaluation(
-        evaluation.env, evaluation.env_params, policy, num_episodes=args.num_episodes))()
+    metrics = jax.jit(
+        lambda: evaluation.heldout_evaluation(
+            evaluation.env, evaluation.env_params, policy, num_episodes=args.num_episodes
+        )
+    )()
     metrics = {name: float(value) for name, value in jax.device_get(metrics).items()}
     wall = time.perf_counter() - start
     if args.json:
         # NaN (no successful episode) is not JSON: write null.
         output = {name: (None if math.isnan(v) else v) for name, v in metrics.items()}
         if checkpoint is not None:
-            output["checkpoint"] = {key: checkpoint[key] for key in
-                                    ("run_dir", "seed", "actual_steps", "target_steps")}
+            output["checkpoint"] = {key: checkpoint[key] for key in ("run_dir", "seed", "actual_steps", "target_steps")}
         print(json.dumps(output))
     else:
-        print(f"{args.task} / {describe_policy(args, checkpoint)}: {args.num_episodes} "
-              f"held-out episodes ({wall:.1f} s with compilation)")
+        print(
+            f"{args.task} / {describe_policy(args, checkpoint)}: {args.num_episodes} "
+            f"held-out episodes ({wall:.1f} s with compilation)"
+        )
         for name, value in metrics.items():
             print(f"  {name:24s} {value:.4g}")
     return 0

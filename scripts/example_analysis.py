@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 
-
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli import HelpFormatter
     from purehr.tasks import TASK_NAMES
@@ -37,18 +36,24 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = RunDirectory(args.run_dir)
     manifest = run_dir.read_manifest()
     rows = read_csv(run_dir.checkpoints_csv(args.task, args.seed))
-    print(f"{args.task} seed {args.seed}: {len(rows)} checkpoints; baseline "
-          f"{manifest['baselines'][args.task]['name']} success "
-          f"{manifest['baselines'][args.task]['metrics']['success_rate']:.2f}")
+    print(
+        f"{args.task} seed {args.seed}: {len(rows)} checkpoints; baseline "
+        f"{manifest['baselines'][args.task]['name']} success "
+        f"{manifest['baselines'][args.task]['metrics']['success_rate']:.2f}"
+    )
     first, last = restore(args.run_dir, args.task, args.seed, step=0), restore(args.run_dir, args.task, args.seed)
     evaluate = get_task(args.task).heldout_evaluation
     for restored in (first, last):
         metrics = jax.jit(lambda: evaluate(restored.env, restored.env_params, restored.pure_policy))()
         logged = float(restored.checkpoint_row["eval_success_rate"])
-        print(f"  step {restored.steps:>9,}: success {float(metrics['success_rate']):.2f} "
-              f"(logged during training {logged:.2f}), return {float(metrics['return_mean']):.3f}")
-    moved = [float(np.abs(np.asarray(a) - np.asarray(b)).mean())
-             for a, b in zip(jax.tree.leaves(first.params), jax.tree.leaves(last.params))]
+        print(
+            f"  step {restored.steps:>9,}: success {float(metrics['success_rate']):.2f} "
+            f"(logged during training {logged:.2f}), return {float(metrics['return_mean']):.3f}"
+        )
+    moved = [
+        float(np.abs(np.asarray(a) - np.asarray(b)).mean())
+        for a, b in zip(jax.tree.leaves(first.params), jax.tree.leaves(last.params))
+    ]
     print("  mean |parameter change| per layer:", json.dumps([round(m, 5) for m in moved]))
     return 0
 

@@ -1,6 +1,6 @@
 """Copy a finished run into a small record for results/ (final checkpoints only).
 
-    python scripts/publish_run.py artifacts/protocol results/protocol
+python scripts/publish_run.py artifacts/protocol results/protocol
 """
 
 from __future__ import annotations
@@ -8,8 +8,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-
 
 
 def build_parser() -> argparse.ArgumentParser:

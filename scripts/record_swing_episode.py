@@ -1,6 +1,6 @@
 """Record one structured-controller swing episode and write it as an MP4 (and a poster PNG).
 
-    python scripts/record_swing_episode.py --out swing.mp4 [--theta-deg 3] [--png frame.png]
+python scripts/record_swing_episode.py --out swing.mp4 [--theta-deg 3] [--png frame.png]
 """
 
 from __future__ import annotations
@@ -22,10 +22,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--theta-dot", type=float, default=0.0, help="start rate, rad/s")
     parser.add_argument("--fps", type=int, default=25, help="video frames per second")
     parser.add_argument("--stride", type=int, default=4, help="control steps per frame")
-    parser.add_argument("--png", type=Path, default=None,
-                        help="also save one frame as PNG (at --png-time seconds)")
-    parser.add_argument("--png-time", type=float, default=None,
-                        help="time of the PNG frame, s (default: deepest squat of the last swing)")
+    parser.add_argument("--png", type=Path, default=None, help="also save one frame as PNG (at --png-time seconds)")
+    parser.add_argument(
+        "--png-time",
+        type=float,
+        default=None,
+        help="time of the PNG frame, s (default: deepest squat of the last swing)",
+    )
     return parser
 
 
@@ -41,13 +44,14 @@ def main(argv=None) -> None:
     env = SwingEnv()
     params = env.default_params
     policy = make_structured_policy(params)
-    trace = jax.jit(lambda: record_episode(env, params, policy, math.radians(args.theta_deg),
-                                           args.theta_dot))()
+    trace = jax.jit(lambda: record_episode(env, params, policy, math.radians(args.theta_deg), args.theta_dot))()
     trace = {k: np.asarray(v) for k, v in trace.items()}
     length = episode_length(trace)
     succeeded = bool(trace["success"][length - 1])
-    print(f"episode: {length} steps ({length * float(params.dt):.2f} s), "
-          f"success={succeeded}, min tension {trace['tension'][:length].min():.0f} N")
+    print(
+        f"episode: {length} steps ({length * float(params.dt):.2f} s), "
+        f"success={succeeded}, min tension {trace['tension'][:length].min():.0f} N"
+    )
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     frames = write_episode_mp4(trace, params, args.out, fps=args.fps, stride=args.stride)

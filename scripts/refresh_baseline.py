@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 
-
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli import HelpFormatter
 

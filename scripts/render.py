@@ -1,6 +1,6 @@
 """Render a run directory: learning figures, final metrics and the swing training replay.
 
-    python scripts/render.py --run-dir artifacts/<run> [--tasks swing hrv] [--no-replay]
+python scripts/render.py --run-dir artifacts/<run> [--tasks swing hrv] [--no-replay]
 """
 
 from __future__ import annotations
@@ -14,17 +14,15 @@ from purehr.cli import HelpFormatter
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--run-dir", required=True, help="the run directory to render")
-    parser.add_argument("--tasks", nargs="+", default=None,
-                        help="tasks to render (default: every task of the run)")
-    parser.add_argument("--no-replay", action="store_true",
-                        help="skip the swing replay video and HTML player")
+    parser.add_argument("--tasks", nargs="+", default=None, help="tasks to render (default: every task of the run)")
+    parser.add_argument("--no-replay", action="store_true", help="skip the swing replay video and HTML player")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from purehr.viz.render import render_run
     from purehr.run.run_dir import RunDirectoryError
+    from purehr.viz.render import render_run
 
     try:
         written = render_run(args.run_dir, tasks=args.tasks, replay=not args.no_replay)

@@ -34,27 +34,56 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--task", required=True, choices=TASK_NAMES, help="task to sweep")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2],
-                        help="training seeds of every setting (distinct, >= 0)")
+    parser.add_argument(
+        "--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds of every setting (distinct, >= 0)"
+    )
     parser.add_argument("--steps", type=int, default=200_000, help="environment steps per run")
-    parser.add_argument("--out", type=Path, required=True,
-                        help="output directory: new, empty, or holding a sweep to replace with --overwrite")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace the sweep already in --out (only its own files; anything else is refused)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="output directory: new, empty, or holding a sweep to replace with --overwrite",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the sweep already in --out (only its own files; anything else is refused)",
+    )
     parser.add_argument("--eval-episodes", type=int, default=None, help="held-out episodes (default: the task's)")
-    parser.add_argument("--curriculum", default=None, metavar="{none,default,STAGES}",
-                        help="hrv only: difficulty schedule (see train_all_seeds.py); evaluation on its last stage")
-    parser.add_argument("--heatmap", nargs="+", default=None, metavar="AXIS",
-                        help="one or two swept axes for the heat map (default: the two with most values)")
-    parser.add_argument("--heatmap-reduce", choices=["max", "mean"], default="max",
-                        help="how the heat map reduces the axes it does not show")
+    parser.add_argument(
+        "--curriculum",
+        default=None,
+        metavar="{none,default,STAGES}",
+        help="hrv only: difficulty schedule (see train_all_seeds.py); evaluation on its last stage",
+    )
+    parser.add_argument(
+        "--heatmap",
+        nargs="+",
+        default=None,
+        metavar="AXIS",
+        help="one or two swept axes for the heat map (default: the two with most values)",
+    )
+    parser.add_argument(
+        "--heatmap-reduce",
+        choices=["max", "mean"],
+        default="max",
+        help="how the heat map reduces the axes it does not show",
+    )
     parser.add_argument("--top", type=int, default=20, help="rows of the ranking to print")
     group = parser.add_argument_group("swept hyperparameters (vmapped: one compiled call for the whole grid)")
-    add_config_flags(group, HYPERPARAMETERS, several=True,
-                     default_note=lambda name: "; the values to sweep (default: the task's protocol value)")
+    add_config_flags(
+        group,
+        HYPERPARAMETERS,
+        several=True,
+        default_note=lambda name: "; the values to sweep (default: the task's protocol value)",
+    )
     group = parser.add_argument_group("shape choices (one compiled group per combination)")
-    add_config_flags(group, SHAPE_FIELDS, several=True,
-                     default_note=lambda name: "; the choices (default: the task's protocol value)")
+    add_config_flags(
+        group,
+        SHAPE_FIELDS,
+        several=True,
+        default_note=lambda name: "; the choices (default: the task's protocol value)",
+    )
     return parser
 
 
@@ -90,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         single = {k: v[0] for k, v in shapes.items() if len(v) == 1}
         base = base.replace(**single)
         choices = {k: v for k, v in shapes.items() if len(v) > 1}
-        for name, values in choices.items():         # validate every group before any work
+        for name, values in choices.items():  # validate every group before any work
             for value in values:
                 base.replace(**{name: value})
         for setting in sweep.grid_settings(axes):
@@ -101,23 +130,37 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"error: {error}\n")
 
     started = time.perf_counter()
-    groups = sweep.run_task_sweep(args.task, base, axes, seeds, choices, curriculum=curriculum,
-                                  log=lambda text: print(text, file=sys.stderr, flush=True))
+    groups = sweep.run_task_sweep(
+        args.task,
+        base,
+        axes,
+        seeds,
+        choices,
+        curriculum=curriculum,
+        log=lambda text: print(text, file=sys.stderr, flush=True),
+    )
     wall = time.perf_counter() - started
     names = list(axes)
     ranking = rank_settings(groups, names)
     description = environment_description()
     description.update(
         command=["python", "scripts/sweep.py", *(sys.argv[1:] if argv is None else argv)],
-        task=args.task, axes=axes, shape_choices={k: [list(x) if isinstance(x, tuple) else x for x in v]
-                                                  for k, v in choices.items()},
-        seeds=seeds, steps_per_run=args.steps, settings=settings,
+        task=args.task,
+        axes=axes,
+        shape_choices={k: [list(x) if isinstance(x, tuple) else x for x in v] for k, v in choices.items()},
+        seeds=seeds,
+        steps_per_run=args.steps,
+        settings=settings,
         curriculum=None if curriculum is None else curriculum.to_dict(),
-        wall_time_s=wall, heatmap_reduce=args.heatmap_reduce)
+        wall_time_s=wall,
+        heatmap_reduce=args.heatmap_reduce,
+    )
     paths = sweep.write_outputs(args.out, groups, axes, ranking, description, args.heatmap, args.heatmap_reduce)
     print(format_table(ranking, names, args.top))
-    print(f"\n{sum(g.num_runs for g in groups)} runs in {len(groups)} compiled group(s), wall time {wall:.1f} s; "
-          f"wrote {', '.join(str(p) for p in paths)}")
+    print(
+        f"\n{sum(g.num_runs for g in groups)} runs in {len(groups)} compiled group(s), wall time {wall:.1f} s; "
+        f"wrote {', '.join(str(p) for p in paths)}"
+    )
     return 0
 
 

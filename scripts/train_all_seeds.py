@@ -1,8 +1,8 @@
 """Train every task for every seed in one compiled call, then evaluate and render.
 
-    python scripts/train_all_seeds.py                      # the full protocol (docs/protocol.md)
-    python scripts/train_all_seeds.py --steps 100000 --seeds 0 1 --run-name quick
-    python scripts/train_all_seeds.py --run-name quick --resume
+python scripts/train_all_seeds.py                      # the full protocol (docs/protocol.md)
+python scripts/train_all_seeds.py --steps 100000 --seeds 0 1 --run-name quick
+python scripts/train_all_seeds.py --run-name quick --resume
 """
 
 from __future__ import annotations
@@ -28,43 +28,78 @@ def build_parser() -> argparse.ArgumentParser:
     from purehr.ppo.flags import FIELDS, add_config_flags
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--tasks", nargs="+", default=None,
-                        help="tasks to train (swing, hrv; default: both; on --resume: the run's)")
-    parser.add_argument("--seeds", nargs="+", type=int, default=None,
-                        help="seeds (default: 0 1 2 3 4; on --resume: the run's)")
-    parser.add_argument("--steps", type=int, default=None,
-                        help="environment steps per task and seed (default: each task's protocol budget; on "
-                             "--resume: the run's, and a larger one extends it where that can be bit-identical)")
+    parser.add_argument(
+        "--tasks", nargs="+", default=None, help="tasks to train (swing, hrv; default: both; on --resume: the run's)"
+    )
+    parser.add_argument(
+        "--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2 3 4; on --resume: the run's)"
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="environment steps per task and seed (default: each task's protocol budget; on "
+        "--resume: the run's, and a larger one extends it where that can be bit-identical)",
+    )
     parser.add_argument("--run-name", default="protocol", help="run directory name under artifacts/")
     parser.add_argument("--run-dir", type=Path, default=None, help="run directory (overrides --run-name)")
-    parser.add_argument("--resume", action="store_true",
-                        help="continue the run in the run directory from its last checkpoint, with the tasks, "
-                             "seeds, settings and precision its manifest records")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace the run in the run directory (only the files a purehr run writes are removed)")
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in the run directory from its last checkpoint, with the tasks, "
+        "seeds, settings and precision its manifest records",
+    )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run in the run directory (only the files a purehr run writes are removed)",
+    )
     parser.add_argument("--no-render", action="store_true", help="skip figures and the replay")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--x64", action="store_true", help="enable float64 (about 2x slower; physics checks)")
-    parser.add_argument("--devices", type=int, default=None, metavar="N",
-                        help="shard seeds (and environments, when devices outnumber seeds) over the first N "
-                             "devices (default: all visible; see purehr.distributed)")
-    parser.add_argument("--distributed", action="store_true",
-                        help="call jax.distributed.initialize() first (multi-host TPU pods, multi-GPU hosts; "
-                             "coordinator, process count and id detected on Cloud TPU, SLURM, Open MPI)")
-    parser.add_argument("--coordinator-address", default=None, metavar="HOST:PORT",
-                        help="with --distributed: process 0's address (elsewhere than Cloud TPU/SLURM/MPI); "
-                             "see docs/colab_tpu.md")
+    parser.add_argument(
+        "--devices",
+        type=int,
+        default=None,
+        metavar="N",
+        help="shard seeds (and environments, when devices outnumber seeds) over the first N "
+        "devices (default: all visible; see purehr.distributed)",
+    )
+    parser.add_argument(
+        "--distributed",
+        action="store_true",
+        help="call jax.distributed.initialize() first (multi-host TPU pods, multi-GPU hosts; "
+        "coordinator, process count and id detected on Cloud TPU, SLURM, Open MPI)",
+    )
+    parser.add_argument(
+        "--coordinator-address",
+        default=None,
+        metavar="HOST:PORT",
+        help="with --distributed: process 0's address (elsewhere than Cloud TPU/SLURM/MPI); see docs/colab_tpu.md",
+    )
     parser.add_argument("--num-processes", type=int, default=None, metavar="N", help="with --distributed")
-    parser.add_argument("--process-id", type=int, default=None, metavar="I",
-                        help="with --distributed: this process, 0 to N-1 (0 writes the run directory)")
-    parser.add_argument("--curriculum", default=None, metavar="{none,default,STAGES}",
-                        help="hrv difficulty schedule inside the scan: 'none', 'default' (docs/hrv_task.md: "
-                             "0.2:0.3:0.1,0.4:0.6:0.05,0.4:0.9:0.02) or fraction:difficulty:precision "
-                             "stages, comma separated; evaluation uses the last stage. Not given: none "
-                             "for a new run, the recorded one on --resume")
+    parser.add_argument(
+        "--process-id",
+        type=int,
+        default=None,
+        metavar="I",
+        help="with --distributed: this process, 0 to N-1 (0 writes the run directory)",
+    )
+    parser.add_argument(
+        "--curriculum",
+        default=None,
+        metavar="{none,default,STAGES}",
+        help="hrv difficulty schedule inside the scan: 'none', 'default' (docs/hrv_task.md: "
+        "0.2:0.3:0.1,0.4:0.6:0.05,0.4:0.9:0.02) or fraction:difficulty:precision "
+        "stages, comma separated; evaluation uses the last stage. Not given: none "
+        "for a new run, the recorded one on --resume",
+    )
     group = parser.add_argument_group("PPO fields (applied to every task; protocol defaults per task otherwise)")
-    add_config_flags(group, [name for name in FIELDS if name != "total_timesteps"],
-                     default_note=lambda name: f" (default: the protocol's, {_protocol_defaults(name)})")
+    add_config_flags(
+        group,
+        [name for name in FIELDS if name != "total_timesteps"],
+        default_note=lambda name: f" (default: the protocol's, {_protocol_defaults(name)})",
+    )
     return parser
 
 
@@ -92,12 +127,16 @@ def recorded_precision(run_dir: Path) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    explicit = {"coordinator_address": args.coordinator_address, "num_processes": args.num_processes,
-                "process_id": args.process_id}
+    explicit = {
+        "coordinator_address": args.coordinator_address,
+        "num_processes": args.num_processes,
+        "process_id": args.process_id,
+    }
     if any(value is not None for value in explicit.values()) and not args.distributed:
         parser.exit(2, "error: --coordinator-address, --num-processes and --process-id go with --distributed\n")
     if args.distributed:
         from purehr.distributed import initialize_distributed
+
         try:
             initialize_distributed(**explicit)
         except ValueError as error:
@@ -109,21 +148,31 @@ def main(argv: list[str] | None = None) -> int:
         args.x64 = True
     if args.x64:
         import jax
+
         jax.config.update("jax_enable_x64", True)
+    import jax
+
     from purehr.run.protocol import RunAlreadyFinished, RunDiverged, RunFailed, train_all_seeds
     from purehr.viz.render import render_run, render_trained_run
 
-    import jax
-
-    if jax.process_index() != 0:        # under jax.distributed: process 0 writes and reports
+    if jax.process_index() != 0:  # under jax.distributed: process 0 writes and reports
         return _follow(args, run_dir, parser)
     try:
         # a resume continues with the run's tasks, seeds and settings; given ones must match them
         curricula = _curricula_from_args(args)
-        summary = train_all_seeds(run_dir, tasks=args.tasks, seeds=args.seeds, overrides=overrides_from_args(args),
-                                  resume=args.resume, overwrite=args.overwrite, progress=not args.no_progress,
-                                  command=sys.argv if argv is None else argv,
-                                  curricula=curricula, devices=args.devices, directory_option=directory_option)
+        summary = train_all_seeds(
+            run_dir,
+            tasks=args.tasks,
+            seeds=args.seeds,
+            overrides=overrides_from_args(args),
+            resume=args.resume,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+            command=sys.argv if argv is None else argv,
+            curricula=curricula,
+            devices=args.devices,
+            directory_option=directory_option,
+        )
         if not args.no_render:
             render_trained_run(summary.run_dir)
     except RunAlreadyFinished:
@@ -135,8 +184,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--resume: {run_dir} holds a finished run: nothing left to train{hint}", file=sys.stderr)
         if missing_figures(run_dir):
             if args.no_render:
-                print(f"its figures are missing: --resume without --no-render, or scripts/render.py --run-dir "
-                      f"{run_dir}, renders them", file=sys.stderr)
+                print(
+                    f"its figures are missing: --resume without --no-render, or scripts/render.py --run-dir "
+                    f"{run_dir}, renders them",
+                    file=sys.stderr,
+                )
             else:
                 print("rendering the figures it is missing", file=sys.stderr)
                 render_run(run_dir)
@@ -144,11 +196,11 @@ def main(argv: list[str] | None = None) -> int:
             print("it has all its figures", file=sys.stderr)
         report(run_dir)
         return 0
-    except (ValueError, OSError) as error:      # FileExistsError, NotADirectoryError, PermissionError, ...
+    except (ValueError, OSError) as error:  # FileExistsError, NotADirectoryError, PermissionError, ...
         parser.exit(2, f"error: {error}\n")
-    except RunFailed as error:      # the manifest says "failed"; one line, not the callback's traceback
+    except RunFailed as error:  # the manifest says "failed"; one line, not the callback's traceback
         parser.exit(1, f"error: {error}\n")
-    except RunDiverged as error:    # the manifest says "diverged": not a finished result
+    except RunDiverged as error:  # the manifest says "diverged": not a finished result
         if not args.no_render:
             render_trained_run(run_dir, diverged=True)
         parser.exit(1, f"error: {error}\n")
@@ -159,11 +211,19 @@ def main(argv: list[str] | None = None) -> int:
 def _follow(args, run_dir: Path, parser) -> int:
     """A process other than 0: its share of the training; process 0 prints the results."""
     import jax
+
     from purehr.run.protocol import RunAlreadyFinished, RunFailed, train_all_seeds
 
     try:
-        train_all_seeds(run_dir, tasks=args.tasks, seeds=args.seeds, overrides=overrides_from_args(args),
-                        resume=args.resume, progress=False, devices=args.devices)
+        train_all_seeds(
+            run_dir,
+            tasks=args.tasks,
+            seeds=args.seeds,
+            overrides=overrides_from_args(args),
+            resume=args.resume,
+            progress=False,
+            devices=args.devices,
+        )
     except RunAlreadyFinished:
         return 0
     except (ValueError, OSError) as error:

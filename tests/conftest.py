@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 _OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
-if _OWN_CACHE:     # a given directory (e.g. one CI keeps between runs) is used as it is
+if _OWN_CACHE:  # a given directory (e.g. one CI keeps between runs) is used as it is
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="purehr-jax-cache-")
 # the default (1 s) skips most programs of these tiny configurations; 0.2 s keeps the
 # per-op eager compilations (milliseconds each) out of the cache
@@ -37,13 +37,46 @@ from purehr.tasks import get_task  # noqa: E402
 # constant learning rate, so a run can be extended bit-identically.
 PROTOCOL_TASKS = ["swing", "hrv"]
 PROTOCOL_SEEDS = [0, 1]
-PROTOCOL_SMALL = dict(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, num_epochs=2,
-                      actor_hidden=(16,), critic_hidden=(16,), checkpoint_interval=3000, eval_episodes=4,
-                      full_eval_interval=2, quick_eval_episodes=2, anneal_lr=False)
-PROTOCOL_CLI = ["--steps", "16384", "--num-envs", "4", "--num-steps", "128", "--minibatch-size", "128",
-                "--num-epochs", "2", "--actor-hidden", "16", "--critic-hidden", "16", "--checkpoint-interval",
-                "3000", "--eval-episodes", "4", "--full-eval-interval", "2", "--quick-eval-episodes", "2",
-                "--anneal-lr", "false"]
+PROTOCOL_SMALL = dict(
+    total_timesteps=16384,
+    num_envs=4,
+    num_steps=128,
+    minibatch_size=128,
+    num_epochs=2,
+    actor_hidden=(16,),
+    critic_hidden=(16,),
+    checkpoint_interval=3000,
+    eval_episodes=4,
+    full_eval_interval=2,
+    quick_eval_episodes=2,
+    anneal_lr=False,
+)
+PROTOCOL_CLI = [
+    "--steps",
+    "16384",
+    "--num-envs",
+    "4",
+    "--num-steps",
+    "128",
+    "--minibatch-size",
+    "128",
+    "--num-epochs",
+    "2",
+    "--actor-hidden",
+    "16",
+    "--critic-hidden",
+    "16",
+    "--checkpoint-interval",
+    "3000",
+    "--eval-episodes",
+    "4",
+    "--full-eval-interval",
+    "2",
+    "--quick-eval-episodes",
+    "2",
+    "--anneal-lr",
+    "false",
+]
 """PROTOCOL_SMALL as scripts/train_all_seeds.py flags."""
 
 
@@ -62,13 +95,22 @@ def protocol_reference(tmp_path_factory) -> dict[str, Any]:
     messages = io.StringIO()
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(messages):
         warnings.simplefilter("always")
-        summary = train_all_seeds(tmp_path_factory.mktemp("protocol") / "reference", tasks=PROTOCOL_TASKS,
-                                  seeds=PROTOCOL_SEEDS, configs=protocol_configs(), progress=True)
+        summary = train_all_seeds(
+            tmp_path_factory.mktemp("protocol") / "reference",
+            tasks=PROTOCOL_TASKS,
+            seeds=PROTOCOL_SEEDS,
+            configs=protocol_configs(),
+            progress=True,
+        )
     return {"summary": summary, "messages": messages.getvalue(), "warnings": [str(w.message) for w in caught]}
 
 
-def write_synthetic_run(root: Path, manifest: dict, updates: dict[tuple[str, int], list[dict]],
-                        checkpoints: dict[tuple[str, int], list[dict]]) -> Path:
+def write_synthetic_run(
+    root: Path,
+    manifest: dict,
+    updates: dict[tuple[str, int], list[dict]],
+    checkpoints: dict[tuple[str, int], list[dict]],
+) -> Path:
     """A run directory as ``train_all_seeds`` lays it out, from hand-chosen values: manifest.json
     and, per (task, seed), updates.csv and checkpoints.csv with the recorder's own columns
     (``update_columns``: the fixed ones, then the task's diagnostics; ``checkpoint_columns``:
@@ -80,7 +122,7 @@ def write_synthetic_run(root: Path, manifest: dict, updates: dict[tuple[str, int
         columns = update_columns([key for row in rows for key in row])
         write_csv(root / task / f"seed_{seed}" / "updates.csv", columns, [_filled(row, columns) for row in rows])
     for (task, seed), rows in checkpoints.items():
-        names = list(dict.fromkeys(key[len("eval_"):] for row in rows for key in row if key.startswith("eval_")))
+        names = list(dict.fromkeys(key[len("eval_") :] for row in rows for key in row if key.startswith("eval_")))
         columns = checkpoint_columns(names)
         write_csv(root / task / f"seed_{seed}" / "checkpoints.csv", columns, [_filled(row, columns) for row in rows])
     return root

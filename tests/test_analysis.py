@@ -7,17 +7,17 @@ import math
 
 import numpy as np
 import pytest
+from conftest import write_synthetic_run
 
 from purehr import analysis
-from conftest import write_synthetic_run
 
 RAMP_THEN_PLATEAU = np.concatenate([np.linspace(0.0, 1.0, 40), np.ones(60)])
 
 
 def test_final_and_initial_reward_are_tail_and_head_means():
     returns = np.arange(100.0)
-    assert analysis.final_reward(returns) == pytest.approx(94.5)     # mean of 90..99
-    assert analysis.initial_reward(returns) == pytest.approx(4.5)    # mean of 0..9
+    assert analysis.final_reward(returns) == pytest.approx(94.5)  # mean of 90..99
+    assert analysis.initial_reward(returns) == pytest.approx(4.5)  # mean of 0..9
     # the NaN (an update that completed no episode) is skipped: tail of (2, 4) is (4,)
     assert analysis.final_reward(np.array([np.nan, 2.0, 4.0]), fraction=0.5) == 4.0
 
@@ -37,16 +37,15 @@ def test_convergence_rate_never_and_constant():
 
 def test_stability_score():
     assert analysis.stability_score(np.full(100, -4.0)) == 1.0
-    tail = np.tile([9.0, 11.0], 5)                        # mean 10, std 1
+    tail = np.tile([9.0, 11.0], 5)  # mean 10, std 1
     assert analysis.stability_score(np.concatenate([np.zeros(90), tail])) == pytest.approx(0.9)
-    assert analysis.stability_score(np.tile([-1.0, 1.0], 50)) == 0.0   # mean 0, spread
-    assert analysis.stability_score(np.tile([-1.0, 3.0], 50)) == 0.0   # 1 - 2/1 clipped
+    assert analysis.stability_score(np.tile([-1.0, 1.0], 50)) == 0.0  # mean 0, spread
+    assert analysis.stability_score(np.tile([-1.0, 3.0], 50)) == 0.0  # 1 - 2/1 clipped
 
 
 def test_improvement_ratio():
     assert analysis.improvement_ratio(np.arange(100.0)) == pytest.approx((94.5 - 4.5) / 4.5)
-    assert analysis.improvement_ratio(np.linspace(-2.0, -1.0, 10), fraction=0.1) == \
-        pytest.approx((-1.0 + 2.0) / 2.0)
+    assert analysis.improvement_ratio(np.linspace(-2.0, -1.0, 10), fraction=0.1) == pytest.approx((-1.0 + 2.0) / 2.0)
     assert math.isfinite(analysis.improvement_ratio(np.concatenate([np.zeros(10), np.ones(90)])))
 
 
@@ -61,43 +60,121 @@ def test_ratios_generalisation_robustness_consistency():
 
 def test_mean_confidence_interval_uses_student_t():
     summary = analysis.mean_confidence_interval(np.array([1.0, 2.0, 3.0]))
-    half_width = 4.302652729911275 * 1.0 / math.sqrt(3)   # t(0.975, 2) * s / sqrt(n)
+    half_width = 4.302652729911275 * 1.0 / math.sqrt(3)  # t(0.975, 2) * s / sqrt(n)
     assert summary["mean"] == 2.0 and summary["n"] == 3
     assert summary["ci_low"] == pytest.approx(2.0 - half_width)
     assert summary["ci_high"] == pytest.approx(2.0 + half_width)
     assert math.isnan(analysis.mean_confidence_interval(np.array([5.0]))["ci_low"])
 
 
-UPDATE_HEADER = ["update", "env_steps", "elapsed_s", "mean_step_reward", "mean_episode_return",
-                 "episodes_completed", "train_success_rate", "loss", "policy_loss",
-                 "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm",
-                 "mean_distance"]
-CHECKPOINT_HEADER = ["target_steps", "actual_steps", "update", "elapsed_s", "eval_success_rate",
-                     "eval_return_mean", "eval_return_std", "eval_final_distance",
-                     "eval_alignment", "eval_episode_length", "eval_noisy_success_rate",
-                     "checkpoint_path", "showcase_path"]
+UPDATE_HEADER = [
+    "update",
+    "env_steps",
+    "elapsed_s",
+    "mean_step_reward",
+    "mean_episode_return",
+    "episodes_completed",
+    "train_success_rate",
+    "loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "grad_norm",
+    "mean_distance",
+]
+CHECKPOINT_HEADER = [
+    "target_steps",
+    "actual_steps",
+    "update",
+    "elapsed_s",
+    "eval_success_rate",
+    "eval_return_mean",
+    "eval_return_std",
+    "eval_final_distance",
+    "eval_alignment",
+    "eval_episode_length",
+    "eval_noisy_success_rate",
+    "checkpoint_path",
+    "showcase_path",
+]
 
 
 def seed_logs(seed, returns, final_heldout_success) -> tuple[list[dict], list[dict]]:
     """One hrv seed's updates.csv and checkpoints.csv rows."""
-    updates = [dict(zip(UPDATE_HEADER, [update, (update + 1) * 2048, (update + 1) * 0.5, 0.0, float(episode_return),
-                                        8, 0.8, 0, 0, 0, 0, 0, 0, 0, 0.1]))
-               for update, episode_return in enumerate(returns)]
-    checkpoints = [dict(zip(CHECKPOINT_HEADER, row)) for row in (
-        [0, 0, 0, 0.0, 0.0, -1.0, 0.1, 1.0, 0.0, 100, 0.0,
-         f"hrv/seed_{seed}/checkpoints/0", f"hrv/seed_{seed}/showcase/0.npz"],
-        [100_000, 204_800, 99, 50.0, final_heldout_success, 1.1, 0.1, 0.05, 0.99, 6.5, final_heldout_success / 2,
-         f"hrv/seed_{seed}/checkpoints/1", f"hrv/seed_{seed}/showcase/1.npz"])]
+    updates = [
+        dict(
+            zip(
+                UPDATE_HEADER,
+                [
+                    update,
+                    (update + 1) * 2048,
+                    (update + 1) * 0.5,
+                    0.0,
+                    float(episode_return),
+                    8,
+                    0.8,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0.1,
+                ],
+            )
+        )
+        for update, episode_return in enumerate(returns)
+    ]
+    checkpoints = [
+        dict(zip(CHECKPOINT_HEADER, row))
+        for row in (
+            [
+                0,
+                0,
+                0,
+                0.0,
+                0.0,
+                -1.0,
+                0.1,
+                1.0,
+                0.0,
+                100,
+                0.0,
+                f"hrv/seed_{seed}/checkpoints/0",
+                f"hrv/seed_{seed}/showcase/0.npz",
+            ],
+            [
+                100_000,
+                204_800,
+                99,
+                50.0,
+                final_heldout_success,
+                1.1,
+                0.1,
+                0.05,
+                0.99,
+                6.5,
+                final_heldout_success / 2,
+                f"hrv/seed_{seed}/checkpoints/1",
+                f"hrv/seed_{seed}/showcase/1.npz",
+            ],
+        )
+    ]
     return updates, checkpoints
 
 
 @pytest.fixture
 def run_dir(tmp_path):
     logs = {0: seed_logs(0, RAMP_THEN_PLATEAU, 0.8), 1: seed_logs(1, RAMP_THEN_PLATEAU + 2.0, 0.6)}
-    return write_synthetic_run(tmp_path, {"tasks": ["hrv"], "seeds": [0, 1], "wall_time_s": 60.0,
-                                          "peak_memory_bytes": 2**30},
-                               {("hrv", seed): updates for seed, (updates, _) in logs.items()},
-                               {("hrv", seed): checkpoints for seed, (_, checkpoints) in logs.items()})
+    return write_synthetic_run(
+        tmp_path,
+        {"tasks": ["hrv"], "seeds": [0, 1], "wall_time_s": 60.0, "peak_memory_bytes": 2**30},
+        {("hrv", seed): updates for seed, (updates, _) in logs.items()},
+        {("hrv", seed): checkpoints for seed, (_, checkpoints) in logs.items()},
+    )
 
 
 def test_analyze_run_on_a_synthetic_run_directory(run_dir):
@@ -115,11 +192,11 @@ def test_analyze_run_on_a_synthetic_run_directory(run_dir):
     assert seed0["hrv_alignment"] == pytest.approx(0.99)
     assert seed0["samples_per_second"] == pytest.approx(100 * 2048 / 50.0)
     assert seed0["training_time_s"] == 50.0
-    assert report["consistency"] == pytest.approx(math.sqrt(2.0))   # std(1, 3), ddof=1
+    assert report["consistency"] == pytest.approx(math.sqrt(2.0))  # std(1, 3), ddof=1
     aggregate = report["aggregate"]["generalisation"]
     assert aggregate["mean"] == pytest.approx(0.875) and aggregate["n"] == 2
     assert report["samples_per_second_all_seeds"] == pytest.approx(2 * 100 * 2048 / 50.0)
-    json.dumps(analysis.to_json_safe(result), allow_nan=False)   # strict JSON
+    json.dumps(analysis.to_json_safe(result), allow_nan=False)  # strict JSON
 
 
 def initial(offset):
@@ -160,8 +237,8 @@ def test_a_return_that_halves_is_stable_but_declines():
     definition, misleading alone); decline_from_best says how far it fell."""
     halves = np.concatenate([np.full(50, 8.0), np.full(50, 4.0)])
     assert analysis.stability_score(halves) == 1.0
-    assert analysis.decline_from_best(halves) == pytest.approx(4.0)   # best window 8, final 4
-    assert analysis.decline_from_best(np.arange(100.0)) == 0.0        # ends at its best
+    assert analysis.decline_from_best(halves) == pytest.approx(4.0)  # best window 8, final 4
+    assert analysis.decline_from_best(np.arange(100.0)) == 0.0  # ends at its best
     assert analysis.decline_from_best(RAMP_THEN_PLATEAU) == 0.0
     assert math.isnan(analysis.decline_from_best(np.array([np.nan])))
 
@@ -184,12 +261,21 @@ def test_every_metric_has_a_direction_and_a_meaning(run_dir, capsys):
     assert rows["decline_from_best"].split()[1:4] == ["lower", "is", "better"]
 
 
-@pytest.mark.parametrize("damage, message", [
-    # cut mid-row: the last row has fewer fields
-    (lambda text: text[:text.rindex("\n", 0, len(text) - 1) + 20], r"updates\.csv: line\(s\) \[101\] do not have 15 fields"),
-    # cut at a row boundary: only the checkpoint shows that rows were lost
-    (lambda text: "\n".join(text.splitlines()[:51]) + "\n", r"updates\.csv: ends at 102,400 env steps, before the checkpoint at 204,800"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        # cut mid-row: the last row has fewer fields
+        (
+            lambda text: text[: text.rindex("\n", 0, len(text) - 1) + 20],
+            r"updates\.csv: line\(s\) \[101\] do not have 15 fields",
+        ),
+        # cut at a row boundary: only the checkpoint shows that rows were lost
+        (
+            lambda text: "\n".join(text.splitlines()[:51]) + "\n",
+            r"updates\.csv: ends at 102,400 env steps, before the checkpoint at 204,800",
+        ),
+    ],
+)
 def test_a_truncated_log_gets_the_renderers_verdict(run_dir, damage, message):
     """analyze_run and the renderer read logs with one reader and refuse the same file with
     the same message."""

@@ -22,7 +22,7 @@ def test_seed_api_trains_the_requested_budget(model):
     # 2,048 steps per update (the HRV default batch): 3 updates are the first to reach 5,000
     assert HRV_DEFAULTS.batch_size == 2048
     assert list(model.metrics["env_steps"]) == [2048, 4096, 6144]
-    assert model.config == HRV_DEFAULTS.replace(total_timesteps=5000)   # every other default is the task's
+    assert model.config == HRV_DEFAULTS.replace(total_timesteps=5000)  # every other default is the task's
     assert np.all(np.isfinite(model.metrics["loss"]))
 
 
@@ -30,9 +30,8 @@ def test_predict_one_observation_and_a_batch(model, env):
     observation, _ = env.reset(jax.random.PRNGKey(3), env.default_params)
     action = model.predict(observation)
     assert action.shape == (10,) and action[0] in range(5) and np.all((action[1:] >= 0) & (action[1:] <= 2))
-    assert np.array_equal(action, model.predict(observation))          # deterministic
-    batch, _ = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(4), 6),
-                                                       env.default_params)
+    assert np.array_equal(action, model.predict(observation))  # deterministic
+    batch, _ = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(4), 6), env.default_params)
     actions = model.predict(batch)
     assert actions.shape == (6, 10)
     first = jax.tree.map(lambda x: x[0], batch)
@@ -65,12 +64,15 @@ def test_save_and_load_round_trip(model, env, tmp_path):
         PPOModel.load(tmp_path / "nothing")
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (dict(batch_size=100), "minibatch_size=100"),
-    (dict(timesteps=0), "total_timesteps=0"),
-    (dict(learning_rate=-1.0), "learning_rate=-1.0"),
-    (dict(seed=-2), "seed=-2"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (dict(batch_size=100), "minibatch_size=100"),
+        (dict(timesteps=0), "total_timesteps=0"),
+        (dict(learning_rate=-1.0), "learning_rate=-1.0"),
+        (dict(seed=-2), "seed=-2"),
+    ],
+)
 def test_bad_arguments_are_refused_before_compiling(env, arguments, message):
     arguments = dict(dict(timesteps=5000), **arguments)
     with pytest.raises(ValueError, match=message):

@@ -14,9 +14,10 @@ import importlib.util
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,9 +31,10 @@ from purehr.ppo.config import HRV_DEFAULTS
 from purehr.ppo.train import make_ppo
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = sorted((ROOT / "scripts").glob("*.py")) + sorted((ROOT / "benchmarks").glob("[!_]*.py"))   # not _common.py
-TINY = HRV_DEFAULTS.replace(num_envs=8, num_steps=16, minibatch_size=64, actor_hidden=(16,), critic_hidden=(16,),
-                            total_timesteps=128)
+SCRIPTS = sorted((ROOT / "scripts").glob("*.py")) + sorted((ROOT / "benchmarks").glob("[!_]*.py"))  # not _common.py
+TINY = HRV_DEFAULTS.replace(
+    num_envs=8, num_steps=16, minibatch_size=64, actor_hidden=(16,), critic_hidden=(16,), total_timesteps=128
+)
 
 
 def load_script(path: Path):
@@ -42,7 +44,7 @@ def load_script(path: Path):
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        sys.path.insert(0, str(path.parent))    # as `python path` runs it: benchmarks/_common importable
+        sys.path.insert(0, str(path.parent))  # as `python path` runs it: benchmarks/_common importable
         try:
             spec.loader.exec_module(module)
         finally:
@@ -52,13 +54,16 @@ def load_script(path: Path):
 
 def cli(script: str, *argv: str) -> Callable[[Path], Any]:
     """A call of ``<script>.main(argv)``; ``{tmp}`` in an argument is the row's directory."""
+
     def call(tmp: Path):
         module = load_script(ROOT / script)
         return module.main([arg.replace("{tmp}", str(tmp)) for arg in argv])
+
     return call
 
 
 # --- saved models ------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def model() -> PPOModel:
@@ -69,8 +74,9 @@ def model() -> PPOModel:
 
 
 def saved(model: PPOModel, tmp: Path, **env_param_changes) -> Path:
-    copy = PPOModel(model.env, model.env_params.replace(**env_param_changes), model.config, model.params,
-                    model.metrics, model.seed)
+    copy = PPOModel(
+        model.env, model.env_params.replace(**env_param_changes), model.config, model.params, model.metrics, model.seed
+    )
     return copy.save(tmp / "model")
 
 
@@ -88,13 +94,14 @@ def flip_byte(path: Path, offset: int | None = None) -> None:
 
 # --- the table ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Case:
     name: str
     call: Callable[[Path, PPOModel], Any]
     raises: type[BaseException]
     message: str
-    exit_code: int | None = None                       # SystemExit's code, for scripts
+    exit_code: int | None = None  # SystemExit's code, for scripts
     setup: Callable[[Path, PPOModel], None] = lambda tmp, model: None
 
 
@@ -107,23 +114,28 @@ def write(relative: str, text: str):
     def setup(tmp: Path, model: PPOModel) -> None:
         (tmp / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp / relative).write_text(text)
+
     return setup
 
 
 def a_sweep(settings_of: Callable[[], dict] | None):
     """An existing sweep.json whose recorded settings are ``settings_of()`` (None: other ones)."""
+
     def setup(tmp: Path, model: PPOModel) -> None:
         from purehr import sweep
+
         settings = settings_of() if settings_of else {"task": "swing"}
         (tmp / "out").mkdir()
         (tmp / "out" / "sweep.json").write_text(json.dumps({"command": ["x"], "groups": [], "settings": settings}))
         (tmp / "out" / "ranking.csv").write_text("rank\n1\n")
         assert sweep.read_sweep(tmp / "out") is not None
+
     return setup
 
 
 def settings_of_the_sweep_below() -> dict:
     from purehr import sweep
+
     base = HRV_DEFAULTS.replace(total_timesteps=2048)
     return sweep.sweep_settings("hrv", base, {"learning_rate": (1e-4,)}, {}, [0, 1, 2])
 
@@ -136,82 +148,195 @@ CASES = [
     # scripts/sweep.py: seeds and --out, refused before any compile, no empty --out left behind
     script_case("sweep seeds -1", SWEEP[0], [*SWEEP[1:], "--seeds", "-1"], "seeds=[-1]"),
     script_case("sweep seeds 0 0", SWEEP[0], [*SWEEP[1:], "--seeds", "0", "0"], "seeds=[0, 0]"),
-    script_case("sweep out holds no sweep", SWEEP[0], SWEEP[1:], "holds no purehr sweep (it has runs.csv)",
-                write("out/runs.csv", "mine\n")),
-    script_case("sweep out holds no sweep, --overwrite", SWEEP[0], [*SWEEP[1:], "--overwrite"],
-                "holds no purehr sweep", write("out/runs.csv", "mine\n")),
+    script_case(
+        "sweep out holds no sweep",
+        SWEEP[0],
+        SWEEP[1:],
+        "holds no purehr sweep (it has runs.csv)",
+        write("out/runs.csv", "mine\n"),
+    ),
+    script_case(
+        "sweep out holds no sweep, --overwrite",
+        SWEEP[0],
+        [*SWEEP[1:], "--overwrite"],
+        "holds no purehr sweep",
+        write("out/runs.csv", "mine\n"),
+    ),
     script_case("sweep out is a file", SWEEP[0], SWEEP[1:], "is a file", write("out", "mine\n")),
-    script_case("sweep out holds another sweep", SWEEP[0], SWEEP[1:], "already holds a sweep of other settings",
-                a_sweep(None)),
-    script_case("sweep out holds this sweep", SWEEP[0], SWEEP[1:], "already holds a sweep of the same settings",
-                a_sweep(settings_of_the_sweep_below)),
+    script_case(
+        "sweep out holds another sweep", SWEEP[0], SWEEP[1:], "already holds a sweep of other settings", a_sweep(None)
+    ),
+    script_case(
+        "sweep out holds this sweep",
+        SWEEP[0],
+        SWEEP[1:],
+        "already holds a sweep of the same settings",
+        a_sweep(settings_of_the_sweep_below),
+    ),
     # benchmarks/throughput.py: outputs and counts checked before the benchmark runs
     script_case("throughput json is a directory", THROUGHPUT, ["--quick", "--json", "{tmp}"], "is a directory"),
-    script_case("throughput json under a file", THROUGHPUT, ["--quick", "--json", "{tmp}/file/out.json"],
-                "is a file, not a directory", write("file", "x")),
+    script_case(
+        "throughput json under a file",
+        THROUGHPUT,
+        ["--quick", "--json", "{tmp}/file/out.json"],
+        "is a file, not a directory",
+        write("file", "x"),
+    ),
     script_case("throughput envs 0", THROUGHPUT, ["--envs", "0"], "0: expected a positive integer"),
     script_case("throughput report missing", THROUGHPUT, ["--report", "{tmp}/missing.json"], "no such file"),
-    script_case("throughput report not JSON", THROUGHPUT, ["--report", "{tmp}/r.json"], "is not JSON",
-                write("r.json", "not json")),
-    script_case("throughput report other JSON", THROUGHPUT, ["--report", "{tmp}/r.json"], "lacks ['records'",
-                write("r.json", "{}")),
+    script_case(
+        "throughput report not JSON",
+        THROUGHPUT,
+        ["--report", "{tmp}/r.json"],
+        "is not JSON",
+        write("r.json", "not json"),
+    ),
+    script_case(
+        "throughput report other JSON",
+        THROUGHPUT,
+        ["--report", "{tmp}/r.json"],
+        "lacks ['records'",
+        write("r.json", "{}"),
+    ),
     # scripts/evaluate.py
-    script_case("evaluate checkpoint is a file", EVALUATE, ["--task", "hrv", "--checkpoint", "{tmp}/run"],
-                "--checkpoint " + "{tmp}/run is a file; expected a run directory", write("run", "x")),
-    script_case("evaluate 10^8 episodes", EVALUATE, ["--task", "hrv", "--policy", "oracle", "--num-episodes",
-                                                     "100000000"], "expected 1 to 100,000"),
-    script_case("evaluate 0 episodes", EVALUATE, ["--task", "hrv", "--policy", "oracle", "--num-episodes", "0"],
-                "--num-episodes 0: expected 1 to 100,000"),
+    script_case(
+        "evaluate checkpoint is a file",
+        EVALUATE,
+        ["--task", "hrv", "--checkpoint", "{tmp}/run"],
+        "--checkpoint " + "{tmp}/run is a file; expected a run directory",
+        write("run", "x"),
+    ),
+    script_case(
+        "evaluate 10^8 episodes",
+        EVALUATE,
+        ["--task", "hrv", "--policy", "oracle", "--num-episodes", "100000000"],
+        "expected 1 to 100,000",
+    ),
+    script_case(
+        "evaluate 0 episodes",
+        EVALUATE,
+        ["--task", "hrv", "--policy", "oracle", "--num-episodes", "0"],
+        "--num-episodes 0: expected 1 to 100,000",
+    ),
     # scripts/train_all_seeds.py: boolean spellings
-    script_case("train anneal-lr maybe", "scripts/train_all_seeds.py", ["--anneal-lr", "maybe", "--run-dir", "{tmp}/r"],
-                "'maybe' is not a boolean; expected one of true/yes/1/on or false/no/0/off"),
+    script_case(
+        "train anneal-lr maybe",
+        "scripts/train_all_seeds.py",
+        ["--anneal-lr", "maybe", "--run-dir", "{tmp}/r"],
+        "'maybe' is not a boolean; expected one of true/yes/1/on or false/no/0/off",
+    ),
     # the seed API
-    Case("train_hr_ppo of a string", lambda tmp, model: train_hr_ppo("hrv", timesteps=128), TypeError,
-         "env is the str 'hrv'; expected an Environment instance"),
-    Case("train_hr_ppo of the class", lambda tmp, model: train_hr_ppo(HRWritingEnv, timesteps=128), TypeError,
-         "env is the class HRWritingEnv; expected an instance: HRWritingEnv()"),
-    Case("predict a 7-long vector", lambda tmp, model: model.predict(
-        dict(_observation(model), current_hrv=np.zeros(7, np.float32))), ValueError,
-         "observation['current_hrv'] has shape (7,); expected (8,) (one observation) or (N, 8)"),
-    Case("predict without a key", lambda tmp, model: model.predict(
-        {k: v for k, v in _observation(model).items() if k != "gap"}), ValueError, "missing ['gap']"),
-    Case("predict batches that disagree", lambda tmp, model: model.predict(
-        {k: np.stack([v] * (3 if k == "gap" else 2)) for k, v in _observation(model).items()}), ValueError,
-         "disagree on the batch"),
-    Case("evaluate 0 episodes (API)", lambda tmp, model: model.evaluate(num_episodes=0), ValueError,
-         "num_episodes=0: expected an integer from 1 to 100,000"),
-    Case("evaluate -5 episodes (API)", lambda tmp, model: model.evaluate(num_episodes=-5), ValueError,
-         "num_episodes=-5"),
-    Case("evaluate 10^8 episodes (API)", lambda tmp, model: model.evaluate(num_episodes=10 ** 8), ValueError,
-         "num_episodes=100000000"),
+    Case(
+        "train_hr_ppo of a string",
+        lambda tmp, model: train_hr_ppo("hrv", timesteps=128),
+        TypeError,
+        "env is the str 'hrv'; expected an Environment instance",
+    ),
+    Case(
+        "train_hr_ppo of the class",
+        lambda tmp, model: train_hr_ppo(HRWritingEnv, timesteps=128),
+        TypeError,
+        "env is the class HRWritingEnv; expected an instance: HRWritingEnv()",
+    ),
+    Case(
+        "predict a 7-long vector",
+        lambda tmp, model: model.predict(dict(_observation(model), current_hrv=np.zeros(7, np.float32))),
+        ValueError,
+        "observation['current_hrv'] has shape (7,); expected (8,) (one observation) or (N, 8)",
+    ),
+    Case(
+        "predict without a key",
+        lambda tmp, model: model.predict({k: v for k, v in _observation(model).items() if k != "gap"}),
+        ValueError,
+        "missing ['gap']",
+    ),
+    Case(
+        "predict batches that disagree",
+        lambda tmp, model: model.predict(
+            {k: np.stack([v] * (3 if k == "gap" else 2)) for k, v in _observation(model).items()}
+        ),
+        ValueError,
+        "disagree on the batch",
+    ),
+    Case(
+        "evaluate 0 episodes (API)",
+        lambda tmp, model: model.evaluate(num_episodes=0),
+        ValueError,
+        "num_episodes=0: expected an integer from 1 to 100,000",
+    ),
+    Case(
+        "evaluate -5 episodes (API)", lambda tmp, model: model.evaluate(num_episodes=-5), ValueError, "num_episodes=-5"
+    ),
+    Case(
+        "evaluate 10^8 episodes (API)",
+        lambda tmp, model: model.evaluate(num_episodes=10**8),
+        ValueError,
+        "num_episodes=100000000",
+    ),
     # saved models: PPOModel.load
-    Case("load a flipped byte in params.msgpack", lambda tmp, model: PPOModel.load(tmp / "model"),
-         DamagedModelError, "params.msgpack does not match the SHA-256 recorded",
-         setup=lambda tmp, model: flip_byte(saved(model, tmp) / "params.msgpack")),
-    Case("load a flipped byte in metrics.npz", lambda tmp, model: PPOModel.load(tmp / "model"),
-         DamagedModelError, "metrics.npz does not match the SHA-256 recorded",
-         setup=lambda tmp, model: flip_byte(saved(model, tmp) / "metrics.npz")),
-    Case("load target_precision=nan", lambda tmp, model: PPOModel.load(tmp / "model"), ValueError,
-         "HRVParams.target_precision=nan, expected > 0",
-         setup=lambda tmp, model: saved(model, tmp, target_precision=jnp.float32(jnp.nan))),
-    Case("load step_size=-1", lambda tmp, model: PPOModel.load(tmp / "model"), ValueError,
-         "HRVParams.step_size=-1.0, expected > 0",
-         setup=lambda tmp, model: saved(model, tmp, step_size=jnp.float32(-1.0))),
-    Case("load model.json with another hrv_dim", lambda tmp, model: PPOModel.load(tmp / "model"), ValueError,
-         "env_params.msgpack: style_vectors has shape (5, 8), but the HRWritingEnv parameters",
-         setup=lambda tmp, model: edit_description(
-             saved(model, tmp), lambda d: d["env"]["kwargs"].update(hrv_dim=9))),
-    Case("load model.json with another width", lambda tmp, model: PPOModel.load(tmp / "model"), ValueError,
-         "params/actor/Dense_0/kernel has shape (53, 16), but the network of",
-         setup=lambda tmp, model: edit_description(saved(model, tmp), lambda d: d["config"].update(actor_hidden=[32]))),
-    Case("load seed 'zero'", lambda tmp, model: PPOModel.load(tmp / "model"), ValueError,
-         "seed is 'zero'; expected a non-negative integer",
-         setup=lambda tmp, model: edit_description(saved(model, tmp), lambda d: d.update(seed="zero"))),
-    Case("load model.json not JSON", lambda tmp, model: PPOModel.load(tmp / "model"), DamagedModelError,
-         "model.json is not JSON", setup=lambda tmp, model: (saved(model, tmp) / "model.json").write_text("{")),
-    Case("load an unknown config field", lambda tmp, model: PPOModel.load(tmp / "model"), ValueError,
-         "config is not a valid PPOConfig: unknown PPOConfig field(s) ['speed']",
-         setup=lambda tmp, model: edit_description(saved(model, tmp), lambda d: d["config"].update(speed=1))),
+    Case(
+        "load a flipped byte in params.msgpack",
+        lambda tmp, model: PPOModel.load(tmp / "model"),
+        DamagedModelError,
+        "params.msgpack does not match the SHA-256 recorded",
+        setup=lambda tmp, model: flip_byte(saved(model, tmp) / "params.msgpack"),
+    ),
+    Case(
+        "load a flipped byte in metrics.npz",
+        lambda tmp, model: PPOModel.load(tmp / "model"),
+        DamagedModelError,
+        "metrics.npz does not match the SHA-256 recorded",
+        setup=lambda tmp, model: flip_byte(saved(model, tmp) / "metrics.npz"),
+    ),
+    Case(
+        "load target_precision=nan",
+        lambda tmp, model: PPOModel.load(tmp / "model"),
+        ValueError,
+        "HRVParams.target_precision=nan, expected > 0",
+        setup=lambda tmp, model: saved(model, tmp, target_precision=jnp.float32(jnp.nan)),
+    ),
+    Case(
+        "load step_size=-1",
+        lambda tmp, model: PPOModel.load(tmp / "model"),
+        ValueError,
+        "HRVParams.step_size=-1.0, expected > 0",
+        setup=lambda tmp, model: saved(model, tmp, step_size=jnp.float32(-1.0)),
+    ),
+    Case(
+        "load model.json with another hrv_dim",
+        lambda tmp, model: PPOModel.load(tmp / "model"),
+        ValueError,
+        "env_params.msgpack: style_vectors has shape (5, 8), but the HRWritingEnv parameters",
+        setup=lambda tmp, model: edit_description(saved(model, tmp), lambda d: d["env"]["kwargs"].update(hrv_dim=9)),
+    ),
+    Case(
+        "load model.json with another width",
+        lambda tmp, model: PPOModel.load(tmp / "model"),
+        ValueError,
+        "params/actor/Dense_0/kernel has shape (53, 16), but the network of",
+        setup=lambda tmp, model: edit_description(saved(model, tmp), lambda d: d["config"].update(actor_hidden=[32])),
+    ),
+    Case(
+        "load seed 'zero'",
+        lambda tmp, model: PPOModel.load(tmp / "model"),
+        ValueError,
+        "seed is 'zero'; expected a non-negative integer",
+        setup=lambda tmp, model: edit_description(saved(model, tmp), lambda d: d.update(seed="zero")),
+    ),
+    Case(
+        "load model.json not JSON",
+        lambda tmp, model: PPOModel.load(tmp / "model"),
+        DamagedModelError,
+        "model.json is not JSON",
+        setup=lambda tmp, model: (saved(model, tmp) / "model.json").write_text("{"),
+    ),
+    Case(
+        "load an unknown config field",
+        lambda tmp, model: PPOModel.load(tmp / "model"),
+        ValueError,
+        "config is not a valid PPOConfig: unknown PPOConfig field(s) ['speed']",
+        setup=lambda tmp, model: edit_description(saved(model, tmp), lambda d: d["config"].update(speed=1)),
+    ),
 ]
 
 
@@ -222,8 +347,10 @@ def _observation(model: PPOModel) -> dict[str, np.ndarray]:
 
 def snapshot(root: Path) -> dict[str, str]:
     """Every file and folder under ``root`` with its content's digest: what a call must not change."""
-    return {str(path.relative_to(root)): "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(root.rglob("*"))}
+    return {
+        str(path.relative_to(root)): "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+    }
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
@@ -242,6 +369,7 @@ def test_bad_input_is_refused_clearly_and_writes_nothing(case: Case, model, tmp_
 
 # --- rows that are not refusals ------------------------------------------------------------
 
+
 def test_a_model_saved_without_digests_loads_with_a_warning(model, tmp_path):
     path = saved(model, tmp_path)
     edit_description(path, lambda d: d.pop("digests"))
@@ -249,19 +377,24 @@ def test_a_model_saved_without_digests_loads_with_a_warning(model, tmp_path):
         loaded = PPOModel.load(path)
     for a, b in zip(jax.tree.leaves(model.params), jax.tree.leaves(loaded.params)):
         assert isinstance(b, jax.Array) and np.array_equal(np.asarray(a), np.asarray(b))
-    assert isinstance(loaded.env_params.style_vectors, jax.Array)     # the pytree types a fresh env has
-    assert json.loads((path / "model.json").read_text()).get("digests") is None     # load wrote nothing
+    assert isinstance(loaded.env_params.style_vectors, jax.Array)  # the pytree types a fresh env has
+    assert json.loads((path / "model.json").read_text()).get("digests") is None  # load wrote nothing
 
 
 def test_a_saved_model_records_the_sha256_of_each_file(model, tmp_path):
     path = saved(model, tmp_path)
     digests = json.loads((path / "model.json").read_text())["digests"]
-    assert digests == {name: hashlib.sha256((path / name).read_bytes()).hexdigest()
-                       for name in ("params.msgpack", "env_params.msgpack", "metrics.npz")}
+    assert digests == {
+        name: hashlib.sha256((path / name).read_bytes()).hexdigest()
+        for name in ("params.msgpack", "env_params.msgpack", "metrics.npz")
+    }
 
 
-@pytest.mark.parametrize("text, value", [(w, True) for w in ("true", "YES", "1", "On", " True ")]
-                         + [(w, False) for w in ("false", "no", "0", "OFF", "False")])
+@pytest.mark.parametrize(
+    "text, value",
+    [(w, True) for w in ("true", "YES", "1", "On", " True ")]
+    + [(w, False) for w in ("false", "no", "0", "OFF", "False")],
+)
 def test_boolean_flags_take_the_usual_spellings(text, value):
     assert parse_bool(text) is value
     train = load_script(ROOT / "scripts" / "train_all_seeds.py")
@@ -269,6 +402,7 @@ def test_boolean_flags_take_the_usual_spellings(text, value):
 
 
 # --- every flag of every script -------------------------------------------------------------
+
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[f"{p.parent.name}/{p.name}" for p in SCRIPTS])
 def test_every_flag_has_help_and_shows_its_default(script):
@@ -301,6 +435,7 @@ def test_compare_rewards_example_keeps_its_line_continuation():
 
 # --- damaged checkpoints: one clear error, no asyncio noise, and a read writes nothing ------------
 
+
 def test_a_damaged_checkpoint_gives_one_error_and_no_event_loop_tracebacks(tmp_path, capfd):
     from purehr.run.checkpoints import CorruptCheckpointError, SeedCheckpoints
 
@@ -315,7 +450,7 @@ def test_a_damaged_checkpoint_gives_one_error_and_no_event_loop_tracebacks(tmp_p
     with pytest.raises(CorruptCheckpointError, match="checkpoint .*/0 cannot be read"):
         reader.restore(0, jax.eval_shape(lambda: state), digest)
     reader.finish()
-    time.sleep(0.5)              # reads Orbax left in flight would report into the closed loop by now
+    time.sleep(0.5)  # reads Orbax left in flight would report into the closed loop by now
     printed = capfd.readouterr()
     assert "Event loop is closed" not in printed.err + printed.out
     assert snapshot(tmp_path) == before

@@ -53,8 +53,11 @@ CONFIG_ROWS = [
 ]
 
 
-@pytest.mark.parametrize("changes, message", CONFIG_ROWS,
-                         ids=[", ".join(f"{k}={v!r}"[:24] for k, v in changes.items()) for changes, _ in CONFIG_ROWS])
+@pytest.mark.parametrize(
+    "changes, message",
+    CONFIG_ROWS,
+    ids=[", ".join(f"{k}={v!r}"[:24] for k, v in changes.items()) for changes, _ in CONFIG_ROWS],
+)
 def test_bad_config_is_refused_naming_field_and_value(changes, message):
     with pytest.raises(ValueError) as raised:
         PPOConfig(**changes)
@@ -68,8 +71,9 @@ def test_every_config_field_has_a_type_check():
 
 
 def test_numbers_are_normalised_so_configs_compare_and_serialise_alike():
-    config = PPOConfig(learning_rate=np.float32(0.5), num_envs=np.int64(8), anneal_lr=np.bool_(False),
-                       actor_hidden=[32, 32])
+    config = PPOConfig(
+        learning_rate=np.float32(0.5), num_envs=np.int64(8), anneal_lr=np.bool_(False), actor_hidden=[32, 32]
+    )
     assert type(config.learning_rate) is float and config.learning_rate == 0.5
     assert type(config.num_envs) is int and config.anneal_lr is False and config.actor_hidden == (32, 32)
     assert config == PPOConfig(learning_rate=0.5, anneal_lr=False, actor_hidden=(32, 32))
@@ -77,7 +81,7 @@ def test_numbers_are_normalised_so_configs_compare_and_serialise_alike():
 
 # --- item 7: step counts ------------------------------------------------------------------------
 def test_largest_budget_is_exact_and_one_more_update_is_refused():
-    config = PPOConfig(num_envs=8, num_steps=256, minibatch_size=256, num_epochs=4)   # 8 x 4 = 32 per update
+    config = PPOConfig(num_envs=8, num_steps=256, minibatch_size=256, num_epochs=4)  # 8 x 4 = 32 per update
     most = MAX_OPTIMIZER_STEPS // 32 * 2048
     assert PPOConfig(total_timesteps=most, num_envs=8, num_steps=256, minibatch_size=256).num_updates == most // 2048
     with pytest.raises(ValueError, match=f"expected total_timesteps <= {most:,}"):
@@ -87,15 +91,22 @@ def test_largest_budget_is_exact_and_one_more_update_is_refused():
 def test_checkpoint_targets_are_exact_past_2_to_the_31_steps():
     """3e9 steps, 2,048 per update: target 42,950 x 50,000 = 2,147,500,000 (> 2**31) is first
     reached by update 1,048,584 (2,147,500,032 steps), not 1,048,583 (2,147,497,984)."""
-    config = PPOConfig(total_timesteps=3_000_000_000, num_envs=64, num_steps=32, minibatch_size=512,
-                       checkpoint_interval=50_000, full_eval_interval=10, quick_eval_episodes=20)
-    assert config.num_updates == 1_464_844                # ceil(3e9 / 2048)
+    config = PPOConfig(
+        total_timesteps=3_000_000_000,
+        num_envs=64,
+        num_steps=32,
+        minibatch_size=512,
+        checkpoint_interval=50_000,
+        full_eval_interval=10,
+        quick_eval_episodes=20,
+    )
+    assert config.num_updates == 1_464_844  # ceil(3e9 / 2048)
     updates, full = checkpoint_schedule(config)
-    assert len(updates) == 60_000 + 1      # targets 50k .. 3e9 (the last update reaches 3e9) and the initial state
-    assert updates[0] == 0 and updates[-1] == 1_464_844 and updates[-2] == 1_464_820   # 1,464,820 x 2048 >= 3e9 - 50k
+    assert len(updates) == 60_000 + 1  # targets 50k .. 3e9 (the last update reaches 3e9) and the initial state
+    assert updates[0] == 0 and updates[-1] == 1_464_844 and updates[-2] == 1_464_820  # 1,464,820 x 2048 >= 3e9 - 50k
     due = jax.jit(lambda u: (checkpoint_due(config, u), full_evaluation_due(config, u)))
     assert [bool(due(jnp.int32(u))[0]) for u in (1_048_583, 1_048_584, 1_048_585)] == [False, True, False]
-    assert bool(due(jnp.int32(1_048_584))[1])              # target 42,950 is a 10th: full evaluation
+    assert bool(due(jnp.int32(1_048_584))[1])  # target 42,950 is a 10th: full evaluation
     assert not bool(due(jnp.int32(updates[-2]))[1]) and bool(due(jnp.int32(1_464_844))[1])
     assert host_env_steps(np.array([[1_048_584, 0]], np.int32), config).tolist() == [[2_147_500_032, 0]]
 
@@ -109,11 +120,14 @@ def cli(argv, capsys):
     return exited.value.code, capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--steps", "100000000000000000000"], "total_timesteps=100,000,000,000,000,000,000"),
-    (["--learning-rate", "inf"], "learning_rate=inf: expected a finite number"),
-    (["--ent-coef", "nan"], "ent_coef=nan: expected a finite number"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--steps", "100000000000000000000"], "total_timesteps=100,000,000,000,000,000,000"),
+        (["--learning-rate", "inf"], "learning_rate=inf: expected a finite number"),
+        (["--ent-coef", "nan"], "ent_coef=nan: expected a finite number"),
+    ],
+)
 def test_cli_refuses_before_the_run_directory_exists(flags, message, tmp_path, capsys):
     run_dir = tmp_path / "run"
     code, err = cli(["--tasks", "hrv", "--seeds", "0", "--no-render", "--run-dir", str(run_dir)] + flags, capsys)
@@ -123,15 +137,15 @@ def test_cli_refuses_before_the_run_directory_exists(flags, message, tmp_path, c
 
 # --- item 14: environment actions and states -----------------------------------------------------
 NAN, INF = math.nan, math.inf
-HRV_ACTION_ROWS = [   # (style, content op, first modification; the rest keep), invalid?
+HRV_ACTION_ROWS = [  # (style, content op, first modification; the rest keep), invalid?
     ((2, 1, 2), False),
     ((NAN, 1, 1), True),
     ((0, -INF, 1), True),
     ((0, 1, INF), True),
-    ((7, 1, 1), True),          # style out of 0..4
-    ((0, 3, 1), True),          # content op out of 0..2
+    ((7, 1, 1), True),  # style out of 0..4
+    ((0, 3, 1), True),  # content op out of 0..2
     ((0, 1, -1), True),
-    ((0, 1.5, 1), True),        # fractional
+    ((0, 1.5, 1), True),  # fractional
 ]
 
 
@@ -149,7 +163,7 @@ def test_hrv_invalid_actions_are_flagged_and_act_as_the_neutral_choice(hrv_step,
     _, next_state, reward, terminated, truncated, info = step(state, action)
     assert bool(info["invalid_action"]) == invalid and not bool(info["nonfinite_state"])
     assert np.isfinite(float(reward))
-    if invalid:     # the same step as the neutral action (no style, keep everything)
+    if invalid:  # the same step as the neutral action (no style, keep everything)
         _, neutral_state, neutral_reward, *_ = step(state, jnp.asarray([0, 1, 1, 1, 1], jnp.float32))
         assert float(reward) == float(neutral_reward)
         np.testing.assert_array_equal(next_state.current_hrv, neutral_state.current_hrv)
@@ -162,9 +176,16 @@ def swing_step():
     return env, state, jax.jit(lambda state, action: env.step(KEY, state, action))
 
 
-@pytest.mark.parametrize("action, invalid", [
-    ((0.3, -0.2), False), ((5.0, -5.0), False),          # finite values beyond the box saturate
-    ((NAN, 0.0), True), ((0.0, -INF), True), ((INF, 0.5), True)])
+@pytest.mark.parametrize(
+    "action, invalid",
+    [
+        ((0.3, -0.2), False),
+        ((5.0, -5.0), False),  # finite values beyond the box saturate
+        ((NAN, 0.0), True),
+        ((0.0, -INF), True),
+        ((INF, 0.5), True),
+    ],
+)
 def test_swing_invalid_actions_are_flagged_and_act_as_zero(swing_step, action, invalid):
     env, state, step = swing_step
     _, _, reward, _, _, info = step(state, jnp.asarray(action, jnp.float32))
@@ -183,10 +204,13 @@ def _nan_hrv_state(state):
     return state.replace(context=state.context.at[0].set(NAN))
 
 
-@pytest.mark.parametrize("stepper, poison, action", [
-    ("swing_step", _nan_swing_state, [0.0, 0.0]),
-    ("hrv_step", _nan_hrv_state, [0, 1, 1, 1, 1]),
-])
+@pytest.mark.parametrize(
+    "stepper, poison, action",
+    [
+        ("swing_step", _nan_swing_state, [0.0, 0.0]),
+        ("hrv_step", _nan_hrv_state, [0, 1, 1, 1, 1]),
+    ],
+)
 def test_a_state_that_is_no_longer_finite_ends_the_episode_without_a_nan(request, stepper, poison, action):
     env, state, step = request.getfixturevalue(stepper)
     action = jnp.asarray(action, jnp.float32)
@@ -204,8 +228,15 @@ def test_a_state_that_is_no_longer_finite_ends_the_episode_without_a_nan(request
 
 
 # --- item 5: a diverging seed is frozen and reported ----------------------------------------------
-TINY = PPOConfig(total_timesteps=4 * 32 * 4, num_envs=4, num_steps=32, minibatch_size=64, num_epochs=2,
-                 actor_hidden=(16,), critic_hidden=(16,))
+TINY = PPOConfig(
+    total_timesteps=4 * 32 * 4,
+    num_envs=4,
+    num_steps=32,
+    minibatch_size=64,
+    num_epochs=2,
+    actor_hidden=(16,),
+    critic_hidden=(16,),
+)
 
 
 def test_diverged_at_update_reads_the_optimiser_gap_per_seed():
@@ -214,6 +245,7 @@ def test_diverged_at_update_reads_the_optimiser_gap_per_seed():
     from types import SimpleNamespace
 
     import optax
+
     counts = jnp.asarray([20, 8, 0], jnp.int32)
     opt_state = (optax.EmptyState(), (optax.ScaleByAdamState(counts, None, None), optax.EmptyState()))
     runner = SimpleNamespace(opt_state=opt_state, update_index=jnp.full((3,), 5, jnp.int32))
@@ -225,8 +257,10 @@ def test_cli_ends_a_diverged_run_with_exit_1_and_the_message(monkeypatch, tmp_pa
     import purehr.run.protocol as protocol
 
     def diverging(*args, **kwargs):
-        raise protocol.RunDiverged("training diverged: hrv seed 1 at update 31 (15,872 env steps)",
-                                   {"hrv": {"1": {"update": 31, "env_steps": 15872}}})
+        raise protocol.RunDiverged(
+            "training diverged: hrv seed 1 at update 31 (15,872 env steps)",
+            {"hrv": {"1": {"update": 31, "env_steps": 15872}}},
+        )
 
     monkeypatch.setattr(protocol, "train_all_seeds", diverging)
     code, err = cli(["--tasks", "hrv", "--seeds", "0", "1", "--no-render", "--run-dir", str(tmp_path / "r")], capsys)
@@ -238,8 +272,17 @@ def test_train_hr_ppo_raises_on_divergence_and_keeps_the_frozen_model():
 
     env = HRWritingEnv(hrv_dim=2)
     with pytest.raises(TrainingDiverged, match=r"training diverged at update 1 \(128 env steps\)") as raised:
-        train_hr_ppo(env, timesteps=256, learning_rate=1e30, batch_size=64, num_envs=4, num_steps=32,
-                     num_epochs=1, actor_hidden=(8,), critic_hidden=(8,))
+        train_hr_ppo(
+            env,
+            timesteps=256,
+            learning_rate=1e30,
+            batch_size=64,
+            num_envs=4,
+            num_steps=32,
+            num_epochs=1,
+            actor_hidden=(8,),
+            critic_hidden=(8,),
+        )
     model = raised.value.model
     assert raised.value.update == 1 and model.metrics["diverged_at_update"].tolist() == [1, 1]
     assert model.metrics["env_steps"].tolist() == [128, 256]

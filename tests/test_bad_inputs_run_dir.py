@@ -19,8 +19,22 @@ from purehr.run.run_dir import RunDirectory, RunDirectoryError
 from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = ["--steps", "2048", "--num-envs", "4", "--num-steps", "64", "--minibatch-size", "64",
-        "--actor-hidden", "8", "--critic-hidden", "8", "--no-render", "--no-progress"]
+TINY = [
+    "--steps",
+    "2048",
+    "--num-envs",
+    "4",
+    "--num-steps",
+    "64",
+    "--minibatch-size",
+    "64",
+    "--actor-hidden",
+    "8",
+    "--critic-hidden",
+    "8",
+    "--no-render",
+    "--no-progress",
+]
 
 
 def _script():
@@ -32,13 +46,20 @@ def _script():
     return script
 
 
-def write_run(root: Path, *, tasks=("hrv",), seeds=(0, 1), status="running", precision="float32",
-              **changes) -> Path:
+def write_run(root: Path, *, tasks=("hrv",), seeds=(0, 1), status="running", precision="float32", **changes) -> Path:
     """A run directory as a purehr run leaves it after its manifest (no checkpoint yet)."""
     root.mkdir(parents=True, exist_ok=True)
     configs = {t: get_task(t).default_config.replace(total_timesteps=4096, **changes).to_dict() for t in tasks}
-    manifest = dict(status=status, tasks=list(tasks), seeds=list(seeds), configs=configs, protocol=PROTOCOL_TEXT,
-                    curricula={}, precision=precision, wall_time_s=None)
+    manifest = dict(
+        status=status,
+        tasks=list(tasks),
+        seeds=list(seeds),
+        configs=configs,
+        protocol=PROTOCOL_TEXT,
+        curricula={},
+        precision=precision,
+        wall_time_s=None,
+    )
     (root / "manifest.json").write_text(json.dumps(manifest))
     (root / ".lock").write_text("")
     return root
@@ -92,40 +113,93 @@ ROWS = [
     ("run-dir is a file", a_file, [], ["is a file, not a directory"]),
     ("run-dir below a file", lambda p: a_file(p) / "run", [], ["is a file, not a directory"]),
     ("run-dir unwritable", unwritable, [], ["cannot be written"]),
-    ("foreign manifest, --resume", foreign_manifest, ["--resume"],
-     ["is not a purehr run manifest", "lacks 'tasks'"]),
-    ("foreign manifest, --overwrite", foreign_manifest, ["--overwrite", "--tasks", "hrv", "--seeds", "0"],
-     ["is not a purehr run manifest", "refusing to remove anything in it", "choose another --run-dir"]),
+    ("foreign manifest, --resume", foreign_manifest, ["--resume"], ["is not a purehr run manifest", "lacks 'tasks'"]),
+    (
+        "foreign manifest, --overwrite",
+        foreign_manifest,
+        ["--overwrite", "--tasks", "hrv", "--seeds", "0"],
+        ["is not a purehr run manifest", "refusing to remove anything in it", "choose another --run-dir"],
+    ),
     ("foreign manifest, new run", foreign_manifest, [], ["is not a purehr run manifest", "refusing to train"]),
-    ("manifest not JSON, --resume", lambda p: (p.mkdir(), (p / "manifest.json").write_text("{half"), p)[2],
-     ["--resume"], ["is not valid JSON"]),
+    (
+        "manifest not JSON, --resume",
+        lambda p: (p.mkdir(), (p / "manifest.json").write_text("{half"), p)[2],
+        ["--resume"],
+        ["is not valid JSON"],
+    ),
     ("--resume, nothing there", lambda p: p, ["--resume"], ["holds no run to resume"]),
     ("--resume with --overwrite", write_run, ["--resume", "--overwrite"], ["contradict each other"]),
-    ("--resume, other seeds", write_run, ["--resume", "--seeds", "0", "1", "2"],
-     ["--seeds 0 1 2 does not match the run's seeds 0 1"]),
-    ("--resume, other tasks", write_run, ["--resume", "--tasks", "swing"],
-     ["--tasks swing does not match the run's tasks hrv"]),
-    ("--resume, other setting", write_run, ["--resume", "--learning-rate", "0.5", "--num-envs", "64"],
-     ["learning_rate: given 0.5, the run has 0.001"]),
-    ("--resume, smaller budget", write_run, ["--resume", "--steps", "2048"],
-     ["--steps 2,048 is below the run's hrv budget of 4,096", "cannot be shortened"]),
-    ("--resume, larger budget, annealed", write_run, ["--resume", "--steps", "8192"],
-     ["cannot extend hrv from 4,096 to 8,192 steps", "anneal_lr=True", "--anneal-lr false"]),
-    ("--resume, larger budget, curriculum",
-     lambda p: _with_curriculum(write_run(p, anneal_lr=False)), ["--resume", "--steps", "8192"],
-     ["cannot extend hrv", "curriculum's stages are fractions of the budget"]),
-    ("--resume --x64 on a float32 run", write_run, ["--resume", "--x64"],
-     ["trained in float32", "computes in float64", "resume without --x64"]),
-    ("--resume, one seed's index deleted", seed_without_index, ["--resume"],
-     ["hrv/seed_0/checkpoints.csv is missing", "holds checkpoints 2048", "Nothing was changed"]),
-    ("new run into a run", lambda p: write_run(p, status="failed"), TINY,
-     ["already holds a failed run (tasks hrv, seeds 0 1, hrv 4,096 steps)", "--resume continues it",
-      "choose another --run-dir"]),
-    ("new run into a finished run", lambda p: write_run(p, status="finished"), TINY,
-     ["already holds a finished run", "--resume renders the figures it is missing"]),
+    (
+        "--resume, other seeds",
+        write_run,
+        ["--resume", "--seeds", "0", "1", "2"],
+        ["--seeds 0 1 2 does not match the run's seeds 0 1"],
+    ),
+    (
+        "--resume, other tasks",
+        write_run,
+        ["--resume", "--tasks", "swing"],
+        ["--tasks swing does not match the run's tasks hrv"],
+    ),
+    (
+        "--resume, other setting",
+        write_run,
+        ["--resume", "--learning-rate", "0.5", "--num-envs", "64"],
+        ["learning_rate: given 0.5, the run has 0.001"],
+    ),
+    (
+        "--resume, smaller budget",
+        write_run,
+        ["--resume", "--steps", "2048"],
+        ["--steps 2,048 is below the run's hrv budget of 4,096", "cannot be shortened"],
+    ),
+    (
+        "--resume, larger budget, annealed",
+        write_run,
+        ["--resume", "--steps", "8192"],
+        ["cannot extend hrv from 4,096 to 8,192 steps", "anneal_lr=True", "--anneal-lr false"],
+    ),
+    (
+        "--resume, larger budget, curriculum",
+        lambda p: _with_curriculum(write_run(p, anneal_lr=False)),
+        ["--resume", "--steps", "8192"],
+        ["cannot extend hrv", "curriculum's stages are fractions of the budget"],
+    ),
+    (
+        "--resume --x64 on a float32 run",
+        write_run,
+        ["--resume", "--x64"],
+        ["trained in float32", "computes in float64", "resume without --x64"],
+    ),
+    (
+        "--resume, one seed's index deleted",
+        seed_without_index,
+        ["--resume"],
+        ["hrv/seed_0/checkpoints.csv is missing", "holds checkpoints 2048", "Nothing was changed"],
+    ),
+    (
+        "new run into a run",
+        lambda p: write_run(p, status="failed"),
+        TINY,
+        [
+            "already holds a failed run (tasks hrv, seeds 0 1, hrv 4,096 steps)",
+            "--resume continues it",
+            "choose another --run-dir",
+        ],
+    ),
+    (
+        "new run into a finished run",
+        lambda p: write_run(p, status="finished"),
+        TINY,
+        ["already holds a finished run", "--resume renders the figures it is missing"],
+    ),
     ("new run into other files", not_empty, TINY, ["is not empty and holds no purehr run"]),
-    ("--overwrite with a bad setting", lambda p: write_run(p, status="finished"),
-     ["--overwrite", "--learning-rate", "-1", *TINY], ["PPOConfig.learning_rate=-1.0: expected a finite number > 0"]),
+    (
+        "--overwrite with a bad setting",
+        lambda p: write_run(p, status="finished"),
+        ["--overwrite", "--learning-rate", "-1", *TINY],
+        ["PPOConfig.learning_rate=-1.0: expected a finite number > 0"],
+    ),
 ]
 
 
@@ -153,8 +227,9 @@ def restore_precision():
 
 
 @pytest.mark.parametrize("build, arguments, fragments", [row[1:] for row in ROWS], ids=[row[0] for row in ROWS])
-def test_bad_run_directory_is_refused_before_anything_is_written(tmp_path, capsys, restore_precision, build,
-                                                                 arguments, fragments):
+def test_bad_run_directory_is_refused_before_anything_is_written(
+    tmp_path, capsys, restore_precision, build, arguments, fragments
+):
     run = build(tmp_path / "run")
     watched = run if run.is_relative_to(tmp_path) else run.parent
     before = snapshot(tmp_path) if watched.is_relative_to(tmp_path) else snapshot(run)
@@ -184,12 +259,25 @@ def test_run_name_is_named_when_the_user_gave_run_name(tmp_path, capsys, monkeyp
 
 def test_overwrite_removes_only_the_files_a_run_writes(tmp_path, capsys):
     run = write_run(tmp_path / "run", tasks=("swing", "hrv"), status="finished")
-    ours = ["hrv/seed_0/updates.csv", "hrv/seed_0/checkpoints.csv", "hrv/seed_0/checkpoints/0/state",
-            "hrv/seed_1/quarantine/2048-20250101T000000/REASON.txt", "swing/seed_0/showcase/steps_0.npz",
-            "figures/hrv_learning.png", "figures/swing_training_log.pdf", "figures/replay.html",
-            "final_metrics.csv", ".manifest.json.tmp"]
-    users = ["notes.txt", "figures/my_plot.png", "hrv/seed_0/my_notes.md", "hrv/seed_7/updates.csv",
-             "analysis/table.csv"]
+    ours = [
+        "hrv/seed_0/updates.csv",
+        "hrv/seed_0/checkpoints.csv",
+        "hrv/seed_0/checkpoints/0/state",
+        "hrv/seed_1/quarantine/2048-20250101T000000/REASON.txt",
+        "swing/seed_0/showcase/steps_0.npz",
+        "figures/hrv_learning.png",
+        "figures/swing_training_log.pdf",
+        "figures/replay.html",
+        "final_metrics.csv",
+        ".manifest.json.tmp",
+    ]
+    users = [
+        "notes.txt",
+        "figures/my_plot.png",
+        "hrv/seed_0/my_notes.md",
+        "hrv/seed_7/updates.csv",
+        "analysis/table.csv",
+    ]
     for name in ours + users:
         (run / name).parent.mkdir(parents=True, exist_ok=True)
         (run / name).write_text("x\n")
@@ -213,8 +301,9 @@ def test_overwrite_of_a_foreign_manifest_removes_nothing(tmp_path):
 def _tiny_setup():
     from purehr.run.protocol import build_setups
 
-    config = get_task("hrv").default_config.replace(total_timesteps=4096, num_envs=4, num_steps=64,
-                                                    minibatch_size=64, actor_hidden=(8,), critic_hidden=(8,))
+    config = get_task("hrv").default_config.replace(
+        total_timesteps=4096, num_envs=4, num_steps=64, minibatch_size=64, actor_hidden=(8,), critic_hidden=(8,)
+    )
     return build_setups(["hrv"], {"hrv": config})[0]
 
 
@@ -224,8 +313,10 @@ def test_resume_with_a_manifest_but_no_checkpoint_says_it_trains_from_scratch(tm
     resumed = restore_task(RunDirectory(run), _tiny_setup(), [0, 1], rows)
     err = capsys.readouterr().err
     assert resumed.runner is None and resumed.steps == 0 and resumed.quarantined == []
-    assert "resume: hrv has no checkpoint yet (the run stopped before saving its first): it trains from " \
-           "scratch, from step 0" in err
+    assert (
+        "resume: hrv has no checkpoint yet (the run stopped before saving its first): it trains from "
+        "scratch, from step 0" in err
+    )
     assert "moved" not in err and "None" not in err
 
 
@@ -242,7 +333,7 @@ def test_a_step_0_saved_but_never_listed_is_kept_when_it_holds_the_initial_state
     for index, seed in enumerate([0, 1]):
         manager = SeedCheckpoints(run.checkpoint_dir("hrv", seed), asynchronous=False)
         state = jax.tree.map(lambda x: x[index], initial)
-        if seed == 1:   # a different state under step 0: not this seed's initial state
+        if seed == 1:  # a different state under step 0: not this seed's initial state
             state = state.replace(update_index=state.update_index + 7)
         manager.save(0, state)
         manager.finish()

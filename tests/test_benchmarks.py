@@ -16,7 +16,7 @@ NOTEBOOK = ROOT / "benchmarks" / "colab_quickstart.ipynb"
 def _throughput_module():
     spec = importlib.util.spec_from_file_location("throughput", THROUGHPUT)
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(THROUGHPUT.parent))    # as `python throughput.py` runs it: _common importable
+    sys.path.insert(0, str(THROUGHPUT.parent))  # as `python throughput.py` runs it: _common importable
     try:
         spec.loader.exec_module(module)
     finally:
@@ -27,10 +27,15 @@ def _throughput_module():
 @pytest.fixture(scope="module")
 def quick_result(tmp_path_factory):
     out = tmp_path_factory.mktemp("throughput") / "quick.json"
-    completed = subprocess.run([sys.executable, "-W", "ignore", str(THROUGHPUT), "--quick", "--json", str(out)],
-                               capture_output=True, text=True, timeout=600, cwd=ROOT)
+    completed = subprocess.run(
+        [sys.executable, "-W", "ignore", str(THROUGHPUT), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert "steps/s" in completed.stdout           # the printed table
+    assert "steps/s" in completed.stdout  # the printed table
     return json.loads(out.read_text())
 
 
@@ -54,10 +59,12 @@ def test_quick_throughput_records_every_field_with_positive_numbers(quick_result
 def test_goal_evaluation_reads_the_grid():
     goals = _throughput_module().goals
     record = dict(task="swing", dtype="float32", envs=8)
-    records = [dict(record, mode="simulation", seeds=1, steps_per_s=100.0, run_s=1.0),
-               dict(record, mode="training", seeds=1, steps_per_s=50.0, run_s=2.0),
-               dict(record, mode="simulation", seeds=5, steps_per_s=200.0, run_s=2.5),
-               dict(record, mode="training", seeds=5, steps_per_s=30.0, run_s=7.0)]
+    records = [
+        dict(record, mode="simulation", seeds=1, steps_per_s=100.0, run_s=1.0),
+        dict(record, mode="training", seeds=1, steps_per_s=50.0, run_s=2.0),
+        dict(record, mode="simulation", seeds=5, steps_per_s=200.0, run_s=2.5),
+        dict(record, mode="training", seeds=5, steps_per_s=30.0, run_s=7.0),
+    ]
     result = goals(records)
     assert [g["ratio"] for g in result["training_over_simulation"]] == [0.5, 0.15]
     assert result["swing_training_at_least_40pct_of_simulation"] is False
@@ -73,8 +80,13 @@ def test_colab_notebook_is_valid_nbformat_4():
         if cell["cell_type"] == "code":
             assert cell["outputs"] == [] and "execution_count" in cell
     sources = "".join("".join(cell["source"]) for cell in notebook["cells"])
-    for needle in ("jax-cuda12-plugin", "libtpu", 'pip_install("-c", CONSTRAINTS, "-e", ".")',
-                   "scripts/train_all_seeds.py", "replay.mp4"):
+    for needle in (
+        "jax-cuda12-plugin",
+        "libtpu",
+        'pip_install("-c", CONSTRAINTS, "-e", ".")',
+        "scripts/train_all_seeds.py",
+        "replay.mp4",
+    ):
         assert needle in sources
 
 
@@ -89,17 +101,21 @@ def test_accelerator_summary_goals_by_hand():
     """benchmarks/accelerator_check.sh's one JSON: the three issue-12 goals from its parts."""
     summarize = _accelerator_summary_module().summarize
     record = dict(mode="training", envs=2048)
-    throughput = {"records": [dict(record, task="hrv", seeds=32, steps_per_s=12_000_000.0, run_s=5.6),
-                              dict(record, task="hrv", seeds=1, steps_per_s=900_000.0, run_s=1.0),
-                              dict(record, task="hrv", seeds=5, steps_per_s=4_000_000.0, run_s=1.1),
-                              dict(record, task="swing", seeds=1, steps_per_s=1.0, run_s=2.0),
-                              dict(record, task="swing", seeds=5, steps_per_s=1.0, run_s=2.6)]}
+    throughput = {
+        "records": [
+            dict(record, task="hrv", seeds=32, steps_per_s=12_000_000.0, run_s=5.6),
+            dict(record, task="hrv", seeds=1, steps_per_s=900_000.0, run_s=1.0),
+            dict(record, task="hrv", seeds=5, steps_per_s=4_000_000.0, run_s=1.1),
+            dict(record, task="swing", seeds=1, steps_per_s=1.0, run_s=2.0),
+            dict(record, task="swing", seeds=5, steps_per_s=1.0, run_s=2.6),
+        ]
+    }
     summary = summarize({"backend": "gpu"}, throughput, {"speedup_run": 2.5}, {"status": "finished"}, None)
     goals = summary["goals"]
     assert goals["hrv_at_least_10M_steps_per_s"] is True and goals["hrv_training_envs"] == 2048
     assert goals["five_seeds_over_one_seed_wall"] == {"swing": 1.3, "hrv": 1.1}
-    assert goals["five_seeds_at_most_1.2x_one_seed"] is False          # swing 1.3 > 1.2
-    assert goals["one_scan_at_least_3x_host_loop"] is False            # 2.5 < 3
+    assert goals["five_seeds_at_most_1.2x_one_seed"] is False  # swing 1.3 > 1.2
+    assert goals["one_scan_at_least_3x_host_loop"] is False  # 2.5 < 3
     assert summary["protocol"]["status"] == "finished"
-    missing = summarize(None, None, None, None, None)["goals"]          # a step that failed: not measured
+    missing = summarize(None, None, None, None, None)["goals"]  # a step that failed: not measured
     assert missing["hrv_at_least_10M_steps_per_s"] is None and missing["one_scan_at_least_3x_host_loop"] is None

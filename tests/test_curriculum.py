@@ -13,19 +13,25 @@ import pytest
 
 from purehr.analysis import analyze_run
 from purehr.api import train_hr_ppo
-from purehr.envs.hrv import Curriculum
-from purehr.envs.hrv import HRWritingEnv
+from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD, Curriculum, HRWritingEnv
 from purehr.ppo.config import HRV_DEFAULTS
 from purehr.ppo.train import keys_for_seeds, make_ppo, make_train
 from purehr.run import restore
 from purehr.run.protocol import build_setups, manifest_curricula, train_all_seeds
-from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD
 
-TINY = HRV_DEFAULTS.replace(num_envs=16, num_steps=8, minibatch_size=64, num_epochs=1,
-                            actor_hidden=(16,), critic_hidden=(16,), total_timesteps=16 * 8 * 10)
+TINY = HRV_DEFAULTS.replace(
+    num_envs=16,
+    num_steps=8,
+    minibatch_size=64,
+    num_epochs=1,
+    actor_hidden=(16,),
+    critic_hidden=(16,),
+    total_timesteps=16 * 8 * 10,
+)
 
 
 # --- validation -------------------------------------------------------------------------------
+
 
 def test_default_is_the_three_stages_of_the_spec():
     assert Curriculum().stages == ((0.2, 0.3, 0.1), (0.4, 0.6, 0.05), (0.4, 0.9, 0.02))
@@ -36,16 +42,19 @@ def test_default_is_the_three_stages_of_the_spec():
     assert Curriculum.from_dict(None) is None
 
 
-@pytest.mark.parametrize("stages, message", [
-    (((0.5, 0.3, 0.1), (0.4, 0.9, 0.02)), "sum to 0.9"),
-    (((0.0, 0.3, 0.1), (1.0, 0.9, 0.02)), "fraction=0.0"),
-    (((-0.2, 0.3, 0.1), (1.2, 0.9, 0.02)), "fraction=-0.2"),
-    (((1.0, -0.3, 0.1),), "difficulty=-0.3"),
-    (((1.0, 0.3, 0.0),), "precision=0.0"),
-    (((1.0, 0.3, float("nan")),), "precision=nan"),
-    (((1.0, 0.3),), "triple"),
-    ((), "non-empty"),
-])
+@pytest.mark.parametrize(
+    "stages, message",
+    [
+        (((0.5, 0.3, 0.1), (0.4, 0.9, 0.02)), "sum to 0.9"),
+        (((0.0, 0.3, 0.1), (1.0, 0.9, 0.02)), "fraction=0.0"),
+        (((-0.2, 0.3, 0.1), (1.2, 0.9, 0.02)), "fraction=-0.2"),
+        (((1.0, -0.3, 0.1),), "difficulty=-0.3"),
+        (((1.0, 0.3, 0.0),), "precision=0.0"),
+        (((1.0, 0.3, float("nan")),), "precision=nan"),
+        (((1.0, 0.3),), "triple"),
+        ((), "non-empty"),
+    ],
+)
 def test_bad_curriculum_raises_naming_the_value(stages, message):
     with pytest.raises(ValueError, match=message):
         Curriculum(stages)
@@ -64,10 +73,11 @@ def test_difficulty_outside_the_target_range_is_refused_for_the_env():
 
 # --- where the stages fall --------------------------------------------------------------------
 
+
 def test_stage_starts_are_whole_updates():
     assert Curriculum().stage_starts(10) == (0, 2, 6)
     assert Curriculum().stage_starts(5) == (0, 1, 3)
-    assert Curriculum().stage_starts(489) == (0, 98, 294)      # ceil(97.8), ceil(293.4)
+    assert Curriculum().stage_starts(489) == (0, 98, 294)  # ceil(97.8), ceil(293.4)
     assert [Curriculum().stage_index(u, 10) for u in range(10)] == [0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
 
 
@@ -77,8 +87,12 @@ def test_env_params_at_follow_the_stages_on_the_device(num_updates):
     at every update, boundaries included."""
     curriculum = Curriculum()
     env = HRWritingEnv(8)
-    ppo = make_ppo(TINY.replace(total_timesteps=num_updates * TINY.batch_size), env, env.default_params,
-                   curriculum.schedule(num_updates))
+    ppo = make_ppo(
+        TINY.replace(total_timesteps=num_updates * TINY.batch_size),
+        env,
+        env.default_params,
+        curriculum.schedule(num_updates),
+    )
     near_boundaries = {start + offset for start in curriculum.stage_starts(num_updates) for offset in (-1, 0, 1)}
     updates = np.array(sorted({min(max(u, 0), num_updates - 1) for u in near_boundaries | {0, 1, num_updates - 1}}))
     params = jax.jit(jax.vmap(lambda u: ppo.env_params_at(u, TINY.hyperparams())))(updates.astype(np.int32))
@@ -90,6 +104,7 @@ def test_env_params_at_follow_the_stages_on_the_device(num_updates):
 
 # --- the targets the rollout draws, inside the training scan ----------------------------------
 
+
 @pytest.fixture(scope="module")
 def stopped_training():
     """One compiled make_train (10 updates, default curriculum, episodes of 2 steps so every
@@ -97,8 +112,13 @@ def stopped_training():
     chosen number of updates; the state reached is returned."""
     env = HRWritingEnv(8, max_episode_length=2)
     stop_after = {"updates": TINY.num_updates}
-    train = make_train(TINY, env, env.default_params, env_params_schedule=Curriculum().schedule(TINY.num_updates),
-                       callback=lambda metrics: int(metrics["update"][0]) < stop_after["updates"])
+    train = make_train(
+        TINY,
+        env,
+        env.default_params,
+        env_params_schedule=Curriculum().schedule(TINY.num_updates),
+        callback=lambda metrics: int(metrics["update"][0]) < stop_after["updates"],
+    )
 
     def run(updates):
         stop_after["updates"] = updates
@@ -122,6 +142,7 @@ def test_targets_drawn_in_the_rollout_follow_the_stage_of_each_update(stopped_tr
 
 # --- the manifest, resume and restore ---------------------------------------------------------
 
+
 def test_manifest_without_curricula_means_none():
     assert manifest_curricula({"tasks": ["hrv"]}) == {}
     assert manifest_curricula({"curricula": {}}) == {}
@@ -129,7 +150,7 @@ def test_manifest_without_curricula_means_none():
 
 
 def test_build_setups_evaluates_on_the_final_stage_and_trains_on_the_schedule():
-    config = TINY.replace(total_timesteps=TINY.batch_size)           # one update: only stage 0 trains
+    config = TINY.replace(total_timesteps=TINY.batch_size)  # one update: only stage 0 trains
     (plain,) = build_setups(["hrv"], {"hrv": config})
     (staged,) = build_setups(["hrv"], {"hrv": config}, {"hrv": Curriculum()})
     assert float(plain.eval_env_params.difficulty) == 0.9 and float(plain.eval_env_params.target_precision) == 0.05
@@ -151,8 +172,14 @@ def test_resume_with_a_different_curriculum_is_refused(tmp_path):
     run_dir.mkdir()
     from purehr.run.protocol import PROTOCOL_TEXT
 
-    manifest = {"status": "running", "tasks": ["hrv"], "seeds": [0], "configs": {"hrv": TINY.to_dict()},
-                "curricula": {"hrv": Curriculum().to_dict()}, "protocol": PROTOCOL_TEXT}
+    manifest = {
+        "status": "running",
+        "tasks": ["hrv"],
+        "seeds": [0],
+        "configs": {"hrv": TINY.to_dict()},
+        "curricula": {"hrv": Curriculum().to_dict()},
+        "protocol": PROTOCOL_TEXT,
+    }
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match="started with curricula"):
         train_all_seeds(run_dir, tasks=["hrv"], seeds=[0], resume=True, curricula={"hrv": None})
@@ -162,8 +189,9 @@ def test_resume_with_a_different_curriculum_is_refused(tmp_path):
 def curriculum_run(tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("curriculum") / "run"
     config = TINY.replace(checkpoint_interval=TINY.batch_size * 5, eval_episodes=8)
-    train_all_seeds(run_dir, tasks=["hrv"], seeds=[0], configs={"hrv": config}, progress=False,
-                    curricula={"hrv": Curriculum()})
+    train_all_seeds(
+        run_dir, tasks=["hrv"], seeds=[0], configs={"hrv": config}, progress=False, curricula={"hrv": Curriculum()}
+    )
     return run_dir
 
 
@@ -191,13 +219,22 @@ def test_run_reports_noisy_success_so_robustness_is_defined(curriculum_run):
 
 # --- early stop through train_hr_ppo ----------------------------------------------------------
 
+
 def test_early_stop_through_train_hr_ppo_keeps_the_state_reached():
     """Stopped after 2 of 10 updates, the model's metrics end at update 2 and its params are
     those of a run of exactly 2 updates (constant learning rate; the default curriculum keeps
     both updates in its first stage, matched by a one-stage curriculum of that stage)."""
     env = HRWritingEnv(8)
-    options = dict(num_envs=16, num_steps=8, batch_size=64, num_epochs=1, actor_hidden=(16,), critic_hidden=(16,),
-                   anneal_lr=False, seed=3)
+    options = dict(
+        num_envs=16,
+        num_steps=8,
+        batch_size=64,
+        num_epochs=1,
+        actor_hidden=(16,),
+        critic_hidden=(16,),
+        anneal_lr=False,
+        seed=3,
+    )
     seen = []
 
     def stop_after_two(metrics):
@@ -210,10 +247,12 @@ def test_early_stop_through_train_hr_ppo_keeps_the_state_reached():
     assert stopped.metrics["update"].tolist() == [1, 2]
     assert np.isfinite(stopped.metrics["loss"]).all()
     initial = make_ppo(stopped.config, env, env.default_params).init(jax.random.PRNGKey(3)).params
-    for a, b, start in zip(jax.tree.leaves(stopped.params), jax.tree.leaves(exact.params), jax.tree.leaves(initial)):
+    for a, b in zip(jax.tree.leaves(stopped.params), jax.tree.leaves(exact.params)):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
-    assert any(not np.allclose(np.asarray(a), np.asarray(s))
-               for a, s in zip(jax.tree.leaves(stopped.params), jax.tree.leaves(initial)))
+    assert any(
+        not np.allclose(np.asarray(a), np.asarray(s))
+        for a, s in zip(jax.tree.leaves(stopped.params), jax.tree.leaves(initial))
+    )
     assert stopped.curriculum == Curriculum()
-    assert float(stopped.env_params.difficulty) == pytest.approx(0.9)        # evaluates on the last stage
+    assert float(stopped.env_params.difficulty) == pytest.approx(0.9)  # evaluates on the last stage
     assert float(exact.env_params.target_precision) == pytest.approx(0.1)

@@ -11,15 +11,16 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 from purehr.envs import HRWritingEnv, SwingEnv, to_gymnasium  # noqa: E402
 
 
-@pytest.mark.parametrize("make_env, flatten", [(SwingEnv, False),
-                                               (lambda: HRWritingEnv(hrv_dim=8), False),
-                                               (lambda: HRWritingEnv(hrv_dim=8), True)],
-                         ids=["swing", "hrv-dict", "hrv-flat"])
+@pytest.mark.parametrize(
+    "make_env, flatten",
+    [(SwingEnv, False), (lambda: HRWritingEnv(hrv_dim=8), False), (lambda: HRWritingEnv(hrv_dim=8), True)],
+    ids=["swing", "hrv-dict", "hrv-flat"],
+)
 def test_passes_gymnasium_env_checker(make_env, flatten):
     env = to_gymnasium(make_env(), seed=0, flatten=flatten)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")                              # any checker warning fails, but
-        warnings.filterwarnings("ignore", message=".*infinity.*")   # unbounded observations are fine
+        warnings.simplefilter("error")  # any checker warning fails, but
+        warnings.filterwarnings("ignore", message=".*infinity.*")  # unbounded observations are fine
         check_env(env, skip_render_check=True)
 
 

@@ -21,15 +21,23 @@ PACKAGE = Path(__file__).resolve().parents[1] / "purehr"
 
 # module (or package prefix) -> layer; the longest matching prefix wins
 LAYER_OF = {
-    "purehr.cli": "leaf", "purehr.host_devices": "leaf", "purehr.stats": "leaf",
+    "purehr.cli": "leaf",
+    "purehr.host_devices": "leaf",
+    "purehr.stats": "leaf",
     "purehr.envs": "envs",
     "purehr.ppo": "ppo",
     "purehr.tasks": "tasks",
     "purehr.distributed": "distributed",
     "purehr.run": "run",
-    "purehr": "top",        # purehr/__init__.py (PEP 562 exports)
-    "purehr.analysis": "top", "purehr.viz": "top", "purehr.sweep": "top", "purehr.ablation": "top",
-    "purehr.results_table": "top", "purehr.api": "top", "purehr.summary": "top", "purehr.publish": "top",
+    "purehr": "top",  # purehr/__init__.py (PEP 562 exports)
+    "purehr.analysis": "top",
+    "purehr.viz": "top",
+    "purehr.sweep": "top",
+    "purehr.ablation": "top",
+    "purehr.results_table": "top",
+    "purehr.api": "top",
+    "purehr.summary": "top",
+    "purehr.publish": "top",
     "purehr.reward_comparison": "top",
 }
 MAY_IMPORT = {
@@ -54,7 +62,7 @@ def layer(module: str) -> str | None:
     for prefix in sorted(LAYER_OF, key=len, reverse=True):
         if module == prefix or module.startswith(prefix + "."):
             if prefix == "purehr" and module != "purehr":
-                return None     # a purehr module placed in no layer
+                return None  # a purehr module placed in no layer
             return LAYER_OF[prefix]
     return None
 
@@ -78,8 +86,8 @@ def purehr_imports(path: Path) -> list[tuple[int, str, bool]]:
                 found.extend((child.lineno, alias.name, in_function) for alias in child.names)
             elif isinstance(child, ast.ImportFrom):
                 base = child.module or ""
-                if child.level:     # relative: resolve against this module's package
-                    anchor = package.split(".")[:len(package.split(".")) - child.level + 1]
+                if child.level:  # relative: resolve against this module's package
+                    anchor = package.split(".")[: len(package.split(".")) - child.level + 1]
                     base = ".".join(anchor + ([base] if base else []))
                 for alias in child.names:
                     # ``from purehr.envs import hrv`` imports the submodule purehr.envs.hrv
@@ -105,12 +113,16 @@ def layering_violations() -> list[str]:
             if theirs is None:
                 problems.append(f"{where}:{line}: imports {imported}, which is in no layer")
             elif theirs not in MAY_IMPORT[own]:
-                problems.append(f"{where}:{line}: {importer} ({own}) imports {imported} ({theirs}): "
-                                f"{own} may import only {', '.join(sorted(MAY_IMPORT[own]))}")
+                problems.append(
+                    f"{where}:{line}: {importer} ({own}) imports {imported} ({theirs}): "
+                    f"{own} may import only {', '.join(sorted(MAY_IMPORT[own]))}"
+                )
             if lazy and (importer, imported) not in LAZY_IMPORTS_ALLOWED:
-                problems.append(f"{where}:{line}: imports {imported} inside a function: import it at the "
-                                "module top, or add it to LAZY_IMPORTS_ALLOWED with the reason it must be lazy")
-    return list(dict.fromkeys(problems))     # one line per problem, even for `import a, b`
+                problems.append(
+                    f"{where}:{line}: imports {imported} inside a function: import it at the "
+                    "module top, or add it to LAZY_IMPORTS_ALLOWED with the reason it must be lazy"
+                )
+    return list(dict.fromkeys(problems))  # one line per problem, even for `import a, b`
 
 
 def test_every_import_follows_the_layering():
@@ -133,4 +145,5 @@ def test_the_layering_check_sees_upward_and_lazy_imports(tmp_path, monkeypatch):
     assert layering_violations() == [
         "purehr/envs/bad.py:1: purehr.envs.bad (envs) imports purehr.ppo.train (ppo): envs may import only envs, leaf",
         "purehr/run/lazy.py:2: imports purehr.envs.bad inside a function: import it at the module top, or add it "
-        "to LAZY_IMPORTS_ALLOWED with the reason it must be lazy"]
+        "to LAZY_IMPORTS_ALLOWED with the reason it must be lazy",
+    ]

@@ -35,10 +35,8 @@ def _train_and_evaluate(config, env, evaluation, seeds=SEEDS, env_params=None):
 @pytest.mark.slow
 def test_hrv_defaults_learn_far_above_random_at_a_small_budget():
     env = hrv.HRWritingEnv(hrv_dim=8)
-    metrics = _train_and_evaluate(HRV_DEFAULTS.replace(total_timesteps=HRV_STEPS), env,
-                                  hrv.heldout_evaluation)
-    random = jax.device_get(jax.jit(lambda: hrv.heldout_evaluation(
-        env, env.default_params, hrv.random_policy(env)))())
+    metrics = _train_and_evaluate(HRV_DEFAULTS.replace(total_timesteps=HRV_STEPS), env, hrv.heldout_evaluation)
+    random = jax.device_get(jax.jit(lambda: hrv.heldout_evaluation(env, env.default_params, hrv.random_policy(env)))())
     print("hrv success per seed", metrics["success_rate"], "length", metrics["episode_length"])
     assert float(random["success_rate"]) <= 0.02
     assert np.all(metrics["success_rate"] >= 0.6), metrics["success_rate"]
@@ -48,10 +46,8 @@ def test_hrv_defaults_learn_far_above_random_at_a_small_budget():
 @pytest.mark.slow
 def test_swing_wide_starts_raise_heldout_energy_far_above_zero_action():
     env = swing.SwingEnv()
-    metrics = _train_and_evaluate(SWING_DEFAULTS.replace(total_timesteps=SWING_STEPS), env,
-                                  swing.heldout_evaluation)
-    still = jax.device_get(jax.jit(lambda: swing.heldout_evaluation(
-        env, env.default_params, swing.zero_policy))())
+    metrics = _train_and_evaluate(SWING_DEFAULTS.replace(total_timesteps=SWING_STEPS), env, swing.heldout_evaluation)
+    still = jax.device_get(jax.jit(lambda: swing.heldout_evaluation(env, env.default_params, swing.zero_policy))())
     print("swing peak energy per seed", metrics["peak_energy"], "zero action", still["peak_energy"])
     assert float(still["peak_energy"]) < 0.003
     assert np.all(metrics["peak_energy"] >= 0.03), metrics["peak_energy"]

@@ -11,8 +11,8 @@ from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_up
 
 @struct.dataclass
 class Toy:
-    value: jax.Array            # [seeds]
-    update_index: jax.Array     # [seeds]
+    value: jax.Array  # [seeds]
+    update_index: jax.Array  # [seeds]
 
 
 def toy_update(runner: Toy):
@@ -34,17 +34,23 @@ class Recorder:
 
 def make_program(host: HostSlot):
     def log(loop):
-        return Hook(every(1), lambda runner, metrics: call_host(lambda m: host.on_update(loop, m), metrics,
-                                                                 keep_going=True), stops=True)
+        return Hook(
+            every(1),
+            lambda runner, metrics: call_host(lambda m: host.on_update(loop, m), metrics, keep_going=True),
+            stops=True,
+        )
 
     def checkpoint(loop):
         def run(runner, _metrics):
             call_host(lambda r: host.on_checkpoint(loop, r, {}, None), runner)
-            return runner.value.astype(jnp.float32)     # stacked: NaN where not due
+            return runner.value.astype(jnp.float32)  # stacked: NaN where not due
+
         return Hook(every(2), run, at_start=True)
 
-    loops = [UpdateLoop(toy_update, 3, (log("a"), checkpoint("a"))),
-             UpdateLoop(toy_update, 5, (log("b"), checkpoint("b")))]
+    loops = [
+        UpdateLoop(toy_update, 3, (log("a"), checkpoint("a"))),
+        UpdateLoop(toy_update, 5, (log("b"), checkpoint("b"))),
+    ]
 
     def program(first: Toy, second: Toy):
         return run_updates(loops, [first, second], 5)
@@ -61,14 +67,23 @@ def test_loops_of_different_lengths_run_their_hooks_in_order():
     runners, outputs = make_program(HostSlot(recorder))(start(), start())
     assert [int(r.update_index[0]) for r in runners] == [3, 5]
     assert [int(r.value[0]) for r in runners] == [7, 31]
-    assert recorder.calls[:4] == [("a", "checkpoint", 0), ("b", "checkpoint", 0),
-                                  ("a", "update", 1), ("b", "update", 1)]
+    assert recorder.calls[:4] == [
+        ("a", "checkpoint", 0),
+        ("b", "checkpoint", 0),
+        ("a", "update", 1),
+        ("b", "update", 1),
+    ]
     assert [c for c in recorder.calls if c[0] == "a"] == [
-        ("a", "checkpoint", 0), ("a", "update", 1), ("a", "update", 2), ("a", "checkpoint", 2), ("a", "update", 3)]
+        ("a", "checkpoint", 0),
+        ("a", "update", 1),
+        ("a", "update", 2),
+        ("a", "checkpoint", 2),
+        ("a", "update", 3),
+    ]
     checkpoints_b = np.asarray(outputs[1].hooks[1][:, 0])
     assert np.array_equal(np.isnan(checkpoints_b), [True, False, True, False, True])
     assert checkpoints_b[1] == 3 and checkpoints_b[3] == 15
-    assert np.asarray(outputs[0].metrics["update"][:, 0]).tolist() == [1, 2, 3, 0, 0]     # 0: no update
+    assert np.asarray(outputs[0].metrics["update"][:, 0]).tolist() == [1, 2, 3, 0, 0]  # 0: no update
     assert float(outputs[0].at_start[1][0]) == 0.0
 
 
@@ -77,9 +92,9 @@ def test_a_stop_from_the_host_and_a_new_target_without_recompiling():
     program = make_program(slot)
     runners, _ = program(start(), start())
     assert [int(r.update_index[0]) for r in runners] == [2, 2]
-    slot.target = other = Recorder()                # the same compiled program, another host
-    runners, _ = program(start(3), start(1))        # resumed: a has nothing left, b runs 4 more
+    slot.target = other = Recorder()  # the same compiled program, another host
+    runners, _ = program(start(3), start(1))  # resumed: a has nothing left, b runs 4 more
     assert program._cache_size() == 1
     assert [int(r.update_index[0]) for r in runners] == [3, 5]
     assert all(call[0] == "b" for call in other.calls)
-    assert ("b", "checkpoint", 0) not in other.calls     # not untrained: no start checkpoint
+    assert ("b", "checkpoint", 0) not in other.calls  # not untrained: no start checkpoint

@@ -12,12 +12,14 @@ import nbclient
 import nbformat
 import pytest
 
-pytestmark = pytest.mark.slow    # a Jupyter kernel: a subprocess
+pytestmark = pytest.mark.slow  # a Jupyter kernel: a subprocess
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "benchmarks" / "colab_quickstart.ipynb"
-TINY_RUN = ("--num-envs 8 --num-steps 64 --minibatch-size 128 --num-epochs 1 --actor-hidden 16 "
-            "--critic-hidden 16 --eval-episodes 4 --no-progress")
+TINY_RUN = (
+    "--num-envs 8 --num-steps 64 --minibatch-size 128 --num-epochs 1 --actor-hidden 16 "
+    "--critic-hidden 16 --eval-episodes 4 --no-progress"
+)
 
 
 def _execute(working_dir: Path, monkeypatch, **environment: str) -> nbformat.NotebookNode:
@@ -25,8 +27,9 @@ def _execute(working_dir: Path, monkeypatch, **environment: str) -> nbformat.Not
     for name, value in environment.items():
         monkeypatch.setenv(name, value)
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    client = nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(working_dir)}})
+    client = nbclient.NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(working_dir)}}
+    )
     client.execute()
     return notebook
 
@@ -40,19 +43,27 @@ def test_notebook_runs_top_to_bottom_on_cpu(tmp_path, monkeypatch):
     # the kernel starts in the checkout: it is used as it is (no clone), and the installs are
     # skipped because jax and purehr are already there (PUREHR_NOTEBOOK_INSTALL=never would
     # turn any install into an error)
-    notebook = _execute(REPO, monkeypatch, PUREHR_NOTEBOOK_STEPS="512", PUREHR_NOTEBOOK_TASKS="hrv",
-                        PUREHR_NOTEBOOK_SEEDS="0", PUREHR_NOTEBOOK_ARGS=TINY_RUN,
-                        PUREHR_NOTEBOOK_RUN_DIR=str(run_dir), PUREHR_NOTEBOOK_THROUGHPUT="0",
-                        PUREHR_NOTEBOOK_INSTALL="never", PUREHR_REPO_URL="")
+    notebook = _execute(
+        REPO,
+        monkeypatch,
+        PUREHR_NOTEBOOK_STEPS="512",
+        PUREHR_NOTEBOOK_TASKS="hrv",
+        PUREHR_NOTEBOOK_SEEDS="0",
+        PUREHR_NOTEBOOK_ARGS=TINY_RUN,
+        PUREHR_NOTEBOOK_RUN_DIR=str(run_dir),
+        PUREHR_NOTEBOOK_THROUGHPUT="0",
+        PUREHR_NOTEBOOK_INSTALL="never",
+        PUREHR_REPO_URL="",
+    )
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     assert all(output.get("output_type") != "error" for cell in code for output in cell.outputs)
     outputs = "\n".join(_text(cell) for cell in code)
     assert f"using the checkout {REPO}" in outputs
     assert "jax 0.10.2 is installed for cpu" in outputs and "purehr is importable from" in outputs
-    assert "$ " + sys.executable in outputs          # the kernel's own python trained
+    assert "$ " + sys.executable in outputs  # the kernel's own python trained
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "finished" and manifest["tasks"] == ["hrv"]
-    assert f"2 figures in {run_dir / 'figures'}" in outputs   # hrv learning figure and training log
+    assert f"2 figures in {run_dir / 'figures'}" in outputs  # hrv learning figure and training log
     assert "no replay: the swing task was not trained in this run" in outputs
     table = next(output for output in code[-2].outputs if output.get("output_type") == "display_data")
     assert "<td>hrv</td><td>0</td><td>512</td>" in table["data"]["text/html"]

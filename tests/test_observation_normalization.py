@@ -42,8 +42,14 @@ class Counter(Environment):
 
     def step(self, key, state, action, params=None):
         t = state + 1
-        return (self._observation(t), t, action.astype(jnp.float32), jnp.bool_(False), t >= EPISODE,
-                {"success": jnp.bool_(False)})
+        return (
+            self._observation(t),
+            t,
+            action.astype(jnp.float32),
+            jnp.bool_(False),
+            t >= EPISODE,
+            {"success": jnp.bool_(False)},
+        )
 
     def observation_space(self, params=None):
         return spaces.Box(-jnp.inf, jnp.inf, (2,))
@@ -57,8 +63,16 @@ class Counter(Environment):
 
 # 7 steps per update, not a multiple of the episode: each update's batch has its own mean,
 # so a wrong combination of batches (or a shifted observation) shows
-CONFIG = PPOConfig(total_timesteps=3 * 3 * 7, num_envs=3, num_steps=7, minibatch_size=7, num_epochs=2,
-                   actor_hidden=(8,), critic_hidden=(8,), normalize_observations=True)
+CONFIG = PPOConfig(
+    total_timesteps=3 * 3 * 7,
+    num_envs=3,
+    num_steps=7,
+    minibatch_size=7,
+    num_epochs=2,
+    actor_hidden=(8,),
+    critic_hidden=(8,),
+    normalize_observations=True,
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +83,7 @@ def trained():
 
 def test_running_statistics_equal_numpy_over_every_observation_trained_on(trained):
     _, result = trained
-    seen = np.arange(CONFIG.num_updates * CONFIG.num_steps) % EPISODE          # each env, in order
+    seen = np.arange(CONFIG.num_updates * CONFIG.num_steps) % EPISODE  # each env, in order
     observations = np.stack([seen, (seen - 1.5) ** 2 + 10.0], -1).astype(np.float64)
     statistics = result.runner.params[OBSERVATION_STATISTICS]["normalizer"]
     for seed in range(2):
@@ -80,10 +94,13 @@ def test_running_statistics_equal_numpy_over_every_observation_trained_on(traine
 
 def test_batched_updates_equal_one_pass_over_all_batches():
     rng = np.random.default_rng(0)
-    batches = [rng.normal(loc, scale, (n, 3)).astype(np.float32)
-               for loc, scale, n in [(5.0, 2.0, 40), (-3.0, 0.5, 7), (100.0, 10.0, 300)]]
+    batches = [
+        rng.normal(loc, scale, (n, 3)).astype(np.float32)
+        for loc, scale, n in [(5.0, 2.0, 40), (-3.0, 0.5, 7), (100.0, 10.0, 300)]
+    ]
     variables = ActorCritic((4,), (4,), "tanh", 2, False, normalize_observations=True).init(
-        jax.random.PRNGKey(0), jnp.zeros(3))
+        jax.random.PRNGKey(0), jnp.zeros(3)
+    )
     for batch in batches:
         variables = update_observation_statistics(variables, jnp.asarray(batch))
     everything = np.concatenate(batches).astype(np.float64)
@@ -96,7 +113,7 @@ def test_the_saved_policy_normalises_with_the_trained_statistics(trained):
     train, result = trained
     params = jax.tree.map(lambda x: x[0], result.runner.params)
     statistics = params[OBSERVATION_STATISTICS]["normalizer"]
-    assert np.all(np.abs(np.asarray(statistics["mean"])) > 1.0)     # far from the identity
+    assert np.all(np.abs(np.asarray(statistics["mean"])) > 1.0)  # far from the identity
     plain = ActorCritic((8,), (8,), "tanh", 2, False)
     observations = jnp.asarray([[0.0, 12.25], [4.0, 16.25], [2.0, 10.25]])
     scaled = (observations - statistics["mean"]) / jnp.sqrt(statistics["var"] + 1e-8)
@@ -123,18 +140,23 @@ def test_swish_is_x_times_sigmoid_x():
     h = x @ hidden["kernel"] + hidden["bias"]
     expected = (h * nn.sigmoid(h)) @ out["kernel"] + out["bias"]
     np.testing.assert_allclose(mlp.apply(variables, x), expected, rtol=1e-6)
-    PPOConfig(activation="swish")       # accepted by the config
+    PPOConfig(activation="swish")  # accepted by the config
 
 
 def test_elementwise_gradient_clip_is_wired_to_the_optimizer():
     """Unclipped, both modes are the same optimiser bit for bit; at a bound that binds they differ."""
+
     def final_params(**changes):
         config = CONFIG.replace(normalize_observations=False, **changes)
         return jax.tree.leaves(make_train(config, Counter())(keys_for_seeds([0])).runner.params)
 
-    loose_global, loose_element = final_params(max_grad_norm=1e9), final_params(max_grad_norm=1e9,
-                                                                               elementwise_grad_clip=True)
+    loose_global, loose_element = (
+        final_params(max_grad_norm=1e9),
+        final_params(max_grad_norm=1e9, elementwise_grad_clip=True),
+    )
     assert all(np.array_equal(a, b) for a, b in zip(loose_global, loose_element))
-    tight_global, tight_element = final_params(max_grad_norm=1e-3), final_params(max_grad_norm=1e-3,
-                                                                                elementwise_grad_clip=True)
+    tight_global, tight_element = (
+        final_params(max_grad_norm=1e-3),
+        final_params(max_grad_norm=1e-3, elementwise_grad_clip=True),
+    )
     assert not all(np.array_equal(a, b) for a, b in zip(tight_global, tight_element))

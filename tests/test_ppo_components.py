@@ -24,9 +24,9 @@ def reference_gae(rewards, values, final_values, terminated, truncated, gamma, l
         if terminated[t]:
             next_value = 0.0
         elif truncated[t]:
-            next_value = final_values[t]          # value of the observation the episode ended on
+            next_value = final_values[t]  # value of the observation the episode ended on
         else:
-            next_value = final_values[t]          # the next observation of the same episode
+            next_value = final_values[t]  # the next observation of the same episode
         delta = rewards[t] + gamma * next_value - values[t]
         next_advantage = delta + gamma * lam * (0.0 if done else 1.0) * next_advantage
         advantages[t] = next_advantage
@@ -41,18 +41,24 @@ def test_gae_matches_python_loop_with_truncation_and_termination():
     next_values = rng.normal(size=(T, N))
     terminated = np.zeros((T, N), bool)
     truncated = np.zeros((T, N), bool)
-    terminated[4, 0] = True          # env 0: a terminal success mid-rollout
-    truncated[7, 1] = True           # env 1: a time-limit truncation
-    terminated[2, 2] = True          # env 2: both kinds in one column
+    terminated[4, 0] = True  # env 0: a terminal success mid-rollout
+    truncated[7, 1] = True  # env 1: a time-limit truncation
+    terminated[2, 2] = True  # env 2: both kinds in one column
     truncated[9, 2] = True
     gamma, lam = 0.97, 0.9
     advantages, targets = generalized_advantages(
-        jnp.asarray(rewards, jnp.float32), jnp.asarray(values, jnp.float32),
-        jnp.asarray(next_values, jnp.float32), jnp.asarray(terminated), jnp.asarray(terminated | truncated),
-        gamma, lam)
+        jnp.asarray(rewards, jnp.float32),
+        jnp.asarray(values, jnp.float32),
+        jnp.asarray(next_values, jnp.float32),
+        jnp.asarray(terminated),
+        jnp.asarray(terminated | truncated),
+        gamma,
+        lam,
+    )
     for env in range(N):
-        expected = reference_gae(rewards[:, env], values[:, env], next_values[:, env],
-                                 terminated[:, env], truncated[:, env], gamma, lam)
+        expected = reference_gae(
+            rewards[:, env], values[:, env], next_values[:, env], terminated[:, env], truncated[:, env], gamma, lam
+        )
         np.testing.assert_allclose(np.asarray(advantages[:, env]), expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(np.asarray(targets), np.asarray(advantages) + values, rtol=1e-5, atol=1e-5)
     # the truncated step bootstraps: its delta uses next_values, unlike the terminated one
@@ -68,7 +74,7 @@ def test_tanh_gaussian_log_density_matches_numerical_change_of_variables():
     h = 1e-4
     for u in latents:
         action = np.tanh(u)
-        jacobian = (np.tanh(u + h) - np.tanh(u - h)) / (2 * h)       # d action / d latent, numerically
+        jacobian = (np.tanh(u + h) - np.tanh(u - h)) / (2 * h)  # d action / d latent, numerically
         std = np.exp(np.asarray(log_std))
         gaussian = -0.5 * ((u - np.asarray(mean)) / std) ** 2 - np.log(std) - 0.5 * math.log(2 * math.pi)
         expected = np.sum(gaussian - np.log(jacobian))
@@ -78,7 +84,7 @@ def test_tanh_gaussian_log_density_matches_numerical_change_of_variables():
 
 def test_tanh_log_density_stays_finite_where_tanh_saturates():
     dist = TanhGaussian(jnp.zeros(1), jnp.zeros(1), -jnp.ones(1), jnp.ones(1))
-    latent = jnp.array([12.0])                      # tanh(12) == 1.0 in float32: atanh would be inf
+    latent = jnp.array([12.0])  # tanh(12) == 1.0 in float32: atanh would be inf
     assert float(jnp.tanh(latent)[0]) == 1.0
     expected = -0.5 * 144 - 0.5 * math.log(2 * math.pi) - 2 * (math.log(2) - 12 - math.log1p(math.exp(-24)))
     assert abs(float(dist.log_prob(latent)) - expected) < 1e-3
@@ -92,7 +98,7 @@ def test_tanh_gaussian_rescales_to_the_box():
 
 
 def test_multidiscrete_log_prob_and_entropy_by_hand():
-    logits = jnp.array([0.0, math.log(2.0), 0.0, 1.0, 0.0])     # components of sizes 3 and 2
+    logits = jnp.array([0.0, math.log(2.0), 0.0, 1.0, 0.0])  # components of sizes 3 and 2
     dist = MultiCategorical(logits, (3, 2))
     p2 = math.e / (math.e + 1)
     expected_log_prob = math.log(0.5) + math.log(p2)
@@ -105,14 +111,17 @@ def test_multidiscrete_log_prob_and_entropy_by_hand():
     assert abs(float(jnp.mean(samples[:, 1] == 0)) - p2) < 0.03
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(minibatch_size=300), "minibatch_size=300"),
-    (dict(total_timesteps=0), "total_timesteps=0"),
-    (dict(num_envs=-1), "num_envs=-1"),
-    (dict(actor_hidden=()), "actor_hidden"),
-    (dict(activation="gelu"), "activation='gelu'"),
-    (dict(gamma=1.5), "gamma=1.5"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(minibatch_size=300), "minibatch_size=300"),
+        (dict(total_timesteps=0), "total_timesteps=0"),
+        (dict(num_envs=-1), "num_envs=-1"),
+        (dict(actor_hidden=()), "actor_hidden"),
+        (dict(activation="gelu"), "activation='gelu'"),
+        (dict(gamma=1.5), "gamma=1.5"),
+    ],
+)
 def test_bad_config_names_the_value(changes, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         PPOConfig(**changes)
@@ -128,8 +137,9 @@ def test_num_updates_reaches_the_budget():
     assert config.num_updates == 489 and config.num_updates * config.batch_size >= 1_000_000
 
 
-@pytest.mark.parametrize("keys", [jnp.zeros((3,), jnp.uint32), jnp.zeros((3, 2), jnp.float32),
-                                  jnp.zeros((2, 3), jnp.uint32)])
+@pytest.mark.parametrize(
+    "keys", [jnp.zeros((3,), jnp.uint32), jnp.zeros((3, 2), jnp.float32), jnp.zeros((2, 3), jnp.uint32)]
+)
 def test_wrong_key_shape_is_refused(keys):
     with pytest.raises(ValueError, match="expected a leading seed axis"):
         raw_seed_keys(keys)

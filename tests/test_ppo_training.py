@@ -14,8 +14,16 @@ from purehr.envs.rollout import run_episodes
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.train import keys_for_seeds, make_train
 
-TINY = PPOConfig(total_timesteps=4 * 64 * 3, num_envs=4, num_steps=64, minibatch_size=64, num_epochs=2,
-                 actor_hidden=(16,), critic_hidden=(16,), gamma=0.99)
+TINY = PPOConfig(
+    total_timesteps=4 * 64 * 3,
+    num_envs=4,
+    num_steps=64,
+    minibatch_size=64,
+    num_epochs=2,
+    actor_hidden=(16,),
+    critic_hidden=(16,),
+    gamma=0.99,
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +59,12 @@ def test_three_seeds_vmapped_equal_each_seed_alone(tiny_train):
 
 
 def test_metrics_are_per_update_only(tiny_train):
-    result = tiny_train(keys_for_seeds([0, 1, 2]))      # three seeds: the program compiled above
+    result = tiny_train(keys_for_seeds([0, 1, 2]))  # three seeds: the program compiled above
     assert result.metrics["loss"].shape == (3, TINY.num_updates)
     assert all(value.shape == (3, TINY.num_updates) for value in result.metrics.values())
-    assert np.array_equal(np.asarray(result.metrics["env_steps"][0]),
-                          TINY.batch_size * np.arange(1, TINY.num_updates + 1))
+    assert np.array_equal(
+        np.asarray(result.metrics["env_steps"][0]), TINY.batch_size * np.arange(1, TINY.num_updates + 1)
+    )
 
 
 def test_host_callback_sees_every_update_and_can_stop(cartpole):
@@ -63,7 +72,7 @@ def test_host_callback_sees_every_update_and_can_stop(cartpole):
 
     def callback(metrics):
         seen.append(int(metrics["update"][0]))
-        return len(seen) < 2                  # stop after the second update
+        return len(seen) < 2  # stop after the second update
 
     train = make_train(TINY.replace(total_timesteps=TINY.batch_size * 5), cartpole, callback=callback)
     result = train(keys_for_seeds([0]))
@@ -87,16 +96,25 @@ def test_vmapped_init_and_training_do_not_deadlock_on_the_default_thread_pool():
         print("finished")
     """)
     env = {k: v for k, v in os.environ.items() if k not in ("PJRT_NPROC", "XLA_FLAGS")}
-    completed = subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True,
-                               text=True, timeout=240, env=env)
+    completed = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", script], capture_output=True, text=True, timeout=240, env=env
+    )
     assert completed.returncode == 0, completed.stderr[-2000:]
     assert "finished" in completed.stdout
 
 
 def test_ppo_reaches_400_on_cartpole_through_the_gymnax_adapter(cartpole):
     """PureJaxRL's CartPole settings at 150k steps; greedy return over 20 episodes per seed."""
-    config = PPOConfig(total_timesteps=150_000, num_envs=4, num_steps=128, minibatch_size=128, num_epochs=4,
-                       learning_rate=2.5e-4, gamma=0.99, ent_coef=0.01)
+    config = PPOConfig(
+        total_timesteps=150_000,
+        num_envs=4,
+        num_steps=128,
+        minibatch_size=128,
+        num_epochs=4,
+        learning_rate=2.5e-4,
+        gamma=0.99,
+        ent_coef=0.01,
+    )
     train = make_train(config, cartpole)
     result = train(keys_for_seeds([0, 1, 2]))
 
@@ -112,8 +130,9 @@ def test_ppo_reaches_400_on_cartpole_through_the_gymnax_adapter(cartpole):
 def test_pendulum_runs_through_the_adapter_with_box_actions():
     env = GymnaxEnv("Pendulum-v1")
     assert env.action_space().shape == (1,) and float(env.action_space().high) == 2.0
-    config = PPOConfig(total_timesteps=2048 * 4, num_envs=8, num_steps=256, minibatch_size=256,
-                       actor_hidden=(32,), critic_hidden=(32,))
+    config = PPOConfig(
+        total_timesteps=2048 * 4, num_envs=8, num_steps=256, minibatch_size=256, actor_hidden=(32,), critic_hidden=(32,)
+    )
     result = make_train(config, env)(keys_for_seeds([0]))
     returns = np.asarray(result.metrics["mean_episode_return"][0])
     # Pendulum truncates at 200 steps: every rollout of 8 x 256 steps completes 8 episodes

@@ -15,6 +15,7 @@ import pytest
 
 from purehr.ppo.config import PPOConfig
 from purehr.run import restore
+
 REPO = Path(__file__).resolve().parents[1]
 RECORD = REPO / "results" / "protocol"
 
@@ -51,20 +52,26 @@ def test_evaluate_names_the_checkpoint_step_it_evaluated(capsys):
     argv = ["--checkpoint", str(RECORD), "--task", "hrv", "--seed", "0", "--num-episodes", "2"]
     assert evaluate.main(argv + ["--json"]) == 0
     output = json.loads(capsys.readouterr().out)
-    assert output["checkpoint"] == {"run_dir": str(RECORD), "seed": 0, "actual_steps": 301_056,
-                                    "target_steps": 300_000}
+    assert output["checkpoint"] == {"run_dir": str(RECORD), "seed": 0, "actual_steps": 301_056, "target_steps": 300_000}
     assert 0.0 <= output["success_rate"] <= 1.0
 
 
 def test_evaluate_text_output_names_the_step():
     evaluate = load("evaluate")
     args = evaluate.build_parser().parse_args(["--checkpoint", "runs/x", "--task", "swing", "--seed", "3"])
-    checkpoint = {"run_dir": "runs/x", "seed": 3, "actual_steps": 10_002_432,
-                  "target_steps": 10_000_000, "requested_step": "latest"}
+    checkpoint = {
+        "run_dir": "runs/x",
+        "seed": 3,
+        "actual_steps": 10_002_432,
+        "target_steps": 10_000_000,
+        "requested_step": "latest",
+    }
     assert evaluate.describe_policy(args, checkpoint) == (
-        "PPO checkpoint of runs/x, seed 3, step 10,002,432, the latest (saved for target 10,000,000)")
+        "PPO checkpoint of runs/x, seed 3, step 10,002,432, the latest (saved for target 10,000,000)"
+    )
     assert evaluate.describe_policy(args, dict(checkpoint, requested_step=10_000_000)) == (
-        "PPO checkpoint of runs/x, seed 3, step 10,002,432 (saved for target 10,000,000)")
+        "PPO checkpoint of runs/x, seed 3, step 10,002,432 (saved for target 10,000,000)"
+    )
 
 
 def test_the_record_manifest_with_a_retired_config_field_still_loads():
@@ -75,5 +82,5 @@ def test_the_record_manifest_with_a_retired_config_field_still_loads():
     config = PPOConfig.from_dict(recorded)
     kept = {k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items() if k != "progress_interval"}
     assert {k: v for k, v in config.to_dict().items() if k in kept} == kept
-    newer = set(config.to_dict()) - set(recorded)      # fields added since: their defaults
+    newer = set(config.to_dict()) - set(recorded)  # fields added since: their defaults
     assert all(getattr(config, k) == getattr(PPOConfig(), k) for k in newer)

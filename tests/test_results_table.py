@@ -7,10 +7,10 @@ import json
 import math
 
 import pytest
+from conftest import write_synthetic_run
 
 from purehr.results_table import final_checkpoint_metrics, goals_met, results_table
 from purehr.run.protocol import PROTOCOL_TEXT
-from conftest import write_synthetic_run
 from purehr.tasks import get_task
 
 SWING_SUCCESS = [0.98, 0.98, 1.0, 1.0, 0.14]
@@ -20,24 +20,43 @@ HRV_LENGTHS = [4.4, 4.4, 4.2, 4.5, 4.2]
 
 def _write_run(root, swing_success=SWING_SUCCESS, swing_times=SWING_TIMES, hrv_lengths=HRV_LENGTHS):
     seeds = list(range(len(swing_success)))
-    manifest = {"tasks": ["swing", "hrv"], "seeds": seeds, "baselines": {
-        "swing": {"name": "structured controller", "metrics": {"success_rate": 1.0, "time_to_rotation": 13.95,
-                                                               "return_mean": 12.59},
-                  "floors": {"zero action": {"success_rate": 0.0, "time_to_rotation": math.nan,
-                                             "return_mean": -1.66}}},
-        "hrv": {"name": "oracle", "metrics": {"success_rate": 1.0, "episode_length": 6.2, "return_mean": 0.48},
-                "floors": {}}},
+    manifest = {
+        "tasks": ["swing", "hrv"],
+        "seeds": seeds,
+        "baselines": {
+            "swing": {
+                "name": "structured controller",
+                "metrics": {"success_rate": 1.0, "time_to_rotation": 13.95, "return_mean": 12.59},
+                "floors": {"zero action": {"success_rate": 0.0, "time_to_rotation": math.nan, "return_mean": -1.66}},
+            },
+            "hrv": {
+                "name": "oracle",
+                "metrics": {"success_rate": 1.0, "episode_length": 6.2, "return_mean": 0.48},
+                "floors": {},
+            },
+        },
         # what every reader checks a purehr manifest by (run_dir.run_manifest_problem)
-        "configs": {"swing": {}, "hrv": {}}, "protocol": PROTOCOL_TEXT, "status": "finished"}
+        "configs": {"swing": {}, "hrv": {}},
+        "protocol": PROTOCOL_TEXT,
+        "status": "finished",
+    }
     checkpoints = {}
-    for task, rows in (("swing", [{"eval_success_rate": s, "eval_time_to_rotation": t, "eval_return_mean": 12.0}
-                                  for s, t in zip(swing_success, swing_times)]),
-                       ("hrv", [{"eval_success_rate": 1.0, "eval_episode_length": n, "eval_return_mean": 0.7}
-                                for n in hrv_lengths])):
+    for task, rows in (
+        (
+            "swing",
+            [
+                {"eval_success_rate": s, "eval_time_to_rotation": t, "eval_return_mean": 12.0}
+                for s, t in zip(swing_success, swing_times)
+            ],
+        ),
+        ("hrv", [{"eval_success_rate": 1.0, "eval_episode_length": n, "eval_return_mean": 0.7} for n in hrv_lengths]),
+    ):
         for seed, last in zip(seeds, rows):
             earlier = {name: 0.0 for name in last}
-            checkpoints[task, seed] = [{"actual_steps": 0, **earlier},          # only the last row counts
-                                       {"actual_steps": 4096, **last}]
+            checkpoints[task, seed] = [
+                {"actual_steps": 0, **earlier},  # only the last row counts
+                {"actual_steps": 4096, **last},
+            ]
     return write_synthetic_run(root, manifest, {}, checkpoints)
 
 
@@ -58,24 +77,33 @@ def test_goal_verdicts_follow_the_protocol_rules(tmp_path):
     assert verdicts["swing"]["seeds_at_0.95"] == 4 and verdicts["swing"]["median_time_to_rotation"] == 15.9
     assert not verdicts["swing"]["met"]
     assert verdicts["hrv"]["met"] and verdicts["hrv"]["mean_episode_length"] == pytest.approx(4.34)
-    fast = goals_met(_write_run(tmp_path / "b", swing_times=[13.0, 13.5, 13.9, 14.5, 27.7],
-                                hrv_lengths=[7.0, 7.5, 7.9, 7.8, 7.6]))
-    assert fast["swing"]["met"]                           # median 13.9 <= 13.95
-    assert not fast["hrv"]["met"]                         # mean 7.56 > 7.44
+    fast = goals_met(
+        _write_run(tmp_path / "b", swing_times=[13.0, 13.5, 13.9, 14.5, 27.7], hrv_lengths=[7.0, 7.5, 7.9, 7.8, 7.6])
+    )
+    assert fast["swing"]["met"]  # median 13.9 <= 13.95
+    assert not fast["hrv"]["met"]  # mean 7.56 > 7.44
 
 
 def test_manifests_rebuild_their_environments():
     hrv_task, swing_task = get_task("hrv"), get_task("swing")
-    recorded = hrv_task.env_from_manifest({"environments": {"hrv": {"hrv_dim": 8, "similarity": "cosine",
-                                                                    "reward_form": "progress",
-                                                                    "gap_features": True}}})
+    recorded = hrv_task.env_from_manifest(
+        {
+            "environments": {
+                "hrv": {"hrv_dim": 8, "similarity": "cosine", "reward_form": "progress", "gap_features": True}
+            }
+        }
+    )
     assert (recorded.similarity, recorded.reward_form, recorded.gap_features) == ("cosine", "progress", True)
-    legacy = hrv_task.env_from_manifest({})               # a run recorded with the first design
+    legacy = hrv_task.env_from_manifest({})  # a run recorded with the first design
     assert (legacy.reward_form, legacy.gap_features) == ("potential", False)
     assert swing_task.env_from_manifest({}).default_params.reset_noise == 0.01
     assert swing_task.env_from_manifest({"environments": {"swing": {}}}).default_params.reset_noise == 1.0
-    assert hrv_task.env_kwargs(hrv_task.make_env()) == {"hrv_dim": 8, "similarity": "hrv_similarity",
-                                                         "reward_form": "distance", "gap_features": True}
+    assert hrv_task.env_kwargs(hrv_task.make_env()) == {
+        "hrv_dim": 8,
+        "similarity": "hrv_similarity",
+        "reward_form": "distance",
+        "gap_features": True,
+    }
 
 
 def test_final_summary_has_wall_time_results_figures_and_next_commands_for_this_run(tmp_path):
@@ -83,26 +111,29 @@ def test_final_summary_has_wall_time_results_figures_and_next_commands_for_this_
 
     run = _write_run(tmp_path / "runs" / "quick")
     manifest = json.loads((run / "manifest.json").read_text())
-    manifest.update(status="finished", wall_time_s=190.0, compile_s=117.4, render_s=40.2,
-                    wall_time_with_render_s=230.4)
+    manifest.update(status="finished", wall_time_s=190.0, compile_s=117.4, render_s=40.2, wall_time_with_render_s=230.4)
     (run / "manifest.json").write_text(json.dumps(manifest))
     (run / "figures").mkdir()
     for name in ("swing_learning.png", "hrv_learning.png", "replay_poster.png", "replay.html"):
         (run / "figures" / name).write_text("x")
     text = final_summary(run, scripts_dir=tmp_path / "scripts", cwd=tmp_path)
     lines = text.splitlines()
-    assert lines[0] == ("finished " + str(run) + " in 3 min 50 s wall time, including rendering "
-                        "(of which compilation 1 min 57 s, rendering 40 s)")
-    assert "| swing | PPO, 5 seeds, 4,096 steps | 0.82 [0.35, 1.29] |" in text     # results_table's rows
+    assert lines[0] == (
+        "finished " + str(run) + " in 3 min 50 s wall time, including rendering "
+        "(of which compilation 1 min 57 s, rendering 40 s)"
+    )
+    assert "| swing | PPO, 5 seeds, 4,096 steps | 0.82 [0.35, 1.29] |" in text  # results_table's rows
     assert "| hrv | oracle | 1.00 | episode length (steps): 6.2 | 0.48 | |" in text
     assert "swing goal NOT met: seeds_at_0.95=4" in text
-    figures = lines[lines.index("figures:") + 1:lines.index("next:") - 1]
-    assert figures == ["  runs/quick/figures/hrv_learning.png", "  runs/quick/figures/swing_learning.png",
-                       "  runs/quick/figures/replay.html   (the replay: open it in a browser)"]
+    figures = lines[lines.index("figures:") + 1 : lines.index("next:") - 1]
+    assert figures == [
+        "  runs/quick/figures/hrv_learning.png",
+        "  runs/quick/figures/swing_learning.png",
+        "  runs/quick/figures/replay.html   (the replay: open it in a browser)",
+    ]
     assert "  python scripts/analyze_run.py --run-dir runs/quick" in lines
     assert "  python scripts/evaluate.py --checkpoint runs/quick --task swing --seed 0 --step latest" in lines
-    assert ("  from purehr.run import restore; r = restore('runs/quick', task='swing', seed=0, step='latest')"
-            in lines)
+    assert "  from purehr.run import restore; r = restore('runs/quick', task='swing', seed=0, step='latest')" in lines
     # not rendered: the summary says how to draw the figures, and that its time is training only
     manifest.pop("render_s"), manifest.pop("wall_time_with_render_s")
     (run / "manifest.json").write_text(json.dumps(manifest))

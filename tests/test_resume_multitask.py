@@ -15,17 +15,17 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from conftest import PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_configs
 
 from purehr.run.checkpoints import SeedCheckpoints
 from purehr.run.protocol import RunDiverged, RunFailed, train_all_seeds
 from purehr.run.run_dir import RunDirectory, RunDirectoryBusy, read_csv, write_csv
-from conftest import PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_configs
 from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS = PROTOCOL_SEEDS
 TASKS = PROTOCOL_TASKS
-CHECKPOINTS = [0, 3072, 6144, 9216, 12288, 15360, 16384]       # batch 512: update = steps // 512
+CHECKPOINTS = [0, 3072, 6144, 9216, 12288, 15360, 16384]  # batch 512: update = steps // 512
 
 
 configs = protocol_configs
@@ -53,8 +53,10 @@ def truncate_index(run: Path, task: str, seed: int, last_steps: int | None) -> N
         (seed_dir / "checkpoints.csv").unlink()
         (seed_dir / "updates.csv").unlink()
         return
-    for name, keep in (("checkpoints.csv", lambda r: int(r["actual_steps"]) <= last_steps),
-                       ("updates.csv", lambda r: int(r["update"]) <= last_steps // 512)):
+    for name, keep in (
+        ("checkpoints.csv", lambda r: int(r["actual_steps"]) <= last_steps),
+        ("updates.csv", lambda r: int(r["update"]) <= last_steps // 512),
+    ):
         rows = read_csv(seed_dir / name)
         columns = list(rows[0])
         write_csv(seed_dir / name, columns, [r for r in rows if keep(r)])
@@ -68,8 +70,9 @@ def half_written(run: Path, task: str, seed: int, steps: int) -> None:
 
 def assert_matches_reference(summary, reference, run: Path) -> None:
     for task in TASKS:
-        for leaf, expected in zip(jax.tree.leaves(summary.final_runners[task].params),
-                                  jax.tree.leaves(reference.final_runners[task].params)):
+        for leaf, expected in zip(
+            jax.tree.leaves(summary.final_runners[task].params), jax.tree.leaves(reference.final_runners[task].params)
+        ):
             assert np.array_equal(np.asarray(leaf), np.asarray(expected)), task
         for seed in SEEDS:
             seed_dir = run / task / f"seed_{seed}"
@@ -99,15 +102,16 @@ def test_tasks_killed_at_different_checkpoints_resume_to_the_reference(reference
     # hrv: killed between the two seeds' CSV writes, seed 1 one checkpoint ahead of seed 0
     truncate_index(run, "hrv", 0, 3072)
     truncate_index(run, "hrv", 1, 6144)
-    summary = train_all_seeds(run, resume=True, progress=False)    # tasks, seeds: the run's
+    summary = train_all_seeds(run, resume=True, progress=False)  # tasks, seeds: the run's
     assert summary.resumed_from == {"swing": 9216, "hrv": 3072}
     assert_matches_reference(summary, reference, run)
-    manifest = json.loads((run / "manifest.json").read_text())      # every resume is recorded
+    manifest = json.loads((run / "manifest.json").read_text())  # every resume is recorded
     [record] = manifest["resumes"]
     assert manifest["precision"] == "float32" and record["status_before"] == "running"
     assert record["from_steps"] == {"swing": 9216, "hrv": 3072} and record["extended"] == {}
     assert sorted(q["path"] for q in record["quarantined"]) == sorted(
-        str(p.relative_to(run)) for p in run.glob("*/seed_*/quarantine/*") if not p.name.endswith(".REASON.txt"))
+        str(p.relative_to(run)) for p in run.glob("*/seed_*/quarantine/*") if not p.name.endswith(".REASON.txt")
+    )
     assert all(q["reason"] for q in record["quarantined"]) and len(record["quarantined"]) == 14
     assert quarantined(run, "swing", 0) == ["12288", "15360", "16384"]
     assert quarantined(run, "swing", 1) == ["12288.orbax"]
@@ -142,7 +146,7 @@ def test_a_task_that_starts_over_keeps_its_intact_step_0(reference, tmp_path, ca
     err = capsys.readouterr().err
     assert "swing starts over: it trains from scratch, from step 0" in err
     assert "hrv starts over: it trains from scratch, from step 0" in err
-    assert "checkpoint 0 to" not in err.replace("checkpoint 0.orbax", "")    # the intact step 0 stays
+    assert "checkpoint 0 to" not in err.replace("checkpoint 0.orbax", "")  # the intact step 0 stays
     assert "damaged" not in err
 
 
@@ -167,8 +171,9 @@ def test_a_failed_checkpoint_save_stops_the_run_and_marks_it_failed(reference, t
         sys.path.remove(str(ROOT / "scripts"))
     capfd.readouterr()
     with pytest.raises(SystemExit) as stopped:
-        script.main(["--run-dir", str(run), "--resume", "--tasks", *TASKS, "--seeds", "0", "1",
-                     "--no-render", "--no-progress"])
+        script.main(
+            ["--run-dir", str(run), "--resume", "--tasks", *TASKS, "--seeds", "0", "1", "--no-render", "--no-progress"]
+        )
     assert stopped.value.code == 1 and isinstance(stopped.value.__context__, RunFailed)
     assert "marked failed" in str(stopped.value.__context__)
     err = capfd.readouterr().err
@@ -181,8 +186,7 @@ def test_a_failed_checkpoint_save_stops_the_run_and_marks_it_failed(reference, t
     assert_matches_reference(summary, reference, run)
 
 
-def test_a_seed_that_diverges_is_frozen_reported_and_the_run_is_not_finished(reference, tmp_path, monkeypatch,
-                                                                             capsys):
+def test_a_seed_that_diverges_is_frozen_reported_and_the_run_is_not_finished(reference, tmp_path, monkeypatch, capsys):
     """Resumed at 15,360 steps (update 30) with seed 1's learning rate made huge (the learning
     rate is data in the state, so the compiled program is the same): seed 1 diverges at
     update 31 and keeps its update-30 parameters; seed 0 ends exactly as the reference."""
@@ -210,7 +214,9 @@ def test_a_seed_that_diverges_is_frozen_reported_and_the_run_is_not_finished(ref
         train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     expected = {task: {"1": {"update": 31, "env_steps": 31 * 512}} for task in TASKS}
     assert raised.value.diverged == expected
-    assert "training diverged: swing seed 1 at update 31 (15,872 env steps); hrv seed 1 at update 31" in str(raised.value)
+    assert "training diverged: swing seed 1 at update 31 (15,872 env steps); hrv seed 1 at update 31" in str(
+        raised.value
+    )
     assert "warning: swing seed 1 diverged at update 31" in capsys.readouterr().err
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "diverged" and manifest["diverged"] == expected
@@ -231,7 +237,7 @@ def test_resume_is_refused_while_another_process_still_trains_in_the_directory(r
     run = killed_copy(reference, tmp_path)
     truncate_index(run, "hrv", 0, 3072)
     before = sorted(str(p.relative_to(run)) for p in run.rglob("*"))
-    still_training = RunDirectory(run).lock()          # what the live trainer holds
+    still_training = RunDirectory(run).lock()  # what the live trainer holds
     try:
         with pytest.raises(RunDirectoryBusy, match=f"in use by another running process \\(pid {os.getpid()}\\)"):
             train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
@@ -239,7 +245,7 @@ def test_resume_is_refused_while_another_process_still_trains_in_the_directory(r
             train_all_seeds(run, tasks=TASKS, seeds=SEEDS, configs=configs(), overwrite=True, progress=False)
     finally:
         still_training.release()
-    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == before      # nothing moved
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*")) == before  # nothing moved
 
 
 def test_resume_of_a_run_stopped_before_its_manifest_starts_it_and_anything_else_is_refused(tmp_path):
@@ -271,9 +277,11 @@ def test_a_finished_run_is_finished_only_when_its_index_matches_the_checkpoints(
         "swing/seed_0/checkpoints.csv lists [0, 3072, 6144, 9216, 12288, 15360], swing/seed_0/checkpoints/ holds "
         "[0, 3072, 6144, 9216, 12288, 15360, 16384]",
         "hrv/seed_1/checkpoints.csv lists [0, 3072, 6144, 9216, 12288, 15360, 16384], hrv/seed_1/checkpoints/ "
-        "holds [0, 3072, 6144, 12288, 15360, 16384]"]
+        "holds [0, 3072, 6144, 12288, 15360, 16384]",
+    ]
     (run / "hrv" / "seed_0" / "checkpoints.csv").unlink()
     from purehr.run import restore
+
     with pytest.raises(FileNotFoundError, match="seed_0/checkpoints.csv is missing: it holds the digests"):
         restore(run, "hrv", 0)
 
@@ -323,15 +331,18 @@ def test_a_run_extended_to_a_larger_budget_ends_bit_identical_to_an_uninterrupte
         sys.path.remove(str(ROOT / "scripts"))
     capfd.readouterr()
     assert script.main(["--run-dir", str(run), "--resume", "--steps", "16384", "--no-render", "--no-progress"]) == 0
-    assert ("resume: extending swing from 9,216 to 16,384 steps per seed, hrv from 9,216 to 16,384 steps per seed"
-            in capfd.readouterr().err)
+    assert (
+        "resume: extending swing from 9,216 to 16,384 steps per seed, hrv from 9,216 to 16,384 steps per seed"
+        in capfd.readouterr().err
+    )
     for task in TASKS:
         for seed in SEEDS:
             rows = read_csv(run / task / f"seed_{seed}" / "checkpoints.csv")
             reference_rows = read_csv(reference.run_dir / task / f"seed_{seed}" / "checkpoints.csv")
             assert [r["state_digest"] for r in rows] == [r["state_digest"] for r in reference_rows]  # whole states
-            assert [int(r["update"]) for r in read_csv(run / task / f"seed_{seed}" / "updates.csv")] == \
-                list(range(1, 33))
+            assert [int(r["update"]) for r in read_csv(run / task / f"seed_{seed}" / "updates.csv")] == list(
+                range(1, 33)
+            )
     manifest = json.loads((run / "manifest.json").read_text())
     assert manifest["status"] == "finished"
     assert {task: PPOConfig.from_dict(manifest["configs"][task]) for task in TASKS} == configs()

@@ -19,12 +19,12 @@ import imageio_ffmpeg
 import jax
 import numpy as np
 import pytest
+from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_configs
 
 from purehr.run import restore
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
 from purehr.run.protocol import RunDirectoryInUse, train_all_seeds
 from purehr.run.run_dir import read_csv
-from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_configs
 from purehr.viz.render import render_trained_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -49,8 +49,12 @@ def runs(tmp_path_factory, request):
     checkpoint."""
     base = tmp_path_factory.mktemp("runs")
     killed_dir = base / "killed"
-    child = subprocess.Popen([sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"),
-                              "--run-dir", str(killed_dir)] + CLI, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    child = subprocess.Popen(
+        [sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"), "--run-dir", str(killed_dir)]
+        + CLI,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     killed = {}
 
     def kill_after_third_checkpoint():
@@ -65,18 +69,23 @@ def runs(tmp_path_factory, request):
 
     watcher = threading.Thread(target=kill_after_third_checkpoint)
     watcher.start()
-    trained = request.getfixturevalue("protocol_reference")    # trained now, unless an earlier file did
+    trained = request.getfixturevalue("protocol_reference")  # trained now, unless an earlier file did
     reference = dataclasses.replace(trained["summary"], run_dir=base / "reference")
     shutil.copytree(trained["summary"].run_dir, reference.run_dir)
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("always")
-        render_trained_run(reference.run_dir)     # as scripts/train_all_seeds.py does after training
+        render_trained_run(reference.run_dir)  # as scripts/train_all_seeds.py does after training
     watcher.join(timeout=600)
     output = child.stdout.read().decode()
-    return {"reference": reference, "warnings": trained["warnings"] + [str(w.message) for w in caught],
-            "messages": trained["messages"],     # the banner, the progress line and the notes
-            "killed_dir": killed_dir, "killed": killed, "child_output": output,
-            "child_returncode": child.returncode}
+    return {
+        "reference": reference,
+        "warnings": trained["warnings"] + [str(w.message) for w in caught],
+        "messages": trained["messages"],  # the banner, the progress line and the notes
+        "killed_dir": killed_dir,
+        "killed": killed,
+        "child_output": output,
+        "child_returncode": child.returncode,
+    }
 
 
 def test_run_directory_has_every_file(runs):
@@ -86,15 +95,26 @@ def test_run_directory_has_every_file(runs):
     for key in ("versions", "git_revision", "platform", "devices", "configs", "protocol", "baselines"):
         assert key in manifest, key
     assert manifest["versions"]["jax"] == jax.__version__
-    assert manifest["baselines"]["swing"]["metrics"]["success_rate"] >= 0.95   # the structured controller
+    assert manifest["baselines"]["swing"]["metrics"]["success_rate"] >= 0.95  # the structured controller
     for task in TASKS:
         assert manifest["configs"][task]["total_timesteps"] == 16384
         for seed in SEEDS:
             seed_dir = root / task / f"seed_{seed}"
             updates = read_csv(seed_dir / "updates.csv")
             assert [int(r["update"]) for r in updates] == list(range(1, 33))
-            for column in ("env_steps", "elapsed_s", "mean_step_reward", "mean_episode_return", "loss",
-                           "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm"):
+            for column in (
+                "env_steps",
+                "elapsed_s",
+                "mean_step_reward",
+                "mean_episode_return",
+                "loss",
+                "policy_loss",
+                "value_loss",
+                "entropy",
+                "approx_kl",
+                "clip_fraction",
+                "grad_norm",
+            ):
                 assert column in updates[0]
             diagnostic = "min_tension" if task == "swing" else "mean_distance"
             assert diagnostic in updates[0]
@@ -108,8 +128,15 @@ def test_run_directory_has_every_file(runs):
                     continue
                 showcase = np.load(root / row["showcase_path"], allow_pickle=False)
                 assert showcase["reward"].ndim == 1 and len(showcase["reward"]) > 0
-    for name in ("swing_learning.png", "swing_learning.pdf", "hrv_learning.png", "hrv_learning.pdf",
-                 "replay.mp4", "replay_poster.png", "replay.html"):
+    for name in (
+        "swing_learning.png",
+        "swing_learning.pdf",
+        "hrv_learning.png",
+        "hrv_learning.pdf",
+        "replay.mp4",
+        "replay_poster.png",
+        "replay.html",
+    ):
         assert (root / "figures" / name).stat().st_size > 5_000, name
     assert (root / "figures" / "replay_timeline.json").stat().st_size > 200
     assert len(read_csv(root / "final_metrics.csv")) == len(TASKS) * len(SEEDS)
@@ -125,11 +152,17 @@ def test_a_rendered_run_forks_no_python_process(runs):
 def test_a_run_says_what_it_will_do_before_compiling_and_shows_progress_per_task(runs):
     text = runs["messages"]
     assert "swing, hrv x seeds 0, 1 (4 trainings in one compiled program)" in text
-    assert "  swing      16,384 steps per seed: 32 updates of 4 envs x 128 steps, held-out checkpoints every 3,000" \
-        in text
-    assert "rounded up" not in text                                 # 16,384 is 32 whole updates of 512
-    assert (text.index("new run in ") < text.index("evaluating the baselines") < text.index("compiling the training")
-            < text.index("compiled in") < text.index("elapsed"))
+    assert (
+        "  swing      16,384 steps per seed: 32 updates of 4 envs x 128 steps, held-out checkpoints every 3,000" in text
+    )
+    assert "rounded up" not in text  # 16,384 is 32 whole updates of 512
+    assert (
+        text.index("new run in ")
+        < text.index("evaluating the baselines")
+        < text.index("compiling the training")
+        < text.index("compiled in")
+        < text.index("elapsed")
+    )
     # steps per seed and per task (not 2 x 2 x 16,384 summed), the last held-out success, no nan
     assert "swing done (16.4k), held-out success" in text and "hrv done (16.4k), held-out success" in text
     assert "swing at 16.4k steps: held-out success" in text and "(seeds " in text
@@ -164,7 +197,7 @@ def test_rendered_replay_has_one_stop_and_one_video_segment_per_recorded_checkpo
     figures = runs["reference"].run_dir / "figures"
     timeline = json.loads((figures / "replay_timeline.json").read_text())
     entries = timeline["checkpoints"] if isinstance(timeline, dict) else timeline
-    assert [e["actual_steps"] for e in entries] == EXPECTED_FULL     # the checkpoints with a showcase
+    assert [e["actual_steps"] for e in entries] == EXPECTED_FULL  # the checkpoints with a showcase
     frames, _ = imageio_ffmpeg.count_frames_and_secs(str(figures / "replay.mp4"))
     assert frames == sum(e["num_frames"] for e in entries) and frames > 4 * 10
     html = (figures / "replay.html").read_text()
@@ -184,10 +217,12 @@ def test_restore_in_a_fresh_process_returns_the_saved_parameters(runs):
         f"latest = restore({str(root)!r}, task='hrv', seed=1, step='latest')\n"
         "np.savez(sys.argv[1], *[np.asarray(x) for x in jax.tree.leaves(latest.params)])\n"
         "obs, _ = latest.env.reset(jax.random.PRNGKey(0), latest.env_params)\n"
-        "print(np.asarray(latest.policy(obs)).tolist())\n")
+        "print(np.asarray(latest.policy(obs)).tolist())\n"
+    )
     saved = root.parent / "restored_params.npz"
-    completed = subprocess.run([sys.executable, "-W", "ignore", "-c", script, str(saved)], capture_output=True,
-                               text=True, timeout=300)
+    completed = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", script, str(saved)], capture_output=True, text=True, timeout=300
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     steps, digest = completed.stdout.splitlines()[0].split()
     row = [r for r in read_csv(root / "swing" / "seed_1" / "checkpoints.csv") if r["target_steps"] == "6000"][0]
@@ -227,23 +262,43 @@ def test_a_directory_holding_a_run_is_refused(runs):
     with pytest.raises(RunDirectoryInUse, match="holds a finished run: nothing left to train"):
         train_all_seeds(root, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     assert sorted(p.name for p in root.iterdir()) == before
-    completed = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"),
-                                "--run-dir", str(root)] + CLI, capture_output=True, text=True, timeout=120)
+    completed = subprocess.run(
+        [sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"), "--run-dir", str(root)] + CLI,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert completed.returncode == 2 and "--resume" in completed.stderr and "--overwrite" in completed.stderr
     # the CLI's --resume of a finished run trains nothing, has no figure to add, reports, exits 0
-    resumed = subprocess.run([sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"),
-                              "--run-dir", str(root), "--resume"] + CLI, capture_output=True, text=True, timeout=120)
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-W",
+            "ignore",
+            str(ROOT / "scripts" / "train_all_seeds.py"),
+            "--run-dir",
+            str(root),
+            "--resume",
+        ]
+        + CLI,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert "nothing left to train" in resumed.stderr and "rendering" not in resumed.stderr
     assert "| swing | PPO, 2 seeds, 16,384 steps |" in resumed.stdout
     assert sorted(p.name for p in root.iterdir()) == before
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(tasks=["swing", "pendulum"]), "unknown task 'pendulum'"),
-    (dict(seeds=[0, -1]), r"seeds=\[0, -1\]"),
-    (dict(seeds=[1, 1]), "each seed may appear once"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(tasks=["swing", "pendulum"]), "unknown task 'pendulum'"),
+        (dict(seeds=[0, -1]), r"seeds=\[0, -1\]"),
+        (dict(seeds=[1, 1]), "each seed may appear once"),
+    ],
+)
 def test_bad_requests_are_refused_before_any_work(tmp_path, changes, message):
     arguments = dict(tasks=TASKS, seeds=SEEDS, progress=False)
     arguments.update(changes)
@@ -256,23 +311,26 @@ def test_corrupted_checkpoint_is_named_and_resume_falls_back(runs, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(runs["reference"].run_dir, copy)
     latest = copy / "hrv" / "seed_0" / "checkpoints" / "16384"
-    data_files = sorted((p for p in latest.rglob("*") if p.is_file() and p.stat().st_size > 64),
-                        key=lambda p: p.stat().st_size)
+    data_files = sorted(
+        (p for p in latest.rglob("*") if p.is_file() and p.stat().st_size > 64), key=lambda p: p.stat().st_size
+    )
     victim = data_files[-1]
     content = bytearray(victim.read_bytes())
-    content[len(content) // 2] ^= 0xFF                      # one flipped byte in the largest data file
+    content[len(content) // 2] ^= 0xFF  # one flipped byte in the largest data file
     victim.write_bytes(bytes(content))
     with pytest.raises(CorruptCheckpointError, match="16384"):
         restore(copy, task="hrv", seed=0, step="latest")
     manifest = json.loads((copy / "manifest.json").read_text())
-    manifest["status"] = "running"                             # as if it had been killed at the end
+    manifest["status"] = "running"  # as if it had been killed at the end
     (copy / "manifest.json").write_text(json.dumps(manifest))
     resumed = train_all_seeds(copy, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     assert resumed.resumed_from["hrv"] == 15360
     assert params_equal(resumed.final_runners["hrv"], runs["reference"].final_runners["hrv"])
     assert any((copy / "hrv" / "seed_0" / "quarantine").iterdir())
-    assert tree_digest(restore(copy, task="hrv", seed=0, step="latest").runner) == \
-        read_csv(copy / "hrv" / "seed_0" / "checkpoints.csv")[-1]["state_digest"]
+    assert (
+        tree_digest(restore(copy, task="hrv", seed=0, step="latest").runner)
+        == read_csv(copy / "hrv" / "seed_0" / "checkpoints.csv")[-1]["state_digest"]
+    )
 
 
 def test_a_published_record_keeps_only_the_final_checkpoints_and_restores_them(runs, tmp_path):
@@ -289,7 +347,8 @@ def test_a_published_record_keeps_only_the_final_checkpoints_and_restores_them(r
             assert params_equal(restored.params, restore(source, task=task, seed=seed, step="latest").params)
     # the lowest seed keeps the showcases the replay plays (the full evaluations), the others none
     assert sorted(p.name for p in (record / "swing" / "seed_0" / "showcase").iterdir()) == [
-        f"steps_{steps}.npz" for steps in sorted(EXPECTED_FULL, key=str)]
+        f"steps_{steps}.npz" for steps in sorted(EXPECTED_FULL, key=str)
+    ]
     assert not (record / "swing" / "seed_1" / "showcase").exists()
     with pytest.raises(CorruptCheckpointError, match="missing"):
         restore(record, task="hrv", seed=0, step=3072)

@@ -14,18 +14,38 @@ import numpy as np
 import pytest
 
 from purehr import stats
-from purehr.run.run_dir import (RunDirectoryError, RunDirectoryNotFound, atomic_output, csv_text, format_cell,
-                                parse_row, read_csv, read_csv_columns, read_manifest, read_npz, write_csv,
-                                write_npz)
+from purehr.run.run_dir import (
+    RunDirectoryError,
+    RunDirectoryNotFound,
+    atomic_output,
+    csv_text,
+    format_cell,
+    parse_row,
+    read_csv,
+    read_csv_columns,
+    read_manifest,
+    read_npz,
+    write_csv,
+    write_npz,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def test_cells_read_back_exactly():
-    values = {"steps": 2048.0, "count": 7, "ratio": 0.1 + 0.2, "tiny": 1e-300, "minus_zero": -0.0,
-              "missing": math.nan, "infinite": -math.inf, "float32": np.float32(0.3), "path": "a/b.npz"}
+    values = {
+        "steps": 2048.0,
+        "count": 7,
+        "ratio": 0.1 + 0.2,
+        "tiny": 1e-300,
+        "minus_zero": -0.0,
+        "missing": math.nan,
+        "infinite": -math.inf,
+        "float32": np.float32(0.3),
+        "path": "a/b.npz",
+    }
     text = csv_text(None, [values])
-    assert text.splitlines()[1].split(",")[:2] == ["2048", "7"]       # whole numbers as integers
+    assert text.splitlines()[1].split(",")[:2] == ["2048", "7"]  # whole numbers as integers
     back = parse_row(next(csv.DictReader(io.StringIO(text))), text_columns=("path",))
     for name in ("steps", "count", "ratio", "tiny", "infinite", "path"):
         assert back[name] == values[name]
@@ -59,16 +79,25 @@ def test_one_error_type_and_a_missing_path_is_also_file_not_found(tmp_path):
 
 
 def test_tail_mean_and_t_interval():
-    log = np.array([np.nan] + list(range(20)), dtype=np.float64)     # 20 finite: the last 2
+    log = np.array([np.nan] + list(range(20)), dtype=np.float64)  # 20 finite: the last 2
     assert stats.tail_mean(log) == 18.5 and math.isnan(stats.tail_mean(np.array([np.nan])))
     summary = stats.mean_confidence_interval(np.array([1.0, 3.0, np.nan]))
     assert summary["n"] == 2 and summary["mean"] == 2.0
-    assert summary["ci_high"] - 2.0 == pytest.approx(12.706204736 * 1.0)   # t(0.975, 1) * sd / sqrt(2)
+    assert summary["ci_high"] - 2.0 == pytest.approx(12.706204736 * 1.0)  # t(0.975, 1) * sd / sqrt(2)
 
 
 def test_the_run_directory_module_loads_without_jax():
     """Scripts' --help and the renderer import it; JAX takes seconds to import."""
-    loaded = subprocess.run([sys.executable, "-c", "import sys, purehr.run.run_dir, purehr.analysis, "
-                             "purehr.viz.run_data; print(sorted(m for m in ('jax', 'scipy') if m in sys.modules))"],
-                            capture_output=True, text=True, cwd=REPO, timeout=120)
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, purehr.run.run_dir, purehr.analysis, "
+            "purehr.viz.run_data; print(sorted(m for m in ('jax', 'scipy') if m in sys.modules))",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+    )
     assert loaded.stdout.strip() == "[]", loaded.stderr

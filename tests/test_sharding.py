@@ -32,11 +32,10 @@ SCRIPT = textwrap.dedent("""
     seen = []
     one = make_train(config, env)(keys)
     sharded = make_sharded_train(config, env, callback=lambda m: seen.append(m["loss"].shape))(keys)
+    pairs = list(zip(jax.tree.leaves(one.runner.params), jax.tree.leaves(sharded.runner.params)))
     out["make_train"] = {
-        "max_abs_diff": max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
-                            for a, b in zip(jax.tree.leaves(one.runner.params), jax.tree.leaves(sharded.runner.params))),
-        "params_close": all(np.allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
-                            for a, b in zip(jax.tree.leaves(one.runner.params), jax.tree.leaves(sharded.runner.params))),
+        "max_abs_diff": max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)))) for a, b in pairs),
+        "params_close": all(np.allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5) for a, b in pairs),
         "metrics_close": bool(np.allclose(np.asarray(one.metrics["loss"]), np.asarray(sharded.metrics["loss"]),
                                           rtol=1e-4, atol=1e-5)),
         "param_devices": len(jax.tree.leaves(sharded.runner.params)[0].sharding.device_set),
@@ -53,17 +52,17 @@ def sharded_results():
     completed = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=900)
     assert completed.returncode == 0, completed.stderr[-4000:]
     line = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return json.loads(line[len("RESULT ") :])
 
 
 @pytest.mark.slow
 def test_make_train_sharded_over_4_devices_equals_one_device(sharded_results):
     result = sharded_results["make_train"]
-    assert result["param_devices"] == 4                 # really spread over the mesh
+    assert result["param_devices"] == 4  # really spread over the mesh
     assert result["env_spec"] in ("P('seeds', 'envs')", "PartitionSpec('seeds', 'envs')")
     assert result["params_close"], result["max_abs_diff"]
     assert result["metrics_close"]
-    assert result["callback_shapes"] == [[2]] * 4       # host callbacks get the whole seed axis
+    assert result["callback_shapes"] == [[2]] * 4  # host callbacks get the whole seed axis
 
 
 CLI_SCRIPT = textwrap.dedent("""
@@ -110,17 +109,23 @@ def test_cli_on_4_devices_with_progress_and_checkpoints_equals_one_device():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     env.pop("PJRT_NPROC", None)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    completed = subprocess.run([sys.executable, "-W", "ignore", "-c", CLI_SCRIPT, root], env=env,
-                               capture_output=True, text=True, timeout=900, cwd=root)
+    completed = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", CLI_SCRIPT, root],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=root,
+    )
     assert completed.returncode == 0, completed.stderr[-4000:]
     result = json.loads([line for line in completed.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
-    assert "hrv done (1,024), held-out success" in completed.stderr     # the progress bar was on
+    assert "hrv done (1,024), held-out success" in completed.stderr  # the progress bar was on
     assert result["code"] == 0
-    assert result["actor_hidden"] == [256, 128, 64]     # the task's default network
-    assert result["mesh"] == {"seeds": 2, "envs": 2}   # seed and environment axes both split
-    assert result["checkpoint_rows"] == [3, 3]          # targets 0, 512, 1024 for both seeds
+    assert result["actor_hidden"] == [256, 128, 64]  # the task's default network
+    assert result["mesh"] == {"seeds": 2, "envs": 2}  # seed and environment axes both split
+    assert result["checkpoint_rows"] == [3, 3]  # targets 0, 512, 1024 for both seeds
     assert result["max_abs_diff"] < 1e-4, result
-    assert int(result["pjrt_nproc"]) >= 5               # one pool thread more than devices
+    assert int(result["pjrt_nproc"]) >= 5  # one pool thread more than devices
 
 
 def test_prepare_host_devices_reserves_a_pool_thread_and_raises_the_collective_timeout():
@@ -130,14 +135,17 @@ def test_prepare_host_devices_reserves_a_pool_thread_and_raises_the_collective_t
     assert requested_host_devices(environ) == 4
     changed = prepare_host_devices(environ=environ)
     assert environ["PJRT_NPROC"] == "5" and changed["PJRT_NPROC"] == "5"
-    assert environ["XLA_FLAGS"] == ("--xla_force_host_platform_device_count=4 "
-                                    "--xla_cpu_collective_call_terminate_timeout_seconds=600")
-    assert prepare_host_devices(environ=environ) == {}          # idempotent
-    roomy = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4 "
-                          "--xla_cpu_collective_call_terminate_timeout_seconds=60", "PJRT_NPROC": "16"}
-    assert prepare_host_devices(environ=roomy) == {}             # a user's own settings stay
+    assert environ["XLA_FLAGS"] == (
+        "--xla_force_host_platform_device_count=4 --xla_cpu_collective_call_terminate_timeout_seconds=600"
+    )
+    assert prepare_host_devices(environ=environ) == {}  # idempotent
+    roomy = {
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=4 --xla_cpu_collective_call_terminate_timeout_seconds=60",
+        "PJRT_NPROC": "16",
+    }
+    assert prepare_host_devices(environ=roomy) == {}  # a user's own settings stay
     assert prepare_host_devices(environ={"JAX_NUM_CPU_DEVICES": "2"}).get("PJRT_NPROC") in (None, "3")
-    assert prepare_host_devices(environ={}) == {}                # one device: nothing to do
+    assert prepare_host_devices(environ={}) == {}  # one device: nothing to do
 
 
 def test_crowded_cpu_pool_is_refused_with_the_fix(monkeypatch):
@@ -153,9 +161,18 @@ def test_crowded_cpu_pool_is_refused_with_the_fix(monkeypatch):
     check_host_callback_threads([FakeDevice(), FakeDevice()])
 
 
-@pytest.mark.parametrize("seeds, envs, devices, expected", [
-    (8, 8, 4, (4, 1)), (2, 8, 8, (2, 4)), (5, 8, 4, (1, 4)), (5, 8, 8, (1, 8)), (1, 1, 4, (1, 1)),
-    (3, 4, 8, (3, 2)), (4, 16, 16, (4, 4))])
+@pytest.mark.parametrize(
+    "seeds, envs, devices, expected",
+    [
+        (8, 8, 4, (4, 1)),
+        (2, 8, 8, (2, 4)),
+        (5, 8, 4, (1, 4)),
+        (5, 8, 8, (1, 8)),
+        (1, 1, 4, (1, 1)),
+        (3, 4, 8, (3, 2)),
+        (4, 16, 16, (4, 4)),
+    ],
+)
 def test_mesh_shape_uses_most_devices_seed_axis_first(seeds, envs, devices, expected):
     assert mesh_shape(seeds, envs, devices) == expected
 

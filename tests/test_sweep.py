@@ -14,14 +14,22 @@ import numpy as np
 import pytest
 
 from purehr import analysis, sweep
-from purehr.viz import sweep_heatmap
 from purehr.envs.hrv import HRWritingEnv
 from purehr.ppo.config import HRV_DEFAULTS
 from purehr.ppo.train import keys_for_seeds, make_train
+from purehr.viz import sweep_heatmap
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = HRV_DEFAULTS.replace(num_envs=8, num_steps=16, minibatch_size=64, num_epochs=2, actor_hidden=(16,),
-                            critic_hidden=(16,), total_timesteps=8 * 16 * 3, eval_episodes=8)
+TINY = HRV_DEFAULTS.replace(
+    num_envs=8,
+    num_steps=16,
+    minibatch_size=64,
+    num_epochs=2,
+    actor_hidden=(16,),
+    critic_hidden=(16,),
+    total_timesteps=8 * 16 * 3,
+    eval_episodes=8,
+)
 AXES = {"learning_rate": (1e-3, 3e-3), "clip_range": (0.02, 0.3), "ent_coef": (0.0, 0.5)}
 SEED = 4
 
@@ -53,7 +61,7 @@ def test_grid_is_setting_major_over_seeds():
     keys, hparams = sweep.flatten_grid(TINY, settings[:2], [0, 7])
     assert np.array_equal(np.asarray(keys), np.asarray(keys_for_seeds([0, 7, 0, 7])))
     assert np.asarray(hparams.ent_coef).tolist() == pytest.approx([0.0, 0.0, 0.5, 0.5])
-    assert np.asarray(hparams.gamma).tolist() == pytest.approx([TINY.gamma] * 4)     # unswept: the config's
+    assert np.asarray(hparams.gamma).tolist() == pytest.approx([TINY.gamma] * 4)  # unswept: the config's
 
 
 def test_sweep_equals_the_eight_runs_made_one_at_a_time(hrv_sweep):
@@ -91,10 +99,15 @@ def test_every_run_is_evaluated_on_the_heldout_protocol(hrv_sweep):
 def _synthetic_group(name, success, returns, seeds=(0, 1, 2)):
     axes = {"learning_rate": (1e-4, 1e-3), "clip_range": (0.2,)}
     settings = sweep.grid_settings(axes)
-    return sweep.GroupResult(name, TINY, settings, list(seeds), runner=None,
-                             training_metrics={"mean_episode_return": np.zeros((len(success), 4))},
-                             evaluation={"success_rate": np.asarray(success, float),
-                                         "return_mean": np.asarray(returns, float)}), axes
+    return sweep.GroupResult(
+        name,
+        TINY,
+        settings,
+        list(seeds),
+        runner=None,
+        training_metrics={"mean_episode_return": np.zeros((len(success), 4))},
+        evaluation={"success_rate": np.asarray(success, float), "return_mean": np.asarray(returns, float)},
+    ), axes
 
 
 def test_ranking_orders_by_success_then_return_with_t_intervals():
@@ -102,9 +115,13 @@ def test_ranking_orders_by_success_then_return_with_t_intervals():
     other, _ = _synthetic_group("h", [0.5, 0.6, 0.7, 0.5, 0.6, 0.7], [5.0, 5.0, 5.0, 1.0, 1.0, 1.0])
     ranking = analysis.rank_settings([group, other], list(axes))
     assert [(row["group"], row["learning_rate"]) for row in ranking] == [
-        ("g", 1e-3), ("h", 1e-4), ("g", 1e-4), ("h", 1e-3)]
+        ("g", 1e-3),
+        ("h", 1e-4),
+        ("g", 1e-4),
+        ("h", 1e-3),
+    ]
     assert [row["rank"] for row in ranking] == [1, 2, 3, 4]
-    row = ranking[2]                                # success 0.5, 0.6, 0.7: sd 0.1, t(0.975, 2) = 4.3027
+    row = ranking[2]  # success 0.5, 0.6, 0.7: sd 0.1, t(0.975, 2) = 4.3027
     assert row["success_rate_mean"] == pytest.approx(0.6)
     assert row["success_rate_ci_high"] - 0.6 == pytest.approx(4.302653 * 0.1 / math.sqrt(3), rel=1e-5)
     assert ranking[0]["return_mean_ci_low"] == pytest.approx(3.0 - 4.302653 * 1.0 / math.sqrt(3), rel=1e-5)
@@ -123,7 +140,7 @@ def test_heatmap_axes_default_to_the_longest():
 def test_outputs_are_written_and_a_second_sweep_is_refused(hrv_sweep, tmp_path, capsys):
     out = tmp_path / "sweep"
     sweep.prepare_out_dir(out, overwrite=False)
-    assert not out.exists()                     # a check only: write_outputs creates it
+    assert not out.exists()  # a check only: write_outputs creates it
     ranking = analysis.rank_settings([hrv_sweep], list(AXES))
     paths = sweep.write_outputs(out, [hrv_sweep], AXES, ranking, {"command": ["test"]}, ["learning_rate", "ent_coef"])
     assert {p.name for p in paths} == {"ranking.csv", "runs.csv", "heatmap.png", "heatmap.pdf", "sweep.json"}
@@ -147,12 +164,15 @@ def test_outputs_are_written_and_a_second_sweep_is_refused(hrv_sweep, tmp_path, 
     assert (out / "sweep.json").exists() and (out / "heatmap.png").exists()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--learning-rate", "0"], "learning_rate=0.0"),
-    (["--clip-range", "0.1", "0.1"], "repeats a value"),
-    (["--minibatch-size", "64", "100"], "does not divide"),
-    (["--learning-rate", "1e-4", "--heatmap", "gamma"], "not swept"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--learning-rate", "0"], "learning_rate=0.0"),
+        (["--clip-range", "0.1", "0.1"], "repeats a value"),
+        (["--minibatch-size", "64", "100"], "does not divide"),
+        (["--learning-rate", "1e-4", "--heatmap", "gamma"], "not swept"),
+    ],
+)
 def test_cli_refuses_bad_grids_before_any_work(tmp_path, capsys, argv, message):
     sweep_cli = load_cli()
     with pytest.raises(SystemExit):

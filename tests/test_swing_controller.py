@@ -9,18 +9,39 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purehr.envs.swing import (TRACE_KEYS, ControllerParams, StructuredController, SwingEnv,
-                               heldout_evaluation, heldout_starts, make_structured_policy,
-                               random_policy, record_episode, structured_action, zero_policy)
+from purehr.envs.swing import (
+    TRACE_KEYS,
+    ControllerParams,
+    StructuredController,
+    SwingEnv,
+    heldout_evaluation,
+    heldout_starts,
+    make_structured_policy,
+    random_policy,
+    record_episode,
+    structured_action,
+    zero_policy,
+)
 from purehr.envs.swing.controller import DEFAULT_CONTROLLER
 
 HOLD_STILL = ControllerParams(squat_gain=0.0, lean_gain=0.0)
 jitted_structured_action = jax.jit(structured_action)
 # An observation at 2.3 degrees, moving back slowly, neutral pose (layout of docs/swing_model.md).
-OBS = jnp.array([math.cos(0.04), math.sin(0.04), -0.02, math.cos(0.04), math.sin(0.04), -0.02,
-                 4e-4, 0.0, 0.0, 0.0, 0.0], jnp.float32)
-METRICS = {"success_rate", "return_mean", "return_std", "time_to_rotation", "effort",
-           "min_tension_mean", "min_tension_worst", "negative_tension_rate", "peak_energy"}
+OBS = jnp.array(
+    [math.cos(0.04), math.sin(0.04), -0.02, math.cos(0.04), math.sin(0.04), -0.02, 4e-4, 0.0, 0.0, 0.0, 0.0],
+    jnp.float32,
+)
+METRICS = {
+    "success_rate",
+    "return_mean",
+    "return_std",
+    "time_to_rotation",
+    "effort",
+    "min_tension_mean",
+    "min_tension_worst",
+    "negative_tension_rate",
+    "peak_energy",
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +54,7 @@ def evaluate(env):
     """Held-out evaluation with the controller constants traced: one compilation, and the
     proof that a policy closing over traced parameters (as PPO's will) works."""
     params = env.default_params
-    return jax.jit(lambda controller: heldout_evaluation(
-        env, params, make_structured_policy(params, controller)))
+    return jax.jit(lambda controller: heldout_evaluation(env, params, make_structured_policy(params, controller)))
 
 
 def test_structured_controller_rotates_from_95_of_100_starts(evaluate):
@@ -50,8 +70,8 @@ def test_zero_action_never_rotates(evaluate, env):
     key = jax.random.PRNGKey(1)
     for t in (0, 7, 300):  # the zero-gain law is exactly zero_policy
         np.testing.assert_array_equal(
-            jitted_structured_action(OBS, t, env.default_params, HOLD_STILL),
-            zero_policy(OBS, t, key))
+            jitted_structured_action(OBS, t, env.default_params, HOLD_STILL), zero_policy(OBS, t, key)
+        )
     metrics = jax.device_get(evaluate(HOLD_STILL))
     assert float(metrics["success_rate"]) == 0.0
     assert math.isnan(float(metrics["time_to_rotation"]))
@@ -86,23 +106,23 @@ def test_stateful_controller_matches_pure_function(env):
 
 def test_random_policy_in_bounds_and_keyed():
     obs = jnp.zeros(11)
-    actions = jax.vmap(lambda k: random_policy(obs, 0, k))(
-        jax.random.split(jax.random.PRNGKey(0), 256))
+    actions = jax.vmap(lambda k: random_policy(obs, 0, k))(jax.random.split(jax.random.PRNGKey(0), 256))
     assert actions.shape == (256, 2)
     assert np.all(np.abs(actions) <= 1.0) and np.std(actions) > 0.4
 
 
 def test_record_episode_until_success_then_frozen(env):
     params = env.default_params
-    trace = jax.device_get(jax.jit(lambda: record_episode(
-        env, params, make_structured_policy(params), math.radians(3.0), 0.0))())
+    trace = jax.device_get(
+        jax.jit(lambda: record_episode(env, params, make_structured_policy(params), math.radians(3.0), 0.0))()
+    )
     assert set(trace) == set(TRACE_KEYS)
     assert all(np.shape(v) == (params.horizon,) for v in trace.values())
     first = int(np.argmax(trace["success"]))
     assert trace["success"][first] and not trace["success"][:first].any()
     assert abs(trace["theta"][first]) >= 2 * math.pi
-    assert np.all(trace["success"][first:])            # stays reported after the end
-    assert np.all(trace["reward"][first + 1:] == 0.0)  # nothing accumulates afterwards
+    assert np.all(trace["success"][first:])  # stays reported after the end
+    assert np.all(trace["reward"][first + 1 :] == 0.0)  # nothing accumulates afterwards
     assert np.all(trace["theta"][first:] == trace["theta"][first])
     np.testing.assert_allclose(trace["time"][first], (first + 1) * params.dt, rtol=1e-6)
     assert np.ptp(trace["squat"][:first]) > 1.0 and np.ptp(trace["lean"][:first]) > 1.0

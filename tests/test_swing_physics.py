@@ -9,19 +9,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purehr.envs.swing import (ControllerParams, SwingEnv, SwingParams, natural_frequency,
-                               structured_action)
-from purehr.envs.swing import physics
+from purehr.envs.swing import ControllerParams, SwingEnv, SwingParams, natural_frequency, physics, structured_action
 from purehr.envs.wrappers import EpisodeStatisticsWrapper
 
 KEY = jax.random.PRNGKey(0)
 FREE = SwingParams(damping=0.0)
-HOLD_STILL = ControllerParams(squat_gain=0.0, lean_gain=0.0)   # action 0 every step
+HOLD_STILL = ControllerParams(squat_gain=0.0, lean_gain=0.0)  # action 0 every step
 
 
 @jax.jit
-def _trajectory(params: SwingParams, theta0, theta_dot0, controller: ControllerParams,
-                control_steps):
+def _trajectory(params: SwingParams, theta0, theta_dot0, controller: ControllerParams, control_steps):
     """``params.horizon`` steps under the structured law for the first ``control_steps``,
     then action 0. One compilation per dtype serves every test (params, starts and gains
     are traced)."""
@@ -32,17 +29,20 @@ def _trajectory(params: SwingParams, theta0, theta_dot0, controller: ControllerP
         obs, state = carry
         action = jnp.where(t < control_steps, structured_action(obs, t, params, controller), 0.0)
         obs, state, reward, terminated, _, info = env.step(KEY, state, action, params)
-        return (obs, state), dict(info, energy=physics.energy(state.plant, params),
-                                  terminated=terminated, obs=obs)
+        return (obs, state), dict(info, energy=physics.energy(state.plant, params), terminated=terminated, obs=obs)
 
     _, rows = jax.lax.scan(body, (obs, state), jnp.arange(params.horizon, dtype=jnp.int32))
-    initial = {"energy": physics.energy(state.plant, params),
-               "energy_norm": physics.energy_norm(state.plant, params)}
+    initial = {"energy": physics.energy(state.plant, params), "energy_norm": physics.energy_norm(state.plant, params)}
     return rows, initial
 
 
-def simulate(params: SwingParams, theta0: float, theta_dot0: float,
-             controller: ControllerParams = HOLD_STILL, control_steps: int = 1 << 30):
+def simulate(
+    params: SwingParams,
+    theta0: float,
+    theta_dot0: float,
+    controller: ControllerParams = HOLD_STILL,
+    control_steps: int = 1 << 30,
+):
     rows, initial = _trajectory(params, theta0, theta_dot0, controller, control_steps)
     return jax.tree.map(np.asarray, rows), jax.tree.map(float, initial)
 
@@ -63,8 +63,7 @@ def test_energy_conserved_without_damping_float64(free_swing_x64):
     rows, initial = free_swing_x64["large"], free_swing_x64["large_initial"]
     assert rows["energy"].dtype == np.float64
     assert np.max(np.abs(rows["energy"] - initial["energy"])) < 1e-5 * abs(initial["energy"])
-    assert (np.max(np.abs(rows["energy_norm"] - initial["energy_norm"]))
-            < 1e-5 * initial["energy_norm"])
+    assert np.max(np.abs(rows["energy_norm"] - initial["energy_norm"])) < 1e-5 * initial["energy_norm"]
     assert np.ptp(rows["swing_angle"]) > 1.5  # it really swung
 
 
@@ -93,8 +92,7 @@ def test_pumping_timing(offset, gains_energy):
 
     Pump for two periods (squat law only, no damping), then hold the neutral pose for a
     second, so the energy is compared in the pose it started in."""
-    rows, initial = simulate(FREE, 0.3, 0.0, ControllerParams(lean_gain=0.0, squat_offset=offset),
-                             control_steps=240)
+    rows, initial = simulate(FREE, 0.3, 0.0, ControllerParams(lean_gain=0.0, squat_offset=offset), control_steps=240)
     settled = rows["energy_norm"][280:300]
     assert np.ptp(settled) < 1e-2 * np.max(settled)  # body still again: energy constant
     ratio = settled[-1] / initial["energy_norm"]
@@ -132,19 +130,28 @@ def test_jvp_body_derivatives_match_finite_differences():
         c_ddot = jnp.array([-9.0, 14.0])
         geometry = lambda c: physics.body_geometry(c, params)  # noqa: E731
         value, rate, accel = physics.second_time_derivative(geometry, c, c_dot, c_ddot)
-        path = lambda t: geometry(c + c_dot * t + 0.5 * c_ddot * t ** 2)  # noqa: E731
+        path = lambda t: geometry(c + c_dot * t + 0.5 * c_ddot * t**2)  # noqa: E731
         h = 1e-4
         fd_rate = (path(h) - path(-h)) / (2 * h)
-        fd_accel = (path(h) - 2 * path(0.0) + path(-h)) / h ** 2
+        fd_accel = (path(h) - 2 * path(0.0) + path(-h)) / h**2
         np.testing.assert_allclose(value, path(0.0), rtol=1e-12)
         np.testing.assert_allclose(rate, fd_rate, rtol=1e-6, atol=1e-8)
         np.testing.assert_allclose(accel, fd_accel, rtol=1e-4, atol=1e-5)
         assert np.all(np.abs(np.asarray(accel)) > 1e-3)  # every component is exercised
 
 
-@pytest.mark.parametrize("field, value", [("length", 0.0), ("mass", -70.0), ("dt", 0.0),
-                                          ("h_min", 1.05), ("substeps", 0),
-                                          ("small_start_fraction", 1.5), ("small_reset_noise", -0.1)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("length", 0.0),
+        ("mass", -70.0),
+        ("dt", 0.0),
+        ("h_min", 1.05),
+        ("substeps", 0),
+        ("small_start_fraction", 1.5),
+        ("small_reset_noise", -0.1),
+    ],
+)
 def test_bad_params_raise_before_compiling(field, value):
     with pytest.raises(ValueError, match=field):
         SwingEnv(SwingParams(**{field: value}))
@@ -170,8 +177,7 @@ def test_actions_clipped_and_nan_counted_not_propagated():
     unit = episode(jnp.array([[1.0, -1.0]] * 3))
     np.testing.assert_array_equal(clipped[0], unit[0])
 
-    obs, reward, terminated, truncated, info = episode(
-        jnp.array([[jnp.nan, 0.5], [0.2, 0.1], [0.0, jnp.nan]]))
+    obs, reward, terminated, truncated, info = episode(jnp.array([[jnp.nan, 0.5], [0.2, 0.1], [0.0, jnp.nan]]))
     assert np.all(np.isfinite(obs)) and np.all(np.isfinite(reward))
     np.testing.assert_array_equal(info["nan_action"], [True, False, True])
     np.testing.assert_array_equal(truncated, [False, False, True])
@@ -184,8 +190,7 @@ def test_info_keys_and_diagnostics():
     obs, state = env.reset(KEY)
     assert obs.shape == (11,) and obs.dtype == jnp.float32
     info, _ = simulate(SwingParams(), 0.0, 0.0)
-    assert {"time", "swing_angle", "seat_radius", "energy_norm", "tension", "command_speed",
-            "success"} <= set(info)
+    assert {"time", "swing_angle", "seat_radius", "energy_norm", "tension", "command_speed", "success"} <= set(info)
     assert all(v.shape == (1600,) for k, v in info.items() if k != "obs")
     np.testing.assert_allclose(info["time"][[0, -1]], [0.02, 32.0], rtol=1e-6)
     assert set(env.diagnostics(info)) == {"min_tension", "command_speed"}
@@ -204,7 +209,7 @@ def test_training_start_mixture_fraction_and_scale():
     at ``reset_noise`` (wide enough here that no wide start lands in the small box)."""
     starts = _reset_starts(SwingParams(reset_noise=100.0, small_start_fraction=0.3, small_reset_noise=0.05))
     small = np.max(np.abs(starts), axis=1) < 0.5
-    assert abs(small.mean() - 0.3) < 0.015                     # 4.7 binomial sd
+    assert abs(small.mean() - 0.3) < 0.015  # 4.7 binomial sd
     np.testing.assert_allclose(starts[small].std(axis=0), [0.05, 0.05], rtol=0.05)
     np.testing.assert_allclose(starts[~small].std(axis=0), [100.0, 100.0], rtol=0.05)
     assert np.all(np.max(np.abs(_reset_starts(SwingParams(small_start_fraction=1.0), 2000)), axis=1) < 0.5)

@@ -22,10 +22,15 @@ def load(name: str):
     return sys.modules[module_name]
 
 
-@pytest.mark.parametrize("argv", [["--task", "swing", "--policy", "oracle"],
-                                  ["--task", "hrv", "--policy", "structured"],
-                                  ["--task", "cartpole", "--policy", "zero"],
-                                  ["--task", "swing"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--task", "swing", "--policy", "oracle"],
+        ["--task", "hrv", "--policy", "structured"],
+        ["--task", "cartpole", "--policy", "zero"],
+        ["--task", "swing"],
+    ],
+)
 def test_evaluate_rejects_unknown_task_or_policy(argv, capsys):
     evaluate = load("evaluate")
     with pytest.raises(SystemExit) as exit_info:

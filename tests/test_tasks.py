@@ -13,8 +13,15 @@ from purehr.ppo.config import HRV_DEFAULTS
 from purehr.run.task_setup import build_task_setup
 from purehr.tasks import TASK_NAMES, TASKS, get_task, task_of_env, task_of_env_class
 
-TINY = HRV_DEFAULTS.replace(num_envs=16, num_steps=8, minibatch_size=64, num_epochs=1,
-                            actor_hidden=(16,), critic_hidden=(16,), total_timesteps=16 * 8 * 10)
+TINY = HRV_DEFAULTS.replace(
+    num_envs=16,
+    num_steps=8,
+    minibatch_size=64,
+    num_epochs=1,
+    actor_hidden=(16,),
+    critic_hidden=(16,),
+    total_timesteps=16 * 8 * 10,
+)
 
 
 def test_unknown_task_is_named_with_the_known_ones():
@@ -43,7 +50,7 @@ def test_task_setup_trains_on_the_schedule_and_is_judged_on_the_final_stage():
     assert float(plain.eval_env_params.difficulty) == pytest.approx(0.9)
     assert float(staged.eval_env_params.target_precision) == pytest.approx(0.02)
     stages = [float(staged.ppo.env_params_at(u, TINY.hyperparams()).difficulty) for u in (0, 1, 2, 5, 6, 9)]
-    assert stages == pytest.approx([0.3, 0.3, 0.6, 0.6, 0.9, 0.9])      # starts (0, 2, 6) of 10 updates
+    assert stages == pytest.approx([0.3, 0.3, 0.6, 0.6, 0.9, 0.9])  # starts (0, 2, 6) of 10 updates
     recorded = build_task_setup("hrv", TINY, manifest={"environments": {"hrv": {"hrv_dim": 3}}})
     assert recorded.env.hrv_dim == 3 and build_task_setup("swing").config == get_task("swing").default_config
 

@@ -21,45 +21,73 @@ import imageio.v3 as iio
 import imageio_ffmpeg
 import numpy as np
 import pytest
-from matplotlib.figure import Figure
-
+from conftest import write_synthetic_run
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 from purehr.run.run_dir import RunDirectoryError
 from purehr.stats import t_interval, t_quantile
 from purehr.viz.learning_curves import (
-    aggregate_over_seeds, draw_baseline, learning_figure, training_log_figure, write_final_metrics)
+    aggregate_over_seeds,
+    draw_baseline,
+    learning_figure,
+    training_log_figure,
+    write_final_metrics,
+)
 from purehr.viz.render import render_run
 from purehr.viz.replay import _ReplayCanvas, checkpoint_label, frame_indices, render_replay
 from purehr.viz.run_data import load_run
 from purehr.viz.video import first_frame, video_stream
-from conftest import write_synthetic_run
 
 REPO = Path(__file__).resolve().parents[1]
-UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", "mean_step_reward",
-                  "mean_episode_return", "episodes_completed", "train_success_rate", "loss",
-                  "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction",
-                  "grad_norm"]
+UPDATE_COLUMNS = [
+    "update",
+    "env_steps",
+    "elapsed_s",
+    "mean_step_reward",
+    "mean_episode_return",
+    "episodes_completed",
+    "train_success_rate",
+    "loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "grad_norm",
+]
 TASK_DIAGNOSTICS = {"swing": ["min_tension", "mean_command_speed"], "hrv": ["mean_distance"]}
 EVAL_KEYS = {
-    "swing": ["success_rate", "return_mean", "return_std", "time_to_rotation", "effort",
-              "min_tension_mean", "min_tension_worst", "negative_tension_rate"],
-    "hrv": ["success_rate", "return_mean", "return_std", "final_distance", "alignment",
-            "episode_length"],
+    "swing": [
+        "success_rate",
+        "return_mean",
+        "return_std",
+        "time_to_rotation",
+        "effort",
+        "min_tension_mean",
+        "min_tension_worst",
+        "negative_tension_rate",
+    ],
+    "hrv": ["success_rate", "return_mean", "return_std", "final_distance", "alignment", "episode_length"],
 }
 TARGETS = [0, 50_000, 100_000]
 BATCH = 2_048
 # held-out success per task and seed at the three checkpoints
-SUCCESS = {"swing": {0: [0.0, 0.3, 0.6], 1: [0.1, 0.5, 0.9]},
-           "hrv": {0: [0.2, 0.4, 0.7], 1: [0.2, 0.6, 0.8]}}
+SUCCESS = {"swing": {0: [0.0, 0.3, 0.6], 1: [0.1, 0.5, 0.9]}, "hrv": {0: [0.2, 0.4, 0.7], 1: [0.2, 0.6, 0.8]}}
 TRACE_ROWS = 20  # the horizon: every trace has this many rows
 SWING_EPISODE_LENGTHS = [20, 20, 12]  # the last episode succeeds at row 11; later rows repeat it
 FPS, SECONDS_PER_CHECKPOINT = 10, 1.5  # 15 frames per checkpoint at most
 # the manifest's baselines[task]["floors"]: doing nothing useful
-FLOORS = {"swing": {"zero action": {"success_rate": 0.0, "return_mean": -1.0},
-                    "random": {"success_rate": 0.0, "return_mean": -3.0}},
-          "hrv": {"no-op": {"success_rate": 0.0, "return_mean": -2.0, "alignment": -0.05},
-                  "random": {"success_rate": 0.0, "return_mean": -4.0, "alignment": -0.06}}}
+FLOORS = {
+    "swing": {
+        "zero action": {"success_rate": 0.0, "return_mean": -1.0},
+        "random": {"success_rate": 0.0, "return_mean": -3.0},
+    },
+    "hrv": {
+        "no-op": {"success_rate": 0.0, "return_mean": -2.0, "alignment": -0.05},
+        "random": {"success_rate": 0.0, "return_mean": -4.0, "alignment": -0.06},
+    },
+}
 
 
 def _write_csv(path: Path, header: list[str], rows: list[list[object]]) -> None:
@@ -76,57 +104,102 @@ def _swing_trace(episode_length: int, amplitude: float) -> dict[str, np.ndarray]
     time = rows * 0.02
     theta = amplitude * np.sin(2 * np.pi * time) * (0.3 + 0.7 * rows / TRACE_ROWS)
     zeros = np.zeros(TRACE_ROWS)
-    return {"time": time, "theta": theta, "theta_dot": np.gradient(theta, 0.02),
-            "squat": zeros, "lean": zeros, "energy_norm": np.abs(theta) / np.pi,
-            "tension": 600.0 + 50.0 * np.cos(theta), "command_speed": zeros + 0.1,
-            "reward": zeros - 0.01,
-            "success": (rows == episode_length - 1) & (episode_length < TRACE_ROWS)}
+    return {
+        "time": time,
+        "theta": theta,
+        "theta_dot": np.gradient(theta, 0.02),
+        "squat": zeros,
+        "lean": zeros,
+        "energy_norm": np.abs(theta) / np.pi,
+        "tension": 600.0 + 50.0 * np.cos(theta),
+        "command_speed": zeros + 0.1,
+        "reward": zeros - 0.01,
+        "success": (rows == episode_length - 1) & (episode_length < TRACE_ROWS),
+    }
 
 
 def _hrv_trace(length: int = 10) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
-    return {"current_hrv": rng.normal(size=(length, 4)), "target_hrv": np.ones((length, 4)),
-            "distance": np.linspace(2.0, 0.5, length), "reward": np.zeros(length),
-            "success": np.zeros(length, dtype=bool)}
+    return {
+        "current_hrv": rng.normal(size=(length, 4)),
+        "target_hrv": np.ones((length, 4)),
+        "distance": np.linspace(2.0, 0.5, length),
+        "reward": np.zeros(length),
+        "success": np.zeros(length, dtype=bool),
+    }
 
 
 def _checkpoint_row(task: str, seed: int, index: int, showcase: str) -> dict[str, object]:
     success = SUCCESS[task][seed][index]
-    metrics = {"success_rate": success, "return_mean": 10.0 * success - seed,
-               "return_std": 1.5, "time_to_rotation": 20.0 - index, "effort": 3.0,
-               "min_tension_mean": 300.0, "min_tension_worst": -5.0 * index - seed,
-               "negative_tension_rate": 0.01, "final_distance": 1.0 - success,
-               "alignment": success - 0.1, "episode_length": 100.0}
+    metrics = {
+        "success_rate": success,
+        "return_mean": 10.0 * success - seed,
+        "return_std": 1.5,
+        "time_to_rotation": 20.0 - index,
+        "effort": 3.0,
+        "min_tension_mean": 300.0,
+        "min_tension_worst": -5.0 * index - seed,
+        "negative_tension_rate": 0.01,
+        "final_distance": 1.0 - success,
+        "alignment": success - 0.1,
+        "episode_length": 100.0,
+    }
     actual = -(-TARGETS[index] // BATCH) * BATCH  # first update at or beyond the target
-    return {"target_steps": TARGETS[index], "actual_steps": actual, "update": index * 25,
-            "elapsed_s": 12.5 * index + 3.0, **{f"eval_{key}": metrics[key] for key in EVAL_KEYS[task]},
-            "checkpoint_path": f"{task}/seed_{seed}/checkpoints/{actual}", "showcase_path": showcase}
+    return {
+        "target_steps": TARGETS[index],
+        "actual_steps": actual,
+        "update": index * 25,
+        "elapsed_s": 12.5 * index + 3.0,
+        **{f"eval_{key}": metrics[key] for key in EVAL_KEYS[task]},
+        "checkpoint_path": f"{task}/seed_{seed}/checkpoints/{actual}",
+        "showcase_path": showcase,
+    }
 
 
 def build_run_directory(root: Path) -> Path:
     """Two tasks, two seeds, three checkpoints each, with showcase traces."""
     run_dir = root / "run"
-    baselines = {"swing": {"definition": "structured pumping controller",
-                           "metrics": {"success_rate": 0.8, "return_mean": 500.0},
-                           "floors": FLOORS["swing"]},
-                 "hrv": {"definition": "oracle", "metrics": {"success_rate": 1.0,
-                                                             "return_mean": 7.0},
-                         "floors": FLOORS["hrv"]}}
-    manifest = {"tasks": ["swing", "hrv"], "seeds": [0, 1], "baselines": baselines, "configs": {},
-                "status": "complete"}
+    baselines = {
+        "swing": {
+            "definition": "structured pumping controller",
+            "metrics": {"success_rate": 0.8, "return_mean": 500.0},
+            "floors": FLOORS["swing"],
+        },
+        "hrv": {"definition": "oracle", "metrics": {"success_rate": 1.0, "return_mean": 7.0}, "floors": FLOORS["hrv"]},
+    }
+    manifest = {"tasks": ["swing", "hrv"], "seeds": [0, 1], "baselines": baselines, "configs": {}, "status": "complete"}
     updates, checkpoints = {}, {}
     for task in ("swing", "hrv"):
         for seed in (0, 1):
             updates[task, seed] = [
-                dict(zip(UPDATE_COLUMNS + TASK_DIAGNOSTICS[task],
-                         [u, (u + 1) * BATCH, 0.5 * u, 0.01 * u, float(5.0 * np.log1p(u) + seed),
-                          3, 0.1, 1.0, 0.5, 0.4, 1.2, 0.01, 0.1, 0.7] + [1.0] * len(TASK_DIAGNOSTICS[task])))
-                for u in range(60)]
+                dict(
+                    zip(
+                        UPDATE_COLUMNS + TASK_DIAGNOSTICS[task],
+                        [
+                            u,
+                            (u + 1) * BATCH,
+                            0.5 * u,
+                            0.01 * u,
+                            float(5.0 * np.log1p(u) + seed),
+                            3,
+                            0.1,
+                            1.0,
+                            0.5,
+                            0.4,
+                            1.2,
+                            0.01,
+                            0.1,
+                            0.7,
+                        ]
+                        + [1.0] * len(TASK_DIAGNOSTICS[task]),
+                    )
+                )
+                for u in range(60)
+            ]
             checkpoints[task, seed] = []
             for index in range(len(TARGETS)):
                 showcase = f"{task}/seed_{seed}/showcase/steps_{index}.npz"
-                trace = (_swing_trace(SWING_EPISODE_LENGTHS[index], 0.5 + index)
-                         if task == "swing" else _hrv_trace())
+                trace = _swing_trace(SWING_EPISODE_LENGTHS[index], 0.5 + index) if task == "swing" else _hrv_trace()
                 (run_dir / showcase).parent.mkdir(parents=True, exist_ok=True)
                 np.savez(run_dir / showcase, **trace)
                 checkpoints[task, seed].append(_checkpoint_row(task, seed, index, showcase))
@@ -149,18 +222,34 @@ def rendered(tmp_path_factory) -> Path:
     """One synthetic run, rendered once: figures, final metrics and (small) replay."""
     run_dir = build_run_directory(tmp_path_factory.mktemp("viz"))
     render_run(run_dir, replay=False)
-    render_replay(load_run(run_dir), run_dir / "figures",
-                  seconds_per_checkpoint=SECONDS_PER_CHECKPOINT, fps=FPS, size_px=(512, 288),
-                  draw_frame=stick_pendulum)
+    render_replay(
+        load_run(run_dir),
+        run_dir / "figures",
+        seconds_per_checkpoint=SECONDS_PER_CHECKPOINT,
+        fps=FPS,
+        size_px=(512, 288),
+        draw_frame=stick_pendulum,
+    )
     return run_dir
 
 
 # ---------------------------------------------------------------- statistics
 
-@pytest.mark.parametrize("probability, df, expected", [
-    (0.975, 1, 12.706204736), (0.975, 2, 4.302652730), (0.975, 4, 2.776445105),
-    (0.975, 10, 2.228138852), (0.975, 30, 2.042272456), (0.995, 3, 5.840909309),
-    (0.95, 5, 2.015048373), (0.025, 4, -2.776445105), (0.975, 1e6, 1.959966)])
+
+@pytest.mark.parametrize(
+    "probability, df, expected",
+    [
+        (0.975, 1, 12.706204736),
+        (0.975, 2, 4.302652730),
+        (0.975, 4, 2.776445105),
+        (0.975, 10, 2.228138852),
+        (0.975, 30, 2.042272456),
+        (0.995, 3, 5.840909309),
+        (0.95, 5, 2.015048373),
+        (0.025, 4, -2.776445105),
+        (0.975, 1e6, 1.959966),
+    ],
+)
 def test_t_quantile_matches_tables(probability, df, expected):
     assert t_quantile(probability, df) == pytest.approx(expected, abs=2e-6)
 
@@ -179,8 +268,9 @@ def test_mean_and_interval_match_hand_computation(tmp_path):
     values = np.array([[1.0, 2.0], [2.0, 4.0], [3.0, 9.0]])  # three seeds
     mean, lower, upper = t_interval(values)
     np.testing.assert_allclose(mean, [2.0, 5.0])
-    np.testing.assert_allclose(upper - mean, [4.302652729749464 * 1.0 / math.sqrt(3),
-                                              4.302652729749464 * math.sqrt(13) / math.sqrt(3)])
+    np.testing.assert_allclose(
+        upper - mean, [4.302652729749464 * 1.0 / math.sqrt(3), 4.302652729749464 * math.sqrt(13) / math.sqrt(3)]
+    )
 
 
 def test_seeds_are_aligned_on_shared_targets(tmp_path):
@@ -189,8 +279,7 @@ def test_seeds_are_aligned_on_shared_targets(tmp_path):
     path = run_dir / "swing" / "seed_1" / "checkpoints.csv"
     lines = path.read_text().splitlines()
     path.write_text("\n".join(lines[:-1]) + "\n")  # seed 1 has only two checkpoints
-    aggregate = aggregate_over_seeds(list(load_run(run_dir).logs["swing"].values()),
-                                     "eval_success_rate")
+    aggregate = aggregate_over_seeds(list(load_run(run_dir).logs["swing"].values()), "eval_success_rate")
     np.testing.assert_array_equal(aggregate.target_steps, TARGETS[:2])
     np.testing.assert_allclose(aggregate.mean, [0.05, 0.4])
 
@@ -210,8 +299,8 @@ def test_baseline_is_a_line_in_range_and_a_note_off_scale():
 
 # ---------------------------------------------------------------- figures and metrics
 
-@pytest.mark.parametrize("stem", ["swing_learning", "hrv_learning",
-                                  "swing_training_log", "hrv_training_log"])
+
+@pytest.mark.parametrize("stem", ["swing_learning", "hrv_learning", "swing_training_log", "hrv_training_log"])
 def test_figures_exist_and_are_not_blank(rendered, stem):
     png, pdf = rendered / "figures" / f"{stem}.png", rendered / "figures" / f"{stem}.pdf"
     assert png.stat().st_size > 20_000 and pdf.stat().st_size > 5_000
@@ -232,7 +321,11 @@ def test_final_metrics_has_the_last_checkpoint_of_every_task_and_seed(rendered):
     with (rendered / "final_metrics.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert sorted((row["task"], row["seed"]) for row in rows) == [
-        ("hrv", "0"), ("hrv", "1"), ("swing", "0"), ("swing", "1")]
+        ("hrv", "0"),
+        ("hrv", "1"),
+        ("swing", "0"),
+        ("swing", "1"),
+    ]
     for row in rows:
         task, seed = row["task"], int(row["seed"])
         expected = _checkpoint_row(task, seed, len(TARGETS) - 1, "")
@@ -249,11 +342,11 @@ def test_final_metrics_round_trip_is_exact(tmp_path):
     write_final_metrics(run, tmp_path / "final.csv")
     with (tmp_path / "final.csv").open() as handle:
         row = next(csv.DictReader(handle))
-    assert float(row["eval_success_rate"]) == run.logs["swing"][0].checkpoints[
-        "eval_success_rate"][-1]
+    assert float(row["eval_success_rate"]) == run.logs["swing"][0].checkpoints["eval_success_rate"][-1]
 
 
 # ---------------------------------------------------------------- replay
+
 
 def expected_frames_per_checkpoint() -> list[int]:
     per_checkpoint = round(SECONDS_PER_CHECKPOINT * FPS)
@@ -320,6 +413,7 @@ def test_render_run_with_the_swing_drawing(tmp_path):
 
 # ---------------------------------------------------------------- errors
 
+
 def test_missing_run_directory_is_named(tmp_path):
     missing = tmp_path / "no_such_run"
     with pytest.raises(RunDirectoryError, match=re.escape(str(missing))):
@@ -343,12 +437,16 @@ def test_missing_column_and_truncated_rows_are_named(tmp_path):
 @pytest.mark.slow
 def test_render_script_reports_a_missing_run_directory(tmp_path):
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "render.py"), "--run-dir",
-         str(tmp_path / "absent"), "--no-replay"], capture_output=True, text=True, timeout=120)
+        [sys.executable, str(REPO / "scripts" / "render.py"), "--run-dir", str(tmp_path / "absent"), "--no-replay"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2 and "run directory not found" in result.stderr
 
 
 # ---------------------------------------------------------------- what a reader sees
+
 
 def _rendered_extents(fig):
     """Draw ``fig`` and return its renderer (window extents are known only after a draw)."""
@@ -369,7 +467,9 @@ def _assert_legends_clear_of_axes(fig, legends, axes):
         for ax in axes:
             # the axes with its tick labels and axis labels
             assert not box.overlaps(ax.get_tightbbox(renderer)), (
-                [text.get_text() for text in legend.get_texts()], ax.get_ylabel())
+                [text.get_text() for text in legend.get_texts()],
+                ax.get_ylabel(),
+            )
 
 
 def test_swing_training_log_draws_updates_between_nans(tmp_path):
@@ -383,7 +483,7 @@ def test_swing_training_log_draws_updates_between_nans(tmp_path):
             rows = list(csv.reader(handle))
         column = rows[0].index("mean_episode_return")
         for number, row in enumerate(rows[1:]):
-            if (number + seed) % 7:         # isolated finite values between NaNs
+            if (number + seed) % 7:  # isolated finite values between NaNs
                 row[column] = "nan"
         finite_counts[seed] = sum(1 for row in rows[1:] if row[column] != "nan")
         _write_csv(path, rows[0], rows[1:])
@@ -393,7 +493,7 @@ def test_swing_training_log_draws_updates_between_nans(tmp_path):
     for seed, count in finite_counts.items():
         ydata = np.asarray(lines[f"seed {seed}"].get_ydata(), dtype=float)
         assert len(ydata) == count and count >= 8 and np.all(np.isfinite(ydata))
-        assert lines[f"seed {seed}"].get_marker() == "o"   # sparse: every point marked
+        assert lines[f"seed {seed}"].get_marker() == "o"  # sparse: every point marked
     skipped = 2 * 60 - sum(finite_counts.values())
     assert f"({skipped} of 120 updates completed no episode; not drawn)" in ax.get_title()
     _assert_legends_clear_of_axes(fig, [a.get_legend() for a in fig.axes if a.get_legend()], [ax])
@@ -403,7 +503,9 @@ def test_learning_figure_draws_baseline_and_floors_with_their_labels(tmp_path):
     fig = learning_figure(load_run(build_run_directory(tmp_path)), "swing")
     success, returns = _data_axes(fig)
     assert [line.get_label() for line in success.lines[-2:]] == [
-        "baseline: structured pumping controller = 0.8", "floor: zero action and random = 0"]
+        "baseline: structured pumping controller = 0.8",
+        "floor: zero action and random = 0",
+    ]
     assert success.lines[-1].get_ydata()[0] == 0.0
     # the return axis: the two floors differ (two lines); the baseline (500) is off scale
     labels = [line.get_label() for line in returns.lines]
@@ -431,7 +533,7 @@ def test_replay_frame_shows_success_and_return_and_nothing_covers_them(tmp_path)
     assert success.get_ylabel() == "held-out success rate"
     assert returns.get_ylabel() == "held-out mean return"
     replayed = [line for line in returns.lines if line.get_label() == "seed 0 (replayed)"][0]
-    np.testing.assert_allclose(replayed.get_ydata(), [0.0, 3.0, 6.0])   # 10 x success - seed
+    np.testing.assert_allclose(replayed.get_ydata(), [0.0, 3.0, 6.0])  # 10 x success - seed
     frame = canvas.frame(_swing_trace(20, 1.0), 5, "episode time")
     assert frame.shape == (720, 1280, 3)
     renderer = canvas.canvas.get_renderer()
@@ -443,7 +545,8 @@ def test_replay_frame_shows_success_and_return_and_nothing_covers_them(tmp_path)
     texts = [text.get_text() for text in canvas.legend.get_texts()]
     assert texts.count("floor: zero action") == 1 and "baseline: structured pumping controller" in texts
     assert checkpoint_label(2, 3) == "checkpoint 3 of 3" and canvas.title.get_text().endswith(
-        "showcase episode of checkpoint 3 of 3")
+        "showcase episode of checkpoint 3 of 3"
+    )
 
 
 def _player_label(page: str, node: str) -> str:
@@ -456,10 +559,18 @@ const document = { getElementById(id) {
   return elements[id] ??= { id, value: 0, textContent: "", currentTime: 0, addEventListener() {} };
 } };
 """
-    completed = subprocess.run([node, "-e", dom + script + "\nconsole.log(JSON.stringify("
-                                "[document.getElementById('checkpoint-label').textContent, "
-                                "Number(document.getElementById('checkpoint').value)]));"],
-                               capture_output=True, text=True, timeout=60)
+    completed = subprocess.run(
+        [
+            node,
+            "-e",
+            dom + script + "\nconsole.log(JSON.stringify("
+            "[document.getElementById('checkpoint-label').textContent, "
+            "Number(document.getElementById('checkpoint').value)]));",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert completed.returncode == 0, completed.stderr
     return json.loads(completed.stdout)
 

@@ -7,7 +7,8 @@ params (difficulty, physics constants) can change inside a training scan.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -38,8 +39,7 @@ class Environment(Generic[StateT, ParamsT]):
     def reset(self, key: jax.Array, params: ParamsT | None = None) -> tuple[Any, StateT]:
         raise NotImplementedError
 
-    def step(self, key: jax.Array, state: StateT, action: jax.Array,
-             params: ParamsT | None = None) -> StepResult:
+    def step(self, key: jax.Array, state: StateT, action: jax.Array, params: ParamsT | None = None) -> StepResult:
         raise NotImplementedError
 
     def observation_space(self, params: ParamsT | None = None):
@@ -65,8 +65,11 @@ def freeze_after_done(done: jax.Array, before: Any, after: Any) -> Any:
 
 def all_finite(tree: Any) -> jax.Array:
     """True when every floating leaf of ``tree`` is finite (integer leaves always are)."""
-    flags = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)
-             if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.inexact)]
+    flags = [
+        jnp.all(jnp.isfinite(leaf))
+        for leaf in jax.tree.leaves(tree)
+        if jnp.issubdtype(jnp.asarray(leaf).dtype, jnp.inexact)
+    ]
     return jnp.all(jnp.stack(flags)) if flags else jnp.bool_(True)
 
 
@@ -78,5 +81,11 @@ def end_if_not_finite(step: StepResult, finite: jax.Array) -> StepResult:
     observation, state, reward, terminated, truncated, info = step
     observation = jax.tree.map(lambda x: jnp.where(jnp.isfinite(x), x, jnp.zeros((), x.dtype)), observation)
     info = dict(info, success=jnp.logical_and(info["success"], finite), nonfinite_state=jnp.logical_not(finite))
-    return (observation, state, jnp.where(finite, reward, jnp.zeros((), reward.dtype)),
-            jnp.logical_or(terminated, jnp.logical_not(finite)), jnp.logical_and(truncated, finite), info)
+    return (
+        observation,
+        state,
+        jnp.where(finite, reward, jnp.zeros((), reward.dtype)),
+        jnp.logical_or(terminated, jnp.logical_not(finite)),
+        jnp.logical_and(truncated, finite),
+        info,
+    )

@@ -50,10 +50,13 @@ def to_gymnasium_space(space, flatten: bool = False):
         return gym.spaces.MultiDiscrete(np.asarray(space.nvec, np.int64))
     if isinstance(space, spaces.Dict):
         if flatten:
-            names = sorted(space.spaces)      # jax's pytree order, as flatten_observation uses
+            names = sorted(space.spaces)  # jax's pytree order, as flatten_observation uses
             boxes = [to_gymnasium_space(space.spaces[name]) for name in names]
-            return gym.spaces.Box(low=np.concatenate([b.low.ravel() for b in boxes]),
-                                  high=np.concatenate([b.high.ravel() for b in boxes]), dtype=np.float32)
+            return gym.spaces.Box(
+                low=np.concatenate([b.low.ravel() for b in boxes]),
+                high=np.concatenate([b.high.ravel() for b in boxes]),
+                dtype=np.float32,
+            )
         return gym.spaces.Dict({name: to_gymnasium_space(sub) for name, sub in space.spaces.items()})
     raise TypeError(f"no Gymnasium equivalent for space {space!r}")
 
@@ -87,7 +90,7 @@ def _jitted_functions(env: Environment, flatten: bool):
             return shape(observation), state
 
         def step_fn(key, state, action, env_params):
-            key, step_key = jax.random.split(key)      # inside the jit: one dispatch per step
+            key, step_key = jax.random.split(key)  # inside the jit: one dispatch per step
             observation, state, reward, terminated, truncated, info = env.step(step_key, state, action, env_params)
             return key, shape(observation), state, reward, terminated, truncated, info
 
@@ -119,14 +122,14 @@ def to_gymnasium(env: Environment, params=None, seed: int | None = None, *, flat
             self._state = None
             self._key = None
             action_space = env.action_space(self.params)
-            self._action_dtype = (jnp.float32 if isinstance(action_space, spaces.Box) else jnp.int32)
+            self._action_dtype = jnp.float32 if isinstance(action_space, spaces.Box) else jnp.int32
 
         def reset(self, *, seed: int | None = None, options: dict | None = None):
             if seed is None and self._pending_seed is not None:
                 seed = self._pending_seed
             self._pending_seed = None
             super().reset(seed=seed)
-            episode_seed = int(self.np_random.integers(0, 2 ** 31 - 1))
+            episode_seed = int(self.np_random.integers(0, 2**31 - 1))
             self._key, reset_key = jax.random.split(jax.random.PRNGKey(episode_seed))
             observation, self._state = self._reset(reset_key, self.params)
             return _to_numpy_observation(jax.device_get(observation)), {}
@@ -136,10 +139,17 @@ def to_gymnasium(env: Environment, params=None, seed: int | None = None, *, flat
                 raise RuntimeError("call reset() before step()")
             action = jnp.asarray(np.asarray(action), self._action_dtype)
             self._key, observation, self._state, reward, terminated, truncated, info = self._step(
-                self._key, self._state, action, self.params)
+                self._key, self._state, action, self.params
+            )
             observation, reward, terminated, truncated, info = jax.device_get(
-                (observation, reward, terminated, truncated, info))
-            return (_to_numpy_observation(observation), float(reward), bool(terminated),
-                    bool(truncated), _info_to_numpy(info))
+                (observation, reward, terminated, truncated, info)
+            )
+            return (
+                _to_numpy_observation(observation),
+                float(reward),
+                bool(terminated),
+                bool(truncated),
+                _info_to_numpy(info),
+            )
 
     return PureJaxEnv()

@@ -49,8 +49,14 @@ class GymnaxEnv(Environment):
         truncated = jnp.logical_and(done, next_state.time >= params.max_steps_in_episode)
         terminated = jnp.logical_and(done, jnp.logical_not(truncated))
         info = {"success": jnp.zeros((), bool)}
-        return (observation.astype(jnp.float32), next_state, jnp.asarray(reward, jnp.float32),
-                terminated, truncated, info)
+        return (
+            observation.astype(jnp.float32),
+            next_state,
+            jnp.asarray(reward, jnp.float32),
+            terminated,
+            truncated,
+            info,
+        )
 
     def observation_space(self, params=None):
         return _convert_space(self._env.observation_space(params or self._default_params))

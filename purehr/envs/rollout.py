@@ -9,8 +9,9 @@ import jax.numpy as jnp
 from purehr.envs.base import Environment, Policy
 
 
-def run_episodes(env: Environment, env_params, policy: Policy, key: jax.Array, num_episodes: int,
-                 num_steps: int | None = None) -> dict[str, jax.Array]:
+def run_episodes(
+    env: Environment, env_params, policy: Policy, key: jax.Array, num_episodes: int, num_steps: int | None = None
+) -> dict[str, jax.Array]:
     """Per-episode return, length and success of ``policy(obs, t, key)`` over the first
     episode from each of ``num_episodes`` resets (later steps are masked out)."""
     num_steps = env.max_episode_steps(env_params) if num_steps is None else num_steps

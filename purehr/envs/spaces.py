@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import jax
 import jax.numpy as jnp
@@ -101,7 +101,8 @@ def observation_batch_size(observation, space) -> int | None:
             return size
     raise ValueError(
         f"observation with leaf shapes {leaves} ({total} values): expected one observation of "
-        f"{expected} values or a batch with a leading axis on every leaf ({space})")
+        f"{expected} values or a batch with a leading axis on every leaf ({space})"
+    )
 
 
 def flat_dim(space) -> int:

@@ -50,13 +50,18 @@ class AutoResetWrapper(Wrapper):
 
     def step(self, key, state, action, params=None) -> StepResult:
         key_step, key_reset = jax.random.split(key)
-        obs, next_state, reward, terminated, truncated, info = self.env.step(
-            key_step, state, action, params)
+        obs, next_state, reward, terminated, truncated, info = self.env.step(key_step, state, action, params)
         done = jnp.logical_or(terminated, truncated)
         reset_obs, reset_state = self.env.reset(key_reset, params)
         info = dict(info, final_observation=obs)
-        return (_select(done, reset_obs, obs), _select(done, reset_state, next_state),
-                reward, terminated, truncated, info)
+        return (
+            _select(done, reset_obs, obs),
+            _select(done, reset_state, next_state),
+            reward,
+            terminated,
+            truncated,
+            info,
+        )
 
 
 @struct.dataclass
@@ -76,15 +81,16 @@ class EpisodeStatisticsWrapper(Wrapper):
     def reset(self, key, params=None):
         obs, env_state = self.env.reset(key, params)
         zero = jnp.zeros((), jnp.float32)
-        return obs, EpisodeStatisticsState(env_state, zero, jnp.zeros((), jnp.int32),
-                                           jnp.zeros((), jnp.int32))
+        return obs, EpisodeStatisticsState(env_state, zero, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
     def step(self, key, state: EpisodeStatisticsState, action, params=None) -> StepResult:
-        obs, env_state, reward, terminated, truncated, info = self.env.step(
-            key, state.env_state, action, params)
+        obs, env_state, reward, terminated, truncated, info = self.env.step(key, state.env_state, action, params)
         done = jnp.logical_or(terminated, truncated)
-        nan_action = jnp.any(jnp.isnan(action)) if jnp.issubdtype(
-            jnp.asarray(action).dtype, jnp.floating) else jnp.zeros((), bool)
+        nan_action = (
+            jnp.any(jnp.isnan(action))
+            if jnp.issubdtype(jnp.asarray(action).dtype, jnp.floating)
+            else jnp.zeros((), bool)
+        )
         episode_return = state.episode_return + reward.astype(jnp.float32)
         episode_length = state.episode_length + 1
         episode_nan_actions = state.episode_nan_actions + nan_action.astype(jnp.int32)

@@ -17,10 +17,27 @@ import numpy as np
 from flax import struct
 
 ACTIVATIONS = ("tanh", "relu", "swish")
-INT_FIELDS = ("total_timesteps", "num_envs", "num_steps", "num_epochs", "minibatch_size",
-              "checkpoint_interval", "eval_episodes", "full_eval_interval", "quick_eval_episodes")
-FLOAT_FIELDS = ("learning_rate", "gamma", "gae_lambda", "clip_range", "vf_coef", "ent_coef",
-                "max_grad_norm", "log_std_init")
+INT_FIELDS = (
+    "total_timesteps",
+    "num_envs",
+    "num_steps",
+    "num_epochs",
+    "minibatch_size",
+    "checkpoint_interval",
+    "eval_episodes",
+    "full_eval_interval",
+    "quick_eval_episodes",
+)
+FLOAT_FIELDS = (
+    "learning_rate",
+    "gamma",
+    "gae_lambda",
+    "clip_range",
+    "vf_coef",
+    "ent_coef",
+    "max_grad_norm",
+    "log_std_init",
+)
 BOOL_FIELDS = ("anneal_lr", "normalize_observations", "elementwise_grad_clip")
 RETIRED_FIELDS = ("progress_interval",)
 """Fields older manifests hold that nothing reads any more: ``from_dict`` drops them."""
@@ -34,10 +51,18 @@ HYPERPARAMETERS = ("learning_rate", "clip_range", "ent_coef", "vf_coef", "gae_la
 sweep vmaps), in the leaf order of ``PPOHyperparams`` and so of every checkpoint."""
 
 # Declared once, in PPOConfig (name, default, validation); the pytree is generated from the list.
-PPOHyperparams = struct.dataclass(type("PPOHyperparams", (), {
-    "__module__": __name__, "__annotations__": {name: "jax.Array" for name in HYPERPARAMETERS},
-    "__doc__": "The ``HYPERPARAMETERS`` of a ``PPOConfig`` as float32 arrays (scalars, or with a "
-               "leading seed axis in a sweep): ``PPOConfig.hyperparams()`` builds one."}))
+PPOHyperparams = struct.dataclass(
+    type(
+        "PPOHyperparams",
+        (),
+        {
+            "__module__": __name__,
+            "__annotations__": {name: "jax.Array" for name in HYPERPARAMETERS},
+            "__doc__": "The ``HYPERPARAMETERS`` of a ``PPOConfig`` as float32 arrays (scalars, or with a "
+            "leading seed axis in a sweep): ``PPOConfig.hyperparams()`` builds one.",
+        },
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -82,13 +107,16 @@ class PPOConfig:
             if value <= 0:
                 raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer")
         if self.full_eval_interval > 1 and self.quick_eval_episodes > self.eval_episodes:
-            raise ValueError(f"PPOConfig.quick_eval_episodes={self.quick_eval_episodes}: expected at most "
-                             f"eval_episodes={self.eval_episodes}")
+            raise ValueError(
+                f"PPOConfig.quick_eval_episodes={self.quick_eval_episodes}: expected at most "
+                f"eval_episodes={self.eval_episodes}"
+            )
         if self.batch_size % self.minibatch_size:
             raise ValueError(
                 f"PPOConfig.minibatch_size={self.minibatch_size} does not divide the batch "
                 f"num_envs * num_steps = {self.num_envs} * {self.num_steps} = {self.batch_size}; "
-                f"expected a divisor of {self.batch_size}")
+                f"expected a divisor of {self.batch_size}"
+            )
         for name in ("learning_rate", "clip_range", "max_grad_norm"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected a finite number > 0")
@@ -109,21 +137,24 @@ class PPOConfig:
         for name in INT_FIELDS:
             value = getattr(self, name)
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer, "
-                                 f"got {type(value).__name__}")
+                raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer, got {type(value).__name__}")
             object.__setattr__(self, name, int(value))
         for name in FLOAT_FIELDS:
             value = getattr(self, name)
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise ValueError(f"PPOConfig.{name}={value!r}: expected a finite real number (int or float), "
-                                 f"got {type(value).__name__}")
+                raise ValueError(
+                    f"PPOConfig.{name}={value!r}: expected a finite real number (int or float), "
+                    f"got {type(value).__name__}"
+                )
             try:
                 number = float(value)
-            except OverflowError:       # an int beyond float range
+            except OverflowError:  # an int beyond float range
                 number = math.inf
-            if not abs(number) <= FLOAT32_MAX:     # NaN fails this too; training is float32
-                raise ValueError(f"PPOConfig.{name}={value!r}: expected a finite number "
-                                 f"(|x| <= {FLOAT32_MAX:.4g}, the float32 range training uses)")
+            if not abs(number) <= FLOAT32_MAX:  # NaN fails this too; training is float32
+                raise ValueError(
+                    f"PPOConfig.{name}={value!r}: expected a finite number "
+                    f"(|x| <= {FLOAT32_MAX:.4g}, the float32 range training uses)"
+                )
             object.__setattr__(self, name, number)
         for name in BOOL_FIELDS:
             value = getattr(self, name)
@@ -134,9 +165,11 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
         for name in ("actor_hidden", "critic_hidden"):
             sizes = getattr(self, name)
-            if (not isinstance(sizes, (tuple, list)) or not sizes
-                    or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s <= 0
-                           for s in sizes)):
+            if (
+                not isinstance(sizes, (tuple, list))
+                or not sizes
+                or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s <= 0 for s in sizes)
+            ):
                 raise ValueError(f"PPOConfig.{name}={sizes!r}: expected a non-empty tuple of positive ints")
             object.__setattr__(self, name, tuple(int(s) for s in sizes))
 
@@ -153,7 +186,8 @@ class PPOConfig:
                 f"{self.num_epochs} epochs x {self.num_minibatches} minibatches = "
                 f"{self.num_updates * steps_per_update:,} optimiser steps, more than the "
                 f"{MAX_OPTIMIZER_STEPS:,} an int32 step counter holds; expected total_timesteps <= "
-                f"{most:,} with this batch ({self.batch_size} steps per update)")
+                f"{most:,} with this batch ({self.batch_size} steps per update)"
+            )
 
     @property
     def batch_size(self) -> int:
@@ -166,23 +200,25 @@ class PPOConfig:
     @property
     def num_updates(self) -> int:
         """Rounded up, so the last checkpoint target (= total_timesteps) is always reached."""
-        return -(-self.total_timesteps // self.batch_size)      # exact for any int
+        return -(-self.total_timesteps // self.batch_size)  # exact for any int
 
     def hyperparams(self) -> PPOHyperparams:
         return PPOHyperparams(**{name: jnp.float32(getattr(self, name)) for name in HYPERPARAMETERS})
 
-    def replace(self, **changes) -> "PPOConfig":
+    def replace(self, **changes) -> PPOConfig:
         unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
         if unknown:
-            raise ValueError(f"unknown PPOConfig field(s) {sorted(unknown)}; expected some of "
-                             f"{[f.name for f in dataclasses.fields(self)]}")
+            raise ValueError(
+                f"unknown PPOConfig field(s) {sorted(unknown)}; expected some of "
+                f"{[f.name for f in dataclasses.fields(self)]}"
+            )
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "PPOConfig":
+    def from_dict(cls, data: dict) -> PPOConfig:
         fields = {f.name for f in dataclasses.fields(cls)}
         data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
         unknown = set(data) - fields
@@ -202,9 +238,23 @@ class PPOConfig:
 # steps; a full evaluation (100 starts x 1,600 steps) at each would cost about as much as the
 # training, so every tenth target (every 500k steps) is full and the ones between use 20 fixed
 # starts (docs/protocol.md).
-SWING_DEFAULTS = PPOConfig(total_timesteps=5_000_000, num_envs=32, num_steps=128, minibatch_size=256,
-                           full_eval_interval=10, quick_eval_episodes=20)
+SWING_DEFAULTS = PPOConfig(
+    total_timesteps=5_000_000,
+    num_envs=32,
+    num_steps=128,
+    minibatch_size=256,
+    full_eval_interval=10,
+    quick_eval_episodes=20,
+)
 HRV_DEFAULTS = PPOConfig(
-    total_timesteps=300_000, num_envs=64, num_steps=32, minibatch_size=512, learning_rate=1e-3,
-    gamma=0.99, ent_coef=0.01,
-    actor_hidden=(256, 128, 64), critic_hidden=(256, 128), activation="relu")
+    total_timesteps=300_000,
+    num_envs=64,
+    num_steps=32,
+    minibatch_size=512,
+    learning_rate=1e-3,
+    gamma=0.99,
+    ent_coef=0.01,
+    actor_hidden=(256, 128, 64),
+    critic_hidden=(256, 128),
+    activation="relu",
+)

@@ -55,6 +55,7 @@ class MultiCategorical:
     """One categorical per MultiDiscrete component, evaluated as a single distrax
     ``Categorical`` over padded logits (one op instead of one per component: it compiles
     several times faster). ``logits`` concatenates the components' logits."""
+
     logits: jax.Array
     nvec: tuple[int, ...] = struct.field(pytree_node=False)
 

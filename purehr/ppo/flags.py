@@ -62,8 +62,13 @@ def _value_type(field: dataclasses.Field, several: bool) -> Callable[[str], Any]
     return {"int": int, "float": float, "bool": parse_bool}.get(str(field.type), str)
 
 
-def add_config_flags(group: argparse._ActionsContainer, fields: Iterable[str], *, several: bool = False,
-                     default_note: Callable[[str], str] = lambda name: "") -> None:
+def add_config_flags(
+    group: argparse._ActionsContainer,
+    fields: Iterable[str],
+    *,
+    several: bool = False,
+    default_note: Callable[[str], str] = lambda name: "",
+) -> None:
     """``--<field>`` for each named ``PPOConfig`` field (stored as ``ppo_<field>``, None when
     not given). ``several``: each flag takes one or more values (a sweep's axis; a layer-width
     tuple is then written 64,64); otherwise one value (a layer-width tuple as 64 64)."""
@@ -72,16 +77,25 @@ def add_config_flags(group: argparse._ActionsContainer, fields: Iterable[str], *
         sizes = _is_sizes(field)
         metavar = ("SIZES" if sizes else "VALUE") if several else name.upper()
         example = (" each written 64,64" if several else ", e.g. 64 64") if sizes else ""
-        group.add_argument(f"--{name.replace('_', '-')}", dest=f"{DEST_PREFIX}{name}", default=None,
-                           type=_value_type(field, several), nargs="+" if several or sizes else None,
-                           metavar=metavar, help=f"{PPO_FIELD_HELP[name]}{example}{default_note(name)}")
+        group.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=f"{DEST_PREFIX}{name}",
+            default=None,
+            type=_value_type(field, several),
+            nargs="+" if several or sizes else None,
+            metavar=metavar,
+            help=f"{PPO_FIELD_HELP[name]}{example}{default_note(name)}",
+        )
 
 
 def config_values(args: argparse.Namespace, *, several: bool = False) -> dict[str, Any]:
     """{field: value} of the generated flags the command line gave (a layer-width list as a
     tuple); with ``several``, {field: list of values}."""
-    given = {name[len(DEST_PREFIX):]: value for name, value in vars(args).items()
-             if name.startswith(DEST_PREFIX) and value is not None}
+    given = {
+        name[len(DEST_PREFIX) :]: value
+        for name, value in vars(args).items()
+        if name.startswith(DEST_PREFIX) and value is not None
+    }
     if several:
         return given
     return {name: tuple(value) if isinstance(value, list) else value for name, value in given.items()}

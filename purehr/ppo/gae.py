@@ -6,9 +6,15 @@ import jax
 import jax.numpy as jnp
 
 
-def generalized_advantages(rewards: jax.Array, values: jax.Array, next_values: jax.Array,
-                           terminated: jax.Array, done: jax.Array, gamma: jax.Array,
-                           gae_lambda: jax.Array) -> tuple[jax.Array, jax.Array]:
+def generalized_advantages(
+    rewards: jax.Array,
+    values: jax.Array,
+    next_values: jax.Array,
+    terminated: jax.Array,
+    done: jax.Array,
+    gamma: jax.Array,
+    gae_lambda: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
     """GAE(lambda) by a reverse scan over time; a truncated episode bootstraps, a terminated
     one does not, and the recursion stops at every episode end.
 
@@ -27,11 +33,10 @@ def generalized_advantages(rewards: jax.Array, values: jax.Array, next_values: j
     not_done = 1.0 - done.astype(rewards.dtype)
     deltas = rewards + gamma * next_values * not_terminated - values
 
-    def backward(next_advantage, step):         # one step back in time, every environment at once
+    def backward(next_advantage, step):  # one step back in time, every environment at once
         delta, continues = step
         advantage = delta + gamma * gae_lambda * continues * next_advantage
         return advantage, advantage
 
-    _, advantages = jax.lax.scan(backward, jnp.zeros_like(deltas[0]), (deltas, not_done),
-                                 reverse=True)
+    _, advantages = jax.lax.scan(backward, jnp.zeros_like(deltas[0]), (deltas, not_done), reverse=True)
     return advantages, advantages + values

@@ -17,8 +17,9 @@ compiled program (a resume, a test, the next run of the same shape) without reco
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -26,15 +27,17 @@ import numpy as np
 from flax import struct
 from jax.experimental import io_callback
 
-Runner = Any            # a RunnerState with a leading seed axis
+Runner = Any  # a RunnerState with a leading seed axis
 Metrics = dict[str, jax.Array]
 
 
 # ----------------------------------------------------------------------------- host calls
 
+
 class HostHooks(Protocol):
     """What a training program calls on the host; ``loop`` names the loop (a task, or "" for
     ``make_train``); arrays arrive as NumPy with a leading seed axis."""
+
     def on_update(self, loop: str, metrics: dict) -> bool | None:
         """After an update; returning ``False`` stops that loop (where its hook ``stops``)."""
 
@@ -68,11 +71,16 @@ def call_host(function: Callable[..., Any], *operands, keep_going: bool = False)
     returned False."""
     if not keep_going:
         return io_callback(function, None, *operands, ordered=True)
-    return io_callback(lambda *values: np.bool_(function(*values) is not False),
-                       jax.ShapeDtypeStruct((), jnp.bool_), *operands, ordered=True)
+    return io_callback(
+        lambda *values: np.bool_(function(*values) is not False),
+        jax.ShapeDtypeStruct((), jnp.bool_),
+        *operands,
+        ordered=True,
+    )
 
 
 # ----------------------------------------------------------------------------- the driver
+
 
 @dataclass(frozen=True)
 class Hook:
@@ -82,6 +90,7 @@ class Hook:
     or 0 for integers, where it was not due). With ``stops`` it returns a bool scalar, and
     False ends the loop's updates with the state reached. With ``at_start`` it also runs once
     before the first update when the loop starts untrained (``metrics`` is then None)."""
+
     due: Callable[[jax.Array], jax.Array]
     run: Callable[[Runner, Metrics | None], Any]
     at_start: bool = False
@@ -100,22 +109,29 @@ def _identity(runner: Runner) -> Runner:
 @dataclass(frozen=True)
 class UpdateLoop:
     """One stream of updates in the scan: every seed of one environment (one task)."""
-    update: Callable[[Runner], tuple[Runner, Metrics]]     # one update of every seed: vmap(ppo.update)
-    num_updates: int                                         # the loop stops at update_index == num_updates
+
+    update: Callable[[Runner], tuple[Runner, Metrics]]  # one update of every seed: vmap(ppo.update)
+    num_updates: int  # the loop stops at update_index == num_updates
     hooks: tuple[Hook, ...] = ()
-    constrain: Callable[[Runner], Runner] = _identity       # pins the runner's layout (a mesh)
+    constrain: Callable[[Runner], Runner] = _identity  # pins the runner's layout (a mesh)
 
 
 @struct.dataclass
 class LoopOutput:
-    metrics: Metrics            # [update, seed]; NaN (0 for integers) where the loop did not update
-    hooks: tuple                # each hook's stacked output ([update, ...]), None for hooks without one
-    at_start: tuple             # each at_start hook's output before the first update (else None)
+    metrics: Metrics  # [update, seed]; NaN (0 for integers) where the loop did not update
+    hooks: tuple  # each hook's stacked output ([update, ...]), None for hooks without one
+    at_start: tuple  # each at_start hook's output before the first update (else None)
 
 
 def _not_due(shapes):
-    return jax.tree.map(lambda s: jnp.full(s.shape, jnp.nan, s.dtype) if jnp.issubdtype(s.dtype, jnp.floating)
-                        else jnp.zeros(s.shape, s.dtype), shapes)
+    return jax.tree.map(
+        lambda s: (
+            jnp.full(s.shape, jnp.nan, s.dtype)
+            if jnp.issubdtype(s.dtype, jnp.floating)
+            else jnp.zeros(s.shape, s.dtype)
+        ),
+        shapes,
+    )
 
 
 def _when(predicate: jax.Array, run: Callable, *operands):
@@ -128,8 +144,9 @@ def _keep_going(*_) -> jax.Array:
     return jnp.bool_(True)
 
 
-def run_updates(loops: Sequence[UpdateLoop], runners: Sequence[Runner], length: int
-                ) -> tuple[list[Runner], list[LoopOutput]]:
+def run_updates(
+    loops: Sequence[UpdateLoop], runners: Sequence[Runner], length: int
+) -> tuple[list[Runner], list[LoopOutput]]:
     """Traced: ``length`` iterations of one ``lax.scan``, each updating every loop that still
     has updates (loops with fewer updates, or resumed further, stop early) and running its due
     hooks in order. Returns the final runners and each loop's stacked outputs."""

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -13,15 +14,17 @@ from purehr.ppo.config import PPOHyperparams
 class Batch(NamedTuple):
     """What the loss trains on: [batch_size, ...] flattened over steps and environments, then
     [num_minibatches, minibatch_size, ...] once permuted and cut into minibatches."""
+
     observation: jax.Array
     action: jax.Array
-    log_prob: jax.Array             # of ``action`` under the policy that collected it
-    advantage: jax.Array            # normalised over the whole batch
-    target: jax.Array               # value target: advantage + value (before normalisation)
+    log_prob: jax.Array  # of ``action`` under the policy that collected it
+    advantage: jax.Array  # normalised over the whole batch
+    target: jax.Array  # value target: advantage + value (before normalisation)
 
 
-def ppo_loss(params, apply_fn: Callable, distribution_fn: Callable, minibatch: Batch,
-             hparams: PPOHyperparams) -> tuple[jax.Array, dict[str, jax.Array]]:
+def ppo_loss(
+    params, apply_fn: Callable, distribution_fn: Callable, minibatch: Batch, hparams: PPOHyperparams
+) -> tuple[jax.Array, dict[str, jax.Array]]:
     """The clipped surrogate, value and entropy terms on one minibatch ([M, ...] each);
     ``minibatch.action`` is the stored one (the latent for tanh-Gaussian)."""
     actor_output, log_std, value = apply_fn(params, minibatch.observation)

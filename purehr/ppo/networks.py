@@ -11,7 +11,7 @@ checkpoint of the parameters carries them. Without it the variables are exactly 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import flax.linen as nn
 import jax
@@ -21,13 +21,13 @@ ACTIVATION_FUNCTIONS = {"tanh": nn.tanh, "relu": nn.relu, "swish": nn.swish}
 OBSERVATION_STATISTICS = "observation_statistics"
 """The variable collection of the running observation mean, variance and count."""
 NORMALIZATION_EPSILON = 1e-8
-HIDDEN_GAIN = 2.0 ** 0.5
+HIDDEN_GAIN = 2.0**0.5
 POLICY_GAIN = 0.01
 VALUE_GAIN = 1.0
 
 
 def scaled_normal(gain: float) -> nn.initializers.Initializer:
-    return nn.initializers.variance_scaling(gain ** 2, "fan_in", "normal")
+    return nn.initializers.variance_scaling(gain**2, "fan_in", "normal")
 
 
 class MLP(nn.Module):
@@ -40,10 +40,10 @@ class MLP(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         activation = ACTIVATION_FUNCTIONS[self.activation]
         for width in self.hidden:
-            x = activation(nn.Dense(width, kernel_init=scaled_normal(HIDDEN_GAIN),
-                                    bias_init=nn.initializers.zeros)(x))
-        return nn.Dense(self.output_size, kernel_init=scaled_normal(self.output_gain),
-                        bias_init=nn.initializers.zeros)(x)
+            x = activation(nn.Dense(width, kernel_init=scaled_normal(HIDDEN_GAIN), bias_init=nn.initializers.zeros)(x))
+        return nn.Dense(self.output_size, kernel_init=scaled_normal(self.output_gain), bias_init=nn.initializers.zeros)(
+            x
+        )
 
 
 class ObservationNormalizer(nn.Module):
@@ -74,13 +74,17 @@ def update_observation_statistics(variables, observations: jax.Array):
     count = statistics["count"] + batch_count
     delta = batch_mean - statistics["mean"]
     mean = statistics["mean"] + delta * batch_count / count
-    var = (statistics["var"] * statistics["count"] + batch_var * batch_count
-           + delta ** 2 * statistics["count"] * batch_count / count) / count
+    var = (
+        statistics["var"] * statistics["count"]
+        + batch_var * batch_count
+        + delta**2 * statistics["count"] * batch_count / count
+    ) / count
     return {**variables, OBSERVATION_STATISTICS: {"normalizer": {"mean": mean, "var": var, "count": count}}}
 
 
 class ActorCritic(nn.Module):
     """Returns (actor output, log std or None, value). The log std is state-independent."""
+
     actor_hidden: Sequence[int]
     critic_hidden: Sequence[int]
     activation: str
@@ -95,8 +99,9 @@ class ActorCritic(nn.Module):
         self.actor = MLP(self.actor_hidden, self.activation, self.policy_output_size, POLICY_GAIN)
         self.critic = MLP(self.critic_hidden, self.activation, 1, VALUE_GAIN)
         if self.continuous:
-            self.log_std = self.param("log_std", nn.initializers.constant(self.log_std_init),
-                                      (self.policy_output_size,))
+            self.log_std = self.param(
+                "log_std", nn.initializers.constant(self.log_std_init), (self.policy_output_size,)
+            )
 
     def __call__(self, observation: jax.Array):
         log_std = self.log_std if self.continuous else None

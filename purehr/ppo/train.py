@@ -11,8 +11,9 @@ updates is outside and the vmap over seeds inside (see docs/protocol.md).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +22,7 @@ import optax
 from flax import struct
 
 from purehr.envs.base import Environment, all_finite
-from purehr.envs.spaces import Box, flatten_observation, flat_dim
+from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.config import PPOConfig, PPOHyperparams
 from purehr.ppo.distributions import make_distribution, policy_output_size
@@ -37,6 +38,7 @@ EnvParamsSchedule = Callable[[Any, jax.Array], Any]
 @struct.dataclass
 class RunnerState:
     """Everything one seed needs to continue training bit-for-bit."""
+
     params: Any
     opt_state: Any
     env_state: Any
@@ -49,26 +51,28 @@ class RunnerState:
 class Transition(NamedTuple):
     """What the rollout records at one step of every environment: [num_envs, ...] per step,
     [num_steps, num_envs, ...] once the rollout scan has stacked them."""
-    observation: jax.Array          # flat observation the action was chosen from
-    action: jax.Array               # as sampled (tanh-Gaussian: the latent, pre-squash sample)
+
+    observation: jax.Array  # flat observation the action was chosen from
+    action: jax.Array  # as sampled (tanh-Gaussian: the latent, pre-squash sample)
     log_prob: jax.Array
     value: jax.Array
-    reward: jax.Array               # float32
+    reward: jax.Array  # float32
     terminated: jax.Array
-    done: jax.Array                 # terminated or truncated: the episode ended here
-    final_observation: jax.Array    # flat observation after the step, before any auto-reset
-    episode_done: jax.Array         # episode statistics from the wrappers (metrics only)
+    done: jax.Array  # terminated or truncated: the episode ended here
+    final_observation: jax.Array  # flat observation after the step, before any auto-reset
+    episode_done: jax.Array  # episode statistics from the wrappers (metrics only)
     episode_return: jax.Array
     episode_success: jax.Array
     nan_action: jax.Array
     invalid_action: jax.Array
     nonfinite_state: jax.Array
-    diagnostics: dict[str, jax.Array]   # the environment's own per-step diagnostics
+    diagnostics: dict[str, jax.Array]  # the environment's own per-step diagnostics
 
 
 @dataclass(frozen=True)
 class PPO:
     """The per-seed pieces of the algorithm for one environment."""
+
     config: PPOConfig
     env: Environment
     env_params: Any
@@ -103,8 +107,9 @@ def _with_discount(env_params, gamma):
     return env_params
 
 
-def make_ppo(config: PPOConfig, env: Environment, env_params=None,
-             env_params_schedule: EnvParamsSchedule | None = None) -> PPO:
+def make_ppo(
+    config: PPOConfig, env: Environment, env_params=None, env_params_schedule: EnvParamsSchedule | None = None
+) -> PPO:
     """The per-seed ``init`` and ``update`` of PPO on ``env``, unbatched: vmap them over seeds.
 
     Args:
@@ -126,10 +131,14 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
     action_space = env.action_space(env_params)
     observation_size = flat_dim(env.observation_space(env_params))
     network = ActorCritic(
-        actor_hidden=config.actor_hidden, critic_hidden=config.critic_hidden,
-        activation=config.activation, policy_output_size=policy_output_size(action_space),
-        continuous=isinstance(action_space, Box), log_std_init=config.log_std_init,
-        normalize_observations=config.normalize_observations)
+        actor_hidden=config.actor_hidden,
+        critic_hidden=config.critic_hidden,
+        activation=config.activation,
+        policy_output_size=policy_output_size(action_space),
+        continuous=isinstance(action_space, Box),
+        log_std_init=config.log_std_init,
+        normalize_observations=config.normalize_observations,
+    )
     train_env = training_wrappers(env)
     num_envs, num_steps = config.num_envs, config.num_steps
     batch_size, minibatch_size, num_minibatches = config.batch_size, config.minibatch_size, config.num_minibatches
@@ -144,9 +153,11 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
         # gradient-norm limit are traced values of the runner, not Python constants.
         learning_rate = hparams.learning_rate
         if config.anneal_lr:
+
             def learning_rate(count):
                 update = count // (num_minibatches * config.num_epochs)
                 return hparams.learning_rate * (1.0 - update / num_updates)
+
         clip = optax.clip if config.elementwise_grad_clip else optax.clip_by_global_norm
         return optax.chain(clip(hparams.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
 
@@ -162,9 +173,17 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
         network_params = network.init(network_key, jnp.zeros((observation_size,), jnp.float32))
         first_params = env_params_at(jnp.int32(0), hparams)
         observation, env_state = jax.vmap(train_env.reset, in_axes=(0, None))(
-            jax.random.split(reset_key, num_envs), first_params)
-        return RunnerState(network_params, make_optimizer(hparams).init(network_params), env_state,
-                           observation, key, jnp.int32(0), hparams)
+            jax.random.split(reset_key, num_envs), first_params
+        )
+        return RunnerState(
+            network_params,
+            make_optimizer(hparams).init(network_params),
+            env_state,
+            observation,
+            key,
+            jnp.int32(0),
+            hparams,
+        )
 
     def update(runner: RunnerState) -> tuple[RunnerState, dict[str, jax.Array]]:
         hparams = runner.hparams
@@ -175,42 +194,58 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
         def env_step(carry, _):
             env_state, observation, key = carry
             key, action_key, step_key = jax.random.split(key, 3)
-            flat_observation = flatten_batch(observation)                       # [E, obs]
+            flat_observation = flatten_batch(observation)  # [E, obs]
             actor_output, log_std, value = network.apply(runner.params, flat_observation)
             policy = distribution(actor_output, log_std)
             action = policy.sample(action_key)
             next_observation, env_state, reward, terminated, truncated, info = jax.vmap(
-                train_env.step, in_axes=(0, 0, 0, None))(
-                jax.random.split(step_key, num_envs), env_state, policy.to_env_action(action), step_params)
+                train_env.step, in_axes=(0, 0, 0, None)
+            )(jax.random.split(step_key, num_envs), env_state, policy.to_env_action(action), step_params)
             transition = Transition(
-                observation=flat_observation, action=action, log_prob=policy.log_prob(action), value=value,
-                reward=reward.astype(jnp.float32), terminated=terminated,
+                observation=flat_observation,
+                action=action,
+                log_prob=policy.log_prob(action),
+                value=value,
+                reward=reward.astype(jnp.float32),
+                terminated=terminated,
                 done=jnp.logical_or(terminated, truncated),
                 final_observation=flatten_batch(info["final_observation"]),
-                episode_done=info["episode_done"], episode_return=info["episode_return"],
-                episode_success=info["episode_success"], nan_action=info["nan_action"],
-                invalid_action=info["invalid_action"], nonfinite_state=info["nonfinite_state"],
-                diagnostics=train_env.diagnostics(info))
+                episode_done=info["episode_done"],
+                episode_return=info["episode_return"],
+                episode_success=info["episode_success"],
+                nan_action=info["nan_action"],
+                invalid_action=info["invalid_action"],
+                nonfinite_state=info["nonfinite_state"],
+                diagnostics=train_env.diagnostics(info),
+            )
             return (env_state, next_observation, key), transition
 
-        (env_state, observation, key), trajectory = jax.lax.scan(          # Transition of [T, E, ...]
-            env_step, (runner.env_state, runner.observation, runner.key), None, num_steps)
+        (env_state, observation, key), trajectory = jax.lax.scan(  # Transition of [T, E, ...]
+            env_step, (runner.env_state, runner.observation, runner.key), None, num_steps
+        )
 
         # --- GAE: V(final observation) bootstraps truncations; terminations get 0 ---
         next_values = network.apply(runner.params, trajectory.final_observation, method=ActorCritic.value)
         advantages, targets = generalized_advantages(
-            trajectory.reward, trajectory.value, next_values, trajectory.terminated,
-            trajectory.done, hparams.gamma, hparams.gae_lambda)
+            trajectory.reward,
+            trajectory.value,
+            next_values,
+            trajectory.terminated,
+            trajectory.done,
+            hparams.gamma,
+            hparams.gae_lambda,
+        )
         # normalised once over the whole batch (all steps and environments), not per minibatch
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         batch = Batch(trajectory.observation, trajectory.action, trajectory.log_prob, advantages, targets)
-        batch = jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]), batch)      # [B, ...]
+        batch = jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]), batch)  # [B, ...]
 
         # --- epochs x minibatches over a fresh permutation each epoch ---
         def minibatch_step(carry, minibatch: Batch):
             params, opt_state = carry
             (_, stats), grads = jax.value_and_grad(ppo_loss, has_aux=True)(
-                params, network.apply, distribution, minibatch, hparams)
+                params, network.apply, distribution, minibatch, hparams
+            )
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
             return (params, opt_state), dict(stats, grad_norm=optax.global_norm(grads))
@@ -219,26 +254,28 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
             params, opt_state, key = carry
             key, permutation_key = jax.random.split(key)
             permutation = jax.random.permutation(permutation_key, batch_size)
-            minibatches = jax.tree.map(                                     # [B / M, M, ...]
-                lambda x: x[permutation].reshape((num_minibatches, minibatch_size) + x.shape[1:]), batch)
+            minibatches = jax.tree.map(  # [B / M, M, ...]
+                lambda x: x[permutation].reshape((num_minibatches, minibatch_size) + x.shape[1:]), batch
+            )
             (params, opt_state), stats = jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
             return (params, opt_state, key), stats
 
         (params, opt_state, key), stats = jax.lax.scan(
-            epoch, (runner.params, runner.opt_state, key), None, config.num_epochs)
-        params = update_observation_statistics(params, trajectory.observation)   # no-op unless normalising
+            epoch, (runner.params, runner.opt_state, key), None, config.num_epochs
+        )
+        params = update_observation_statistics(params, trajectory.observation)  # no-op unless normalising
 
         # --- divergence: a seed whose losses or parameters stop being finite is frozen ---
         finite = jnp.logical_and(all_finite(stats), all_finite((params, opt_state)))
         frozen = jnp.logical_or(diverged_at_update(runner, config) > 0, jnp.logical_not(finite))
-        params, opt_state = jax.tree.map(lambda old, new: jnp.where(frozen, old, new),
-                                         (runner.params, runner.opt_state), (params, opt_state))
+        params, opt_state = jax.tree.map(
+            lambda old, new: jnp.where(frozen, old, new), (runner.params, runner.opt_state), (params, opt_state)
+        )
 
         metrics = jax.tree.map(jnp.mean, stats)
         metrics.update(_rollout_metrics(trajectory))
         metrics["update"] = runner.update_index + 1
-        next_runner = RunnerState(params, opt_state, env_state, observation, key,
-                                  runner.update_index + 1, hparams)
+        next_runner = RunnerState(params, opt_state, env_state, observation, key, runner.update_index + 1, hparams)
         metrics["diverged_at_update"] = diverged_at_update(next_runner, config)
         return next_runner, metrics
 
@@ -247,8 +284,11 @@ def make_ppo(config: PPOConfig, env: Environment, env_params=None,
 
 def optimizer_steps(opt_state) -> jax.Array:
     """Adam's own int32 step count: every update applied adds ``epochs x minibatches``."""
-    states = [s for s in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))
-              if isinstance(s, optax.ScaleByAdamState)]
+    states = [
+        s
+        for s in jax.tree.leaves(opt_state, is_leaf=lambda x: isinstance(x, optax.ScaleByAdamState))
+        if isinstance(s, optax.ScaleByAdamState)
+    ]
     return states[0].count
 
 
@@ -297,7 +337,8 @@ def raw_seed_keys(keys) -> jax.Array:
         raise ValueError(
             f"keys of shape {tuple(keys.shape)} and dtype {keys.dtype}: expected a leading seed axis "
             "of raw PRNG keys, shape (num_seeds, 2) uint32, e.g. "
-            "jax.vmap(jax.random.PRNGKey)(jnp.arange(5))")
+            "jax.vmap(jax.random.PRNGKey)(jnp.arange(5))"
+        )
     return keys
 
 
@@ -315,8 +356,8 @@ def host_env_steps(update, config: PPOConfig) -> np.ndarray:
 
 @struct.dataclass
 class TrainResult:
-    runner: RunnerState                # leading seed axis
-    metrics: dict[str, jax.Array]      # [seed, update]; env_steps is numpy int64, from the host
+    runner: RunnerState  # leading seed axis
+    metrics: dict[str, jax.Array]  # [seed, update]; env_steps is numpy int64, from the host
 
 
 HostCallback = Callable[[dict[str, np.ndarray]], Any]
@@ -338,6 +379,7 @@ class Trainer:
     """What ``make_train`` returns: ``trainer(keys) -> TrainResult``. ``jitted(raw_keys,
     seed_hparams)`` is the jitted program itself (lower and compile it to time compilation),
     ``ppo`` the per-seed pieces (``ppo.policy(params)`` acts with trained parameters)."""
+
     config: PPOConfig
     ppo: PPO
     jitted: Callable[[jax.Array, PPOHyperparams | None], TrainResult]
@@ -349,23 +391,31 @@ class Trainer:
         if self.hparams is not None:
             leaves = jax.tree.leaves(self.hparams)
             if any(jnp.shape(leaf) not in ((), (keys.shape[0],)) for leaf in leaves):
-                raise ValueError(f"hparams leaves must be scalars or have the seed axis {keys.shape[0]}; "
-                                 f"got shapes {[jnp.shape(leaf) for leaf in leaves]}")
-            seed_hparams = jax.tree.map(lambda x: jnp.broadcast_to(jnp.asarray(x, jnp.float32),
-                                                                   (keys.shape[0],)), self.hparams)
+                raise ValueError(
+                    f"hparams leaves must be scalars or have the seed axis {keys.shape[0]}; "
+                    f"got shapes {[jnp.shape(leaf) for leaf in leaves]}"
+                )
+            seed_hparams = jax.tree.map(
+                lambda x: jnp.broadcast_to(jnp.asarray(x, jnp.float32), (keys.shape[0],)), self.hparams
+            )
         result = self.jitted(keys, seed_hparams)
         if not getattr(result.metrics["update"], "is_fully_addressable", True):
-            return result       # spread over hosts (purehr.distributed): env_steps = update * batch_size
+            return result  # spread over hosts (purehr.distributed): env_steps = update * batch_size
         steps = host_env_steps(result.metrics["update"], self.config)
         return result.replace(metrics=dict(result.metrics, env_steps=steps))
 
 
-def make_train(config: PPOConfig, env: Environment, env_params=None, *,
-               callback: HostCallback | None = None, callback_interval: int = 1,
-               env_params_schedule: EnvParamsSchedule | None = None,
-               hparams: PPOHyperparams | None = None,
-               runner_constraint: Callable[[RunnerState], RunnerState] | None = None,
-               ) -> Trainer:
+def make_train(
+    config: PPOConfig,
+    env: Environment,
+    env_params=None,
+    *,
+    callback: HostCallback | None = None,
+    callback_interval: int = 1,
+    env_params_schedule: EnvParamsSchedule | None = None,
+    hparams: PPOHyperparams | None = None,
+    runner_constraint: Callable[[RunnerState], RunnerState] | None = None,
+) -> Trainer:
     """Every seed of PPO on ``env`` in one jitted call: ``make_train(...)(keys)``.
 
     Args:
@@ -390,8 +440,13 @@ def make_train(config: PPOConfig, env: Environment, env_params=None, *,
     if callback is not None:
         host = HostSlot(_CallbackHooks(callback, config))
         call_back = functools.partial(host.on_update, "")
-        hooks = (Hook(every(callback_interval), lambda runner, metrics: call_host(call_back, metrics, keep_going=True),
-                      stops=True),)
+        hooks = (
+            Hook(
+                every(callback_interval),
+                lambda runner, metrics: call_host(call_back, metrics, keep_going=True),
+                stops=True,
+            ),
+        )
     constrain = runner_constraint if runner_constraint is not None else (lambda runner: runner)
     loop = UpdateLoop(jax.vmap(ppo.update), ppo.num_updates, hooks, constrain)
 

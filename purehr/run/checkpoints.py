@@ -45,14 +45,16 @@ def verify_readable(path: Path) -> None:
     base = {"driver": "ocdbt", "base": f"file://{root}/"}
     try:
         keys = ts.KvStore.open(base).result().list().result()
-        arrays = sorted({key.decode().rsplit("/", 1)[0] for key in keys
-                         if key.endswith(b"/.zarray") or key.endswith(b"/zarr.json")})
+        arrays = sorted(
+            {key.decode().rsplit("/", 1)[0] for key in keys if key.endswith(b"/.zarray") or key.endswith(b"/zarr.json")}
+        )
         for name in arrays:
             driver = "zarr" if f"{name}/.zarray".encode() in keys else "zarr3"
             ts.open({"driver": driver, "kvstore": dict(base, path=f"{name}/")}, open=True).result().read().result()
     except Exception as error:  # TensorStore raises ValueError, OSError and others for damaged files
-        raise CorruptCheckpointError(f"checkpoint {path} cannot be read: {type(error).__name__}: "
-                                     f"{str(error).splitlines()[0][:400]}") from None
+        raise CorruptCheckpointError(
+            f"checkpoint {path} cannot be read: {type(error).__name__}: {str(error).splitlines()[0][:400]}"
+        ) from None
 
 
 class SeedCheckpoints:
@@ -66,13 +68,20 @@ class SeedCheckpoints:
             if not self.directory.is_dir():
                 raise CorruptCheckpointError(f"checkpoint folder {self.directory} is missing")
             # not Orbax's read_only option: that logs a warning on every open
-            options = ocp.CheckpointManagerOptions(max_to_keep=None, enable_async_checkpointing=False, create=False,
-                                                   multiprocessing_options=self._only_this_process())
+            options = ocp.CheckpointManagerOptions(
+                max_to_keep=None,
+                enable_async_checkpointing=False,
+                create=False,
+                multiprocessing_options=self._only_this_process(),
+            )
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
-            options = ocp.CheckpointManagerOptions(max_to_keep=None, enable_async_checkpointing=asynchronous,
-                                                   create=jax.process_count() == 1,   # made above
-                                                   multiprocessing_options=self._only_this_process())
+            options = ocp.CheckpointManagerOptions(
+                max_to_keep=None,
+                enable_async_checkpointing=asynchronous,
+                create=jax.process_count() == 1,  # made above
+                multiprocessing_options=self._only_this_process(),
+            )
         self._manager = ocp.CheckpointManager(self.directory.absolute(), options=options)
 
     def _only_this_process(self) -> ocp.options.MultiprocessingOptions:
@@ -83,8 +92,10 @@ class SeedCheckpoints:
             return ocp.options.MultiprocessingOptions()
         me = jax.process_index()
         return ocp.options.MultiprocessingOptions(
-            primary_host=me, active_processes={me},
-            barrier_sync_key_prefix=hashlib.sha256(str(self.directory.absolute()).encode()).hexdigest()[:16])
+            primary_host=me,
+            active_processes={me},
+            barrier_sync_key_prefix=hashlib.sha256(str(self.directory.absolute()).encode()).hexdigest()[:16],
+        )
 
     def save(self, steps: int, state: Any) -> str:
         """Starts an asynchronous save and returns the state's digest."""
@@ -104,7 +115,7 @@ class SeedCheckpoints:
         if steps not in self._manager.all_steps():
             raise CorruptCheckpointError(f"checkpoint {path} is missing or was never completed")
         verify_readable(path)
-        if jax.process_count() > 1:     # host arrays: a jax.Array target would ask every process to join
+        if jax.process_count() > 1:  # host arrays: a jax.Array target would ask every process to join
             abstract_state = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), abstract_state)
         try:
             state = self._manager.restore(steps, args=ocp.args.StandardRestore(abstract_state))
@@ -127,7 +138,7 @@ class SeedCheckpoints:
     def quarantine_entry(self, name: str, reason: str) -> Path:
         """Moves ``<checkpoints>/<name>`` (a checkpoint, a half-written save) to the seed's
         ``quarantine/`` under a name no earlier resume used, with the reason beside it."""
-        stamp = time.strftime('%Y%m%dT%H%M%S')
+        stamp = time.strftime("%Y%m%dT%H%M%S")
         target = self.directory.parent / "quarantine" / f"{name}-{stamp}"
         number = 1
         while target.exists():

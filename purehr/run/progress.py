@@ -33,6 +33,7 @@ REFRESH_S_LOG = 30.0
 
 # ----------------------------------------------------------------------------- formatting
 
+
 def format_steps(steps: float) -> str:
     """4,096 / 12.3k / 300k / 1.23M / 10M: short, and exact where small."""
     steps = float(steps)
@@ -59,8 +60,9 @@ def format_duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def format_task(name: str, done_steps: int, total_steps: int, success: float | None,
-                training_return: float | None) -> str:
+def format_task(
+    name: str, done_steps: int, total_steps: int, success: float | None, training_return: float | None
+) -> str:
     """One task's part of the line: ``swing 3.7M/10M, held-out success 0.85, return 12.3``.
     A value that does not exist yet (no checkpoint, no completed episode) is left out."""
     if done_steps >= total_steps:
@@ -85,33 +87,37 @@ def format_line(tasks: list[str], elapsed_s: float, remaining_s: float | None, s
 
 # ----------------------------------------------------------------------------- plans and estimate
 
+
 @dataclass(frozen=True)
 class TaskPlan:
     """What one task will do, from its config: ``num_updates`` updates of ``batch_size``
     environment steps per seed, and at which update indices a checkpoint follows (full or
     quick evaluation), by the rules of ``runner.TaskSetup``."""
+
     batch_size: int
     num_updates: int
-    total_steps: int                # num_updates * batch_size (the rounded-up budget)
+    total_steps: int  # num_updates * batch_size (the rounded-up budget)
     full_checkpoints: tuple[int, ...]
     quick_checkpoints: tuple[int, ...]
 
     @classmethod
-    def from_config(cls, config) -> "TaskPlan":
+    def from_config(cls, config) -> TaskPlan:
         batch, interval, updates = config.batch_size, config.checkpoint_interval, config.num_updates
         full, quick = [], []
         for update in range(1, updates + 1):
             crossed = (update * batch) // interval > ((update - 1) * batch) // interval or update == updates
             if not crossed:
                 continue
-            is_full = (update == updates or (update * batch // interval) % config.full_eval_interval == 0)
+            is_full = update == updates or (update * batch // interval) % config.full_eval_interval == 0
             (full if is_full else quick).append(update)
         return cls(batch, updates, updates * batch, tuple(full), tuple(quick))
 
     def checkpoints_after(self, done_updates: int) -> tuple[int, int]:
         """(full, quick) checkpoints still to come once ``done_updates`` updates are done."""
-        return (sum(u > done_updates for u in self.full_checkpoints),
-                sum(u > done_updates for u in self.quick_checkpoints))
+        return (
+            sum(u > done_updates for u in self.full_checkpoints),
+            sum(u > done_updates for u in self.quick_checkpoints),
+        )
 
 
 class Timings:
@@ -123,7 +129,7 @@ class Timings:
     def __init__(self):
         self.updates: deque[float] = deque(maxlen=51)
         self.checkpoints: dict[bool, list[float]] = {True: [], False: []}
-        self.initial_checkpoint: float | None = None   # the step-0 one, start-up costs included
+        self.initial_checkpoint: float | None = None  # the step-0 one, start-up costs included
 
     def seconds_per_update(self) -> float | None:
         values = list(self.updates)[1:] or list(self.updates)
@@ -138,8 +144,9 @@ class Timings:
         return float(np.mean(values[1:] or values))
 
 
-def remaining_seconds(plans: dict[str, TaskPlan], done_updates: dict[str, int],
-                      timings: dict[str, Timings]) -> float | None:
+def remaining_seconds(
+    plans: dict[str, TaskPlan], done_updates: dict[str, int], timings: dict[str, Timings]
+) -> float | None:
     """Training time left: per task, remaining updates x seconds per update plus remaining
     checkpoints x their cost. None until every task with updates left has been timed (the
     tasks run one after the other inside each scan iteration, so their costs add up)."""
@@ -162,12 +169,16 @@ def remaining_seconds(plans: dict[str, TaskPlan], done_updates: dict[str, int],
 def estimate_settled(plans: dict[str, TaskPlan], done_updates: dict[str, int], timings: dict[str, Timings]) -> bool:
     """False while a task with checkpoints to come has timed none after step 0 (its estimate
     then uses the step-0 checkpoint, whose start-up costs make it an upper bound)."""
-    return all(sum(plan.checkpoints_after(done_updates[task])) == 0
-               or timings[task].checkpoints[True] or timings[task].checkpoints[False]
-               for task, plan in plans.items())
+    return all(
+        sum(plan.checkpoints_after(done_updates[task])) == 0
+        or timings[task].checkpoints[True]
+        or timings[task].checkpoints[False]
+        for task, plan in plans.items()
+    )
 
 
 # ----------------------------------------------------------------------------- falls
+
 
 class FallWatch:
     """Says once when a series falls markedly below its best, and again only after a new best.
@@ -202,24 +213,33 @@ class FallWatch:
             return None
         gained, lost = self.best - self.start, self.best - level
         if self.fraction > 0 and gained <= 0:
-            return None             # a fall is measured against what was gained: nothing yet
+            return None  # a fall is measured against what was gained: nothing yet
         if self.warned or lost <= 0 or lost < self.fraction * gained or lost < self.min_drop:
             return None
         self.warned = True
         averaged = f" (mean of the last {len(self.values)})" if len(self.values) > 1 else ""
-        return (f"note: {self.label} fell from {self.best:.3g} at {format_steps(self.best_steps)} steps to "
-                f"{level:.3g} at {format_steps(steps)}{averaged}")
+        return (
+            f"note: {self.label} fell from {self.best:.3g} at {format_steps(self.best_steps)} steps to "
+            f"{level:.3g} at {format_steps(steps)}{averaged}"
+        )
 
 
 # ----------------------------------------------------------------------------- the bar
+
 
 class Progress:
     """The progress side of ``RunRecorder``: ``start`` once compilation has ended, the
     ``purehr.ppo.loop.HostHooks`` calls (``on_update``, ``on_checkpoint``) forwarded by the
     recorder, ``close`` at the end."""
 
-    def __init__(self, plans: dict[str, TaskPlan], num_seeds: int, done_updates: dict[str, int] | None = None,
-                 file: TextIO | None = None, clock=time.perf_counter):
+    def __init__(
+        self,
+        plans: dict[str, TaskPlan],
+        num_seeds: int,
+        done_updates: dict[str, int] | None = None,
+        file: TextIO | None = None,
+        clock=time.perf_counter,
+    ):
         self.plans = plans
         self.num_seeds = num_seeds
         self.done_updates = {task: int((done_updates or {}).get(task, 0)) for task in plans}
@@ -229,9 +249,9 @@ class Progress:
         self.training_return: dict[str, float | None] = {task: None for task in plans}
         self.timings = {task: Timings() for task in plans}
         self.return_watch = {task: FallWatch(f"{task} training return") for task in plans}
-        self.success_watch = {task: FallWatch(f"{task} held-out success", window=1, fraction=0.0,
-                                                min_drop=0.25)
-                              for task in plans}
+        self.success_watch = {
+            task: FallWatch(f"{task} held-out success", window=1, fraction=0.0, min_drop=0.25) for task in plans
+        }
         isatty = getattr(self.file, "isatty", lambda: False)()
         self.refresh_s = REFRESH_S_TERMINAL if isatty else REFRESH_S_LOG
         self.started = self.last_event = self.last_refresh = None
@@ -251,20 +271,34 @@ class Progress:
         return done / max(1, sum(p.num_updates for p in self.plans.values()))
 
     def line(self) -> str:
-        tasks = [format_task(task, self.done_updates[task] * plan.batch_size, plan.total_steps,
-                             self.success[task], self.training_return[task])
-                 for task, plan in self.plans.items()]
+        tasks = [
+            format_task(
+                task,
+                self.done_updates[task] * plan.batch_size,
+                plan.total_steps,
+                self.success[task],
+                self.training_return[task],
+            )
+            for task, plan in self.plans.items()
+        ]
         elapsed = 0.0 if self.started is None else self.clock() - self.started
-        return format_line(tasks, elapsed, self.remaining_s(),
-                           estimate_settled(self.plans, self.done_updates, self.timings))
+        return format_line(
+            tasks, elapsed, self.remaining_s(), estimate_settled(self.plans, self.done_updates, self.timings)
+        )
 
     # the callbacks ----------------------------------------------------------------------
     def start(self) -> None:
         """The bar appears once compilation has ended, so its times are training times."""
         self.started = self.last_event = self.clock()
         self.last_refresh = -math.inf
-        self.bar = tqdm(total=BAR_RESOLUTION, file=self.file, dynamic_ncols=True, desc=self.line(),
-                        bar_format="{percentage:3.0f}%|{bar:12}| {desc}", mininterval=0)
+        self.bar = tqdm(
+            total=BAR_RESOLUTION,
+            file=self.file,
+            dynamic_ncols=True,
+            desc=self.line(),
+            bar_format="{percentage:3.0f}%|{bar:12}| {desc}",
+            mininterval=0,
+        )
         self.last_refresh = self.clock()
 
     def _elapsed_since_last_event(self) -> float:
@@ -287,13 +321,16 @@ class Progress:
         seconds = self._elapsed_since_last_event()
         if self.done_updates[task] > 0:
             self.timings[task].checkpoints[full].append(seconds)
-        else:                                   # the step-0 checkpoint also carries start-up costs
+        else:  # the step-0 checkpoint also carries start-up costs
             self.timings[task].initial_checkpoint = seconds
         success = np.asarray(evaluation["success_rate"], dtype=float)
         self.success[task] = float(np.mean(success))
         if full:
-            self._note(checkpoint_note(task, self._steps(task), success,
-                                       np.asarray(evaluation.get("return_mean", np.nan), dtype=float)))
+            self._note(
+                checkpoint_note(
+                    task, self._steps(task), success, np.asarray(evaluation.get("return_mean", np.nan), dtype=float)
+                )
+            )
             self._note(self.success_watch[task].add(self.success[task], self._steps(task)))
         self._refresh(force=full)
 

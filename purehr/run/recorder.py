@@ -28,8 +28,18 @@ class RunRecorder:
     atomically at every checkpoint and at the end, so the files on disk always describe a
     prefix of the run that a resume can continue from."""
 
-    def __init__(self, run_dir: RunDirectory, setups, seeds: list[int], *, elapsed_offset: float = 0.0,
-                 update_rows=None, checkpoint_rows=None, progress=None, kept=None):
+    def __init__(
+        self,
+        run_dir: RunDirectory,
+        setups,
+        seeds: list[int],
+        *,
+        elapsed_offset: float = 0.0,
+        update_rows=None,
+        checkpoint_rows=None,
+        progress=None,
+        kept=None,
+    ):
         self.run_dir = run_dir
         self.setups = {setup.name: setup for setup in setups}
         self.seeds = seeds
@@ -37,8 +47,9 @@ class RunRecorder:
         self.started = time.perf_counter()
         self.update_rows = update_rows or {name: {seed: [] for seed in seeds} for name in self.setups}
         self.checkpoint_rows = checkpoint_rows or {name: {seed: [] for seed in seeds} for name in self.setups}
-        self.checkpoints = {name: {seed: SeedCheckpoints(run_dir.checkpoint_dir(name, seed)) for seed in seeds}
-                            for name in self.setups}
+        self.checkpoints = {
+            name: {seed: SeedCheckpoints(run_dir.checkpoint_dir(name, seed)) for seed in seeds} for name in self.setups
+        }
         self.progress = progress
         self.last_update_time = {name: self.started for name in self.setups}
         self.seconds_in_checkpoint_callbacks = 0.0
@@ -47,7 +58,7 @@ class RunRecorder:
         # task -> seed -> {steps: digest}: checkpoints a resume kept that the program reaches
         # again (a task starting over saves its initial state at update 0): verified, not rewritten
         self.kept = kept or {}
-        self.failure: str | None = None     # what stopped the run, said once
+        self.failure: str | None = None  # what stopped the run, said once
         # task -> seed -> first diverged update, from the rows a resume kept and those logged since
         self.diverged: dict[str, dict[int, int]] = {}
         for name, seeds_rows in self.update_rows.items():
@@ -74,7 +85,7 @@ class RunRecorder:
         batch_size = self.setups[task].config.batch_size
         for index, seed in enumerate(self.seeds):
             row = {name: _scalar(value[index]) for name, value in metrics.items()}
-            row["env_steps"] = row["update"] * batch_size     # Python ints: exact at any budget
+            row["env_steps"] = row["update"] * batch_size  # Python ints: exact at any budget
             row["elapsed_s"] = now
             self.update_rows[task][seed].append(row)
             self._note_divergence(task, seed, row.get("diverged_at_update", 0))
@@ -86,9 +97,11 @@ class RunRecorder:
         """Says once, as it happens, that a seed diverged (the run goes on for the others)."""
         if update > 0 and seed not in self.diverged.setdefault(task, {}):
             self.diverged[task][seed] = update
-            message = (f"warning: {task} seed {seed} diverged at update {update} "
-                       f"({update * self.setups[task].config.batch_size:,} env steps): a loss or parameter "
-                       f"became NaN or infinite; its parameters stay frozen at update {update - 1}")
+            message = (
+                f"warning: {task} seed {seed} diverged at update {update} "
+                f"({update * self.setups[task].config.batch_size:,} env steps): a loss or parameter "
+                f"became NaN or infinite; its parameters stay frozen at update {update - 1}"
+            )
             if self.progress is not None and self.progress.bar is not None:
                 self.progress.bar.write(message, file=sys.stderr)
             else:
@@ -116,8 +129,11 @@ class RunRecorder:
         for index, seed in enumerate(self.seeds):
             update = int(np.asarray(runner.update_index)[index])
             steps = update * config.batch_size
-            target = config.total_timesteps if update == setup.ppo.num_updates else \
-                steps // config.checkpoint_interval * config.checkpoint_interval
+            target = (
+                config.total_timesteps
+                if update == setup.ppo.num_updates
+                else steps // config.checkpoint_interval * config.checkpoint_interval
+            )
             state = seed_slice(runner, index)
             kept = self.kept.get(task, {}).get(seed, {})
             if steps in kept:
@@ -125,10 +141,11 @@ class RunRecorder:
                     raise RuntimeError(
                         f"{task} seed {seed}: the state at {steps} steps differs from the kept checkpoint "
                         f"{self.checkpoints[task][seed].path(steps)} (digest {kept[steps][:12]}...); "
-                        "expected the same initial state for the same seed")
+                        "expected the same initial state for the same seed"
+                    )
                 if any(row["actual_steps"] == steps for row in self.checkpoint_rows[task][seed]):
-                    continue                # its row is already in checkpoint_rows
-                digest = kept[steps]        # intact on disk but never listed: only its row is written
+                    continue  # its row is already in checkpoint_rows
+                digest = kept[steps]  # intact on disk but never listed: only its row is written
             else:
                 digest = self.checkpoints[task][seed].save(steps, state)
             showcase_path = None
@@ -137,9 +154,11 @@ class RunRecorder:
                 write_npz(showcase_path, {name: np.asarray(value)[index] for name, value in showcase.items()})
             row = {"target_steps": target, "actual_steps": steps, "update": update, "elapsed_s": now}
             row.update({f"eval_{name}": _scalar(value[index]) for name, value in evaluation.items()})
-            row.update(checkpoint_path=str(self.checkpoints[task][seed].path(steps).relative_to(self.run_dir.root)),
-                       showcase_path="" if showcase_path is None else str(showcase_path.relative_to(self.run_dir.root)),
-                       state_digest=digest)
+            row.update(
+                checkpoint_path=str(self.checkpoints[task][seed].path(steps).relative_to(self.run_dir.root)),
+                showcase_path="" if showcase_path is None else str(showcase_path.relative_to(self.run_dir.root)),
+                state_digest=digest,
+            )
             self.checkpoint_rows[task][seed].append(row)
         self.flush(task)
         self.checkpoints_written += 1
@@ -157,9 +176,10 @@ class RunRecorder:
                     write_csv(self.run_dir.updates_csv(name, seed), update_columns(updates[0]), updates)
                 checkpoints = self.checkpoint_rows[name][seed]
                 if checkpoints:
-                    evaluation_names = [c[len("eval_"):] for c in checkpoints[0] if c.startswith("eval_")]
-                    write_csv(self.run_dir.checkpoints_csv(name, seed), checkpoint_columns(evaluation_names),
-                              checkpoints)
+                    evaluation_names = [c[len("eval_") :] for c in checkpoints[0] if c.startswith("eval_")]
+                    write_csv(
+                        self.run_dir.checkpoints_csv(name, seed), checkpoint_columns(evaluation_names), checkpoints
+                    )
 
     def finish(self) -> None:
         """Waits for the asynchronous saves and writes the CSVs; every manager is closed even
@@ -173,11 +193,11 @@ class RunRecorder:
                     if first_error is None:
                         first_error = error
                         if self.failure is None:
-                            self.failure = (f"completing a {task} seed {seed} checkpoint failed: "
-                                            f"{type(error).__name__}: {error}")
+                            self.failure = (
+                                f"completing a {task} seed {seed} checkpoint failed: {type(error).__name__}: {error}"
+                            )
         self.flush()
         if self.progress is not None:
             self.progress.close()
         if first_error is not None:
             raise first_error
-

@@ -3,9 +3,10 @@ policy, without compiling the training program."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -27,14 +28,14 @@ class Restored:
     seed: int
     steps: int
     target_steps: int
-    params: Any                       # the network parameters
-    runner: RunnerState               # everything: optimiser state, env states, keys, update index
-    policy: Callable                  # policy(obs or batch, t=0) -> env action(s), deterministic, jitted
-    pure_policy: Policy               # policy(obs, t, key) -> env action, to use inside jit/vmap
+    params: Any  # the network parameters
+    runner: RunnerState  # everything: optimiser state, env states, keys, update index
+    policy: Callable  # policy(obs or batch, t=0) -> env action(s), deterministic, jitted
+    pure_policy: Policy  # policy(obs, t, key) -> env action, to use inside jit/vmap
     config: PPOConfig
     env: Environment
-    env_params: Any                   # the held-out params (a curriculum's final stage)
-    checkpoint_row: dict[str, Any]    # the row of checkpoints.csv, held-out metrics included
+    env_params: Any  # the held-out params (a curriculum's final stage)
+    checkpoint_row: dict[str, Any]  # the row of checkpoints.csv, held-out metrics included
 
 
 def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest") -> Restored:
@@ -48,8 +49,10 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     if seed not in manifest["seeds"]:
         raise ValueError(f"seed {seed!r} is not in the run {run.root} (it has {manifest['seeds']})")
     if not run.checkpoints_csv(task, seed).exists():
-        raise FileNotFoundError(f"{run.checkpoints_csv(task, seed)} is missing: it holds the digests that verify "
-                                f"the checkpoints in {run.checkpoint_dir(task, seed)}, which are not read without it")
+        raise FileNotFoundError(
+            f"{run.checkpoints_csv(task, seed)} is missing: it holds the digests that verify "
+            f"the checkpoints in {run.checkpoint_dir(task, seed)}, which are not read without it"
+        )
     rows = [parse_row(r) for r in read_csv(run.checkpoints_csv(task, seed))]
     if not rows:
         raise FileNotFoundError(f"{run.checkpoints_csv(task, seed)} lists no checkpoint")
@@ -67,8 +70,9 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     finally:
         checkpoints.finish()
     act = jax.jit(lambda params, obs, t: ppo.policy(params)(obs, t, jax.random.PRNGKey(0)))
-    act_batch = jax.jit(jax.vmap(lambda params, obs, t: ppo.policy(params)(obs, t, jax.random.PRNGKey(0)),
-                                 in_axes=(None, 0, 0)))
+    act_batch = jax.jit(
+        jax.vmap(lambda params, obs, t: ppo.policy(params)(obs, t, jax.random.PRNGKey(0)), in_axes=(None, 0, 0))
+    )
     observation_space = env.observation_space(env.default_params)
 
     def policy(observation, t=0):
@@ -79,8 +83,20 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
             return act(runner.params, observation, jnp.int32(t))
         return act_batch(runner.params, observation, jnp.broadcast_to(jnp.asarray(t, jnp.int32), (batch,)))
 
-    return Restored(task, seed, row["actual_steps"], row["target_steps"], runner.params, runner, policy,
-                    ppo.policy(runner.params), config, env, setup.eval_env_params, row)
+    return Restored(
+        task,
+        seed,
+        row["actual_steps"],
+        row["target_steps"],
+        runner.params,
+        runner,
+        policy,
+        ppo.policy(runner.params),
+        config,
+        env,
+        setup.eval_env_params,
+        row,
+    )
 
 
 def _choose_row(rows: list[dict], step, csv_path: Path) -> dict:

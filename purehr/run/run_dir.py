@@ -16,17 +16,17 @@ import platform
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 try:
     import fcntl
-except ImportError:     # Windows: no advisory locks; one process per run directory is on the user
+except ImportError:  # Windows: no advisory locks; one process per run directory is on the user
     fcntl = None
 
 # --- layout ------------------------------------------------------------------------------------
@@ -38,8 +38,19 @@ CHECKPOINTS_CSV = "checkpoints.csv"
 FINAL_METRICS_CSV = "final_metrics.csv"
 FIGURES = "figures"
 SEED_DIRECTORY = re.compile(r"^seed_(\d+)$")
-PACKAGES = ("jax", "jaxlib", "flax", "optax", "distrax", "chex", "orbax-checkpoint", "numpy",
-            "matplotlib", "imageio", "imageio-ffmpeg")
+PACKAGES = (
+    "jax",
+    "jaxlib",
+    "flax",
+    "optax",
+    "distrax",
+    "chex",
+    "orbax-checkpoint",
+    "numpy",
+    "matplotlib",
+    "imageio",
+    "imageio-ffmpeg",
+)
 
 
 def seed_dir_name(seed: int) -> str:
@@ -58,9 +69,22 @@ def seed_directories(task_dir: Path) -> dict[int, Path]:
 
 # --- columns -----------------------------------------------------------------------------------
 
-UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", "mean_step_reward", "mean_episode_return",
-                  "episodes_completed", "train_success_rate", "loss", "policy_loss", "value_loss",
-                  "entropy", "approx_kl", "clip_fraction", "grad_norm"]
+UPDATE_COLUMNS = [
+    "update",
+    "env_steps",
+    "elapsed_s",
+    "mean_step_reward",
+    "mean_episode_return",
+    "episodes_completed",
+    "train_success_rate",
+    "loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "grad_norm",
+]
 """The fixed columns of every updates.csv (docs/protocol.md); a task's diagnostics follow."""
 CHECKPOINT_HEAD = ["target_steps", "actual_steps", "update", "elapsed_s"]
 CHECKPOINT_TAIL = ["checkpoint_path", "showcase_path", "state_digest"]
@@ -85,6 +109,7 @@ def checkpoint_columns(evaluation_names: Iterable[str]) -> list[str]:
 
 # --- errors ------------------------------------------------------------------------------------
 
+
 class RunDirectoryError(ValueError):
     """A run directory, or a file inside it, is not one a purehr run wrote, or not in the
     documented format."""
@@ -95,6 +120,7 @@ class RunDirectoryNotFound(RunDirectoryError, FileNotFoundError):
 
 
 # --- writers -----------------------------------------------------------------------------------
+
 
 def partial_name(name: str) -> str:
     """The temporary sibling a file is written to before it is renamed onto ``name``; it keeps
@@ -203,24 +229,27 @@ def read_manifest(root: Path) -> dict[str, Any]:
     checks that a purehr run wrote it)."""
     root = Path(root)
     if not root.is_dir():
-        raise RunDirectoryNotFound(f"{root}: run directory not found (expected {MANIFEST} and "
-                                   "<task>/seed_<n>/ logs, see docs/interfaces.md)")
+        raise RunDirectoryNotFound(
+            f"{root}: run directory not found (expected {MANIFEST} and <task>/seed_<n>/ logs, see docs/interfaces.md)"
+        )
     path = root / MANIFEST
     try:
         manifest = json.loads(path.read_text())
     except FileNotFoundError:
         raise RunDirectoryNotFound(f"{root} is not a purehr run directory: no {MANIFEST}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RunDirectoryError(f"{path} is not valid JSON ({error}); {root} does not hold a purehr "
-                                "run") from None
+        raise RunDirectoryError(f"{path} is not valid JSON ({error}); {root} does not hold a purehr run") from None
     if not isinstance(manifest, dict):
-        raise RunDirectoryError(f"{path} is not a purehr run manifest (a JSON {type(manifest).__name__}, "
-                                f"expected an object); {root} does not hold a purehr run")
+        raise RunDirectoryError(
+            f"{path} is not a purehr run manifest (a JSON {type(manifest).__name__}, "
+            f"expected an object); {root} does not hold a purehr run"
+        )
     return manifest
 
 
-def run_seed_directories(root: Path, manifest: dict[str, Any], tasks: Sequence[str] | None = None
-                         ) -> dict[str, dict[int, Path]]:
+def run_seed_directories(
+    root: Path, manifest: dict[str, Any], tasks: Sequence[str] | None = None
+) -> dict[str, dict[int, Path]]:
     """task -> seed -> folder for ``tasks`` (default: the manifest's, else every folder holding
     ``seed_<n>`` folders); each task must have at least one seed folder."""
     tasks = list(manifest.get("tasks") or []) if tasks is None else list(tasks)
@@ -285,8 +314,7 @@ def read_csv_columns(path: Path, required: Sequence[str] = (), *, numeric: bool 
         raise RunDirectoryError(f"{path}: missing column(s) {missing}; has {header}")
     ragged = [number for number, row in enumerate(rows, start=2) if len(row) != len(header)]
     if ragged:
-        raise RunDirectoryError(
-            f"{path}: line(s) {ragged[:5]} do not have {len(header)} fields (truncated write?)")
+        raise RunDirectoryError(f"{path}: line(s) {ragged[:5]} do not have {len(header)} fields (truncated write?)")
     columns: Columns = {}
     for index, name in enumerate(header):
         cells = [row[index] for row in rows]
@@ -316,11 +344,13 @@ def check_seed_logs_agree(directory: Path, updates: Columns, checkpoints: Column
     if logged < last_checkpoint:
         raise RunDirectoryError(
             f"{directory / UPDATES_CSV}: ends at {logged:,.0f} env steps, before the checkpoint "
-            f"at {last_checkpoint:,.0f} steps in {CHECKPOINTS_CSV} (rows lost: truncated copy?)")
+            f"at {last_checkpoint:,.0f} steps in {CHECKPOINTS_CSV} (rows lost: truncated copy?)"
+        )
 
 
-def read_seed_logs(seed_dir: Path, update_required: Sequence[str], checkpoint_required: Sequence[str],
-                   *, numeric: bool = False) -> tuple[Columns, Columns]:
+def read_seed_logs(
+    seed_dir: Path, update_required: Sequence[str], checkpoint_required: Sequence[str], *, numeric: bool = False
+) -> tuple[Columns, Columns]:
     """One seed's updates.csv and checkpoints.csv as columns, checked against each other."""
     updates = read_csv_columns(seed_dir / UPDATES_CSV, update_required, numeric=numeric)
     checkpoints = read_csv_columns(seed_dir / CHECKPOINTS_CSV, checkpoint_required, numeric=numeric)
@@ -340,6 +370,7 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
 
 
 # --- the run directory -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RunDirectory:
@@ -369,8 +400,9 @@ class RunDirectory:
         manifest = read_manifest(self.root)
         missing = run_manifest_problem(manifest)
         if missing:
-            raise RunDirectoryError(f"{self.manifest_path} is not a purehr run manifest ({missing}); "
-                                   f"{self.root} does not hold a purehr run")
+            raise RunDirectoryError(
+                f"{self.manifest_path} is not a purehr run manifest ({missing}); {self.root} does not hold a purehr run"
+            )
         return manifest
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
@@ -397,7 +429,7 @@ class RunDirectory:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
         return None
 
-    def lock(self) -> "RunLock":
+    def lock(self) -> RunLock:
         """Holds the directory for this process until ``release``: a second process training
         into it at the same time would save the same checkpoints twice and mix their rows."""
         self.root.mkdir(parents=True, exist_ok=True)
@@ -411,7 +443,8 @@ class RunDirectory:
                 handle.close()
                 raise RunDirectoryBusy(
                     f"{self.root} is in use by another running process (pid {pid}); wait for it to end "
-                    "or stop it, then --resume") from None
+                    "or stop it, then --resume"
+                ) from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
@@ -448,8 +481,9 @@ def check_run_directory_path(root: Path) -> None:
     import tempfile
 
     if root.exists() and not root.is_dir():
-        raise NotADirectoryError(f"run directory {root} is a file, not a directory; expected a new "
-                                 "directory or one holding a purehr run")
+        raise NotADirectoryError(
+            f"run directory {root} is a file, not a directory; expected a new directory or one holding a purehr run"
+        )
     existing = root
     while not existing.exists():
         if existing.parent == existing:
@@ -461,8 +495,10 @@ def check_run_directory_path(root: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=existing, prefix=".purehr-write-probe-"):
             pass
     except OSError as error:
-        raise PermissionError(f"run directory {root} cannot be written ({existing}: "
-                              f"{error.strerror or error}); choose a directory you can write to") from None
+        raise PermissionError(
+            f"run directory {root} cannot be written ({existing}: "
+            f"{error.strerror or error}); choose a directory you can write to"
+        ) from None
 
 
 def run_written_paths(root: Path, manifest: dict[str, Any]) -> tuple[list[Path], list[Path]]:
@@ -471,8 +507,12 @@ def run_written_paths(root: Path, manifest: dict[str, Any]) -> tuple[list[Path],
     tasks = [t for t in manifest.get("tasks", []) if isinstance(t, str)]
     seeds = [s for s in manifest.get("seeds", []) if isinstance(s, int)]
     figure_names = {"replay.mp4", "replay_poster.png", "replay_timeline.json", "replay.html"}
-    figure_names |= {f"{task}_{kind}.{suffix}" for task in tasks for kind in ("learning", "training_log")
-                     for suffix in ("png", "pdf")}
+    figure_names |= {
+        f"{task}_{kind}.{suffix}"
+        for task in tasks
+        for kind in ("learning", "training_log")
+        for suffix in ("png", "pdf")
+    }
     figure_names |= {partial_name(name) for name in figure_names}
     top = {MANIFEST, FINAL_METRICS_CSV}
     seed_entries = {UPDATES_CSV, CHECKPOINTS_CSV}
@@ -519,7 +559,7 @@ def remove_run_files(root: Path, manifest: dict[str, Any]) -> list[Path]:
     tasks = [t for t in manifest["tasks"] if isinstance(t, str)]
     created = [root / task / seed_dir_name(seed) for task in tasks for seed in manifest["seeds"]]
     created += [root / task for task in tasks] + [root / FIGURES]
-    for directory in created:       # the folders a run made, once emptied; never the user's
+    for directory in created:  # the folders a run made, once emptied; never the user's
         if directory.is_dir() and not directory.is_symlink() and not any(directory.iterdir()):
             directory.rmdir()
     return others
@@ -552,9 +592,13 @@ def environment_description() -> dict[str, Any]:
     return {
         "versions": versions,
         "git_revision": git_revision(),
-        "platform": {"system": platform.platform(), "machine": platform.machine(),
-                     "processor": platform.processor(), "cpu_count": os.cpu_count(),
-                     "jax_backend": jax.default_backend()},
+        "platform": {
+            "system": platform.platform(),
+            "machine": platform.machine(),
+            "processor": platform.processor(),
+            "cpu_count": os.cpu_count(),
+            "jax_backend": jax.default_backend(),
+        },
         "devices": [str(device) for device in jax.devices()],
     }
 
@@ -562,10 +606,15 @@ def environment_description() -> dict[str, Any]:
 def git_revision() -> str | None:
     root = Path(__file__).resolve().parents[2]
     try:
-        revision = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                  text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
+        revision = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if revision.returncode != 0:

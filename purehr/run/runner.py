@@ -20,8 +20,9 @@ iterations early.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -78,7 +79,7 @@ def checkpoint_schedule(config: PPOConfig) -> tuple[np.ndarray, np.ndarray]:
     ``k * checkpoint_interval <= total``, and the last update; full at update 0, the last, and
     every ``full_eval_interval``-th target."""
     batch, interval, last = config.batch_size, config.checkpoint_interval, config.num_updates
-    if interval <= batch:       # every update passes at least one target
+    if interval <= batch:  # every update passes at least one target
         updates = range(last + 1)
     else:
         targets = last * batch // interval
@@ -117,8 +118,9 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
 
         def quick(params):
             episodes = setup.config.quick_eval_episodes
-            no_showcase = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype),
-                                       jax.eval_shape(jax.vmap(setup.showcase), params))
+            no_showcase = jax.tree.map(
+                lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(jax.vmap(setup.showcase), params)
+            )
             return jax.vmap(lambda p: setup.evaluate(p, episodes))(params), no_showcase, jnp.bool_(False)
 
         def save(runner, evaluation, showcase, has_showcase) -> None:
@@ -127,16 +129,20 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
         def checkpoint(runner: RunnerState, _metrics) -> None:
             if setup.config.full_eval_interval == 1:
                 evaluation, showcase, recorded = full(runner.params)
-            else:   # a real branch: the predicate comes from the update counter, the same for all seeds
+            else:  # a real branch: the predicate comes from the update counter, the same for all seeds
                 evaluation, showcase, recorded = jax.lax.cond(
-                    setup.full_evaluation_due(runner.update_index[0]), full, quick, runner.params)
+                    setup.full_evaluation_due(runner.update_index[0]), full, quick, runner.params
+                )
             call_host(save, runner, evaluation, showcase, recorded)
 
         def log(_runner, metrics) -> None:
             call_host(functools.partial(host.on_update, setup.name), metrics)
 
-        return UpdateLoop(jax.vmap(setup.ppo.update), setup.ppo.num_updates,
-                          hooks=(Hook(every(1), log), Hook(setup.crossed_target, checkpoint, at_start=True)))
+        return UpdateLoop(
+            jax.vmap(setup.ppo.update),
+            setup.ppo.num_updates,
+            hooks=(Hook(every(1), log), Hook(setup.crossed_target, checkpoint, at_start=True)),
+        )
 
     loops = [task_loop(setup) for setup in setups]
 

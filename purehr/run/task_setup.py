@@ -11,8 +11,14 @@ from purehr.run.runner import TaskSetup
 from purehr.tasks import Task, curriculum_schedule, get_task, heldout_env_params
 
 
-def build_task_setup(task: Task | str, config: PPOConfig | None = None, curriculum: Curriculum | None = None, *,
-                     manifest: dict | None = None, env: Environment | None = None) -> TaskSetup:
+def build_task_setup(
+    task: Task | str,
+    config: PPOConfig | None = None,
+    curriculum: Curriculum | None = None,
+    *,
+    manifest: dict | None = None,
+    env: Environment | None = None,
+) -> TaskSetup:
     """``task``'s setup for ``config`` (default: the task's). The environment is ``env``, or
     the one ``manifest`` recorded (a resumed or restored run), or the task's default. A task
     with a curriculum trains under its schedule (in the scan) and is evaluated (checkpoints

@@ -92,8 +92,9 @@ def _steps_label(steps: float) -> str:
     return f"{steps / 1e6:g}M" if steps >= 1e6 else f"{steps / 1e3:g}k"
 
 
-def write_html_player(path: Path, video_path: Path, poster_path: Path,
-                      timeline: dict[str, Any], *, title: str, description: str = "") -> Path:
+def write_html_player(
+    path: Path, video_path: Path, poster_path: Path, timeline: dict[str, Any], *, title: str, description: str = ""
+) -> Path:
     """Write the player; ``timeline["checkpoints"]`` entries need ``index`` (the checkpoint's
     row), ``start_s``, ``end_s``, ``actual_steps``, ``target_steps`` and optionally
     ``eval_success_rate``; ``timeline["num_checkpoints"]`` and ``["poster_checkpoint"]`` (the
@@ -101,13 +102,18 @@ def write_html_player(path: Path, video_path: Path, poster_path: Path,
     last entry."""
     options = "\n".join(
         f'  <option value="{index}" label="{_steps_label(entry["target_steps"])}"></option>'
-        for index, entry in enumerate(timeline["checkpoints"]))
+        for index, entry in enumerate(timeline["checkpoints"])
+    )
     # "</" inside a <script> would end it early; JSON allows escaping the slash.
     timeline_json = json.dumps(timeline, allow_nan=False).replace("</", "<\\/")
     page = _PAGE.format(
-        title=html.escape(title), description=html.escape(description),
-        poster=_base64_file(poster_path), video=_base64_file(video_path),
-        last_index=len(timeline["checkpoints"]) - 1, options=options,
+        title=html.escape(title),
+        description=html.escape(description),
+        poster=_base64_file(poster_path),
+        video=_base64_file(video_path),
+        last_index=len(timeline["checkpoints"]) - 1,
+        options=options,
         poster_index=timeline.get("poster_checkpoint", len(timeline["checkpoints"]) - 1),
-        timeline_json=timeline_json)
+        timeline_json=timeline_json,
+    )
     return atomic_write_text(path, page)

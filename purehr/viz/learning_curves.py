@@ -23,16 +23,23 @@ from purehr.viz.run_data import RunData, SeedLog
 # Okabe & Ito (2008), a palette that stays distinguishable under the common colour-vision
 # deficiencies.
 OKABE_ITO = {
-    "black": "#000000", "orange": "#E69F00", "sky_blue": "#56B4E9", "green": "#009E73",
-    "yellow": "#F0E442", "blue": "#0072B2", "vermillion": "#D55E00", "purple": "#CC79A7",
+    "black": "#000000",
+    "orange": "#E69F00",
+    "sky_blue": "#56B4E9",
+    "green": "#009E73",
+    "yellow": "#F0E442",
+    "blue": "#0072B2",
+    "vermillion": "#D55E00",
+    "purple": "#CC79A7",
 }
 PPO_COLOUR = OKABE_ITO["blue"]
 BASELINE_COLOUR = OKABE_ITO["vermillion"]
 FLOOR_COLOUR = "0.3"
-FLOOR_STYLES = [":", "-."]   # two floors at different levels stay apart without colour
+FLOOR_STYLES = [":", "-."]  # two floors at different levels stay apart without colour
 HIGHLIGHT_COLOUR = OKABE_ITO["orange"]
-SEED_COLOURS = [OKABE_ITO[name] for name in
-                ("blue", "orange", "green", "purple", "sky_blue", "vermillion", "yellow", "black")]
+SEED_COLOURS = [
+    OKABE_ITO[name] for name in ("blue", "orange", "green", "purple", "sky_blue", "vermillion", "yellow", "black")
+]
 
 METRIC_LABELS = {
     "eval_success_rate": "held-out success rate",
@@ -47,20 +54,22 @@ STEPS_FORMATTER = EngFormatter(sep="")
 
 # ---------------------------------------------------------------- aggregation over seeds
 
+
 @dataclass(frozen=True)
 class SeedAggregate:
     """A checkpoint metric at the targets every seed has reached (seeds may be mid-run)."""
 
     target_steps: np.ndarray
-    steps: np.ndarray          # mean actual steps over seeds, the x of the mean curve
+    steps: np.ndarray  # mean actual steps over seeds, the x of the mean curve
     mean: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
     num_seeds: int
 
 
-def aggregate_over_seeds(logs: list[SeedLog], column: str, confidence: float = 0.95,
-                         max_target: float = math.inf) -> SeedAggregate:
+def aggregate_over_seeds(
+    logs: list[SeedLog], column: str, confidence: float = 0.95, max_target: float = math.inf
+) -> SeedAggregate:
     """Align seeds on ``target_steps`` (identical across seeds by protocol, whereas the actual
     step counts may differ between seeds) and summarise ``column`` across them."""
     shared = set.intersection(*(set(log.checkpoints["target_steps"].tolist()) for log in logs))
@@ -74,8 +83,10 @@ def aggregate_over_seeds(logs: list[SeedLog], column: str, confidence: float = 0
 
 # ---------------------------------------------------------------- drawing
 
-def draw_seed_curves(ax: Axes, logs: list[SeedLog], column: str, *,
-                     max_target: float = math.inf, highlight_seed: int | None = None) -> None:
+
+def draw_seed_curves(
+    ax: Axes, logs: list[SeedLog], column: str, *, max_target: float = math.inf, highlight_seed: int | None = None
+) -> None:
     """Thin line per seed, the mean and its 95% t band; the learning figure and the replay
     both use it so they cannot disagree."""
     single_seed_label = "single seed"  # one legend entry for all the thin lines
@@ -83,18 +94,38 @@ def draw_seed_curves(ax: Axes, logs: list[SeedLog], column: str, *,
         keep = log.checkpoints["target_steps"] <= max_target
         steps, values = log.checkpoints["actual_steps"][keep], log.checkpoints[column][keep]
         if log.seed == highlight_seed:
-            ax.plot(steps, values, color=HIGHLIGHT_COLOUR, linewidth=2.2, marker="o",
-                    markersize=3, zorder=3, label=f"seed {log.seed} (replayed)")
+            ax.plot(
+                steps,
+                values,
+                color=HIGHLIGHT_COLOUR,
+                linewidth=2.2,
+                marker="o",
+                markersize=3,
+                zorder=3,
+                label=f"seed {log.seed} (replayed)",
+            )
         else:
-            ax.plot(steps, values, color=PPO_COLOUR, linewidth=0.8, alpha=0.45, zorder=2,
-                    label=single_seed_label)
+            ax.plot(steps, values, color=PPO_COLOUR, linewidth=0.8, alpha=0.45, zorder=2, label=single_seed_label)
             single_seed_label = None
     aggregate = aggregate_over_seeds(logs, column, max_target=max_target)
-    ax.plot(aggregate.steps, aggregate.mean, color=PPO_COLOUR, linewidth=2.4,
-            label=f"mean of {aggregate.num_seeds} seeds", zorder=4)
+    ax.plot(
+        aggregate.steps,
+        aggregate.mean,
+        color=PPO_COLOUR,
+        linewidth=2.4,
+        label=f"mean of {aggregate.num_seeds} seeds",
+        zorder=4,
+    )
     if aggregate.num_seeds > 1:
-        ax.fill_between(aggregate.steps, aggregate.lower, aggregate.upper, color=PPO_COLOUR,
-                        alpha=0.18, linewidth=0, label="95% t interval (seed = unit)")
+        ax.fill_between(
+            aggregate.steps,
+            aggregate.lower,
+            aggregate.upper,
+            color=PPO_COLOUR,
+            alpha=0.18,
+            linewidth=0,
+            label="95% t interval (seed = unit)",
+        )
     ax.xaxis.set_major_formatter(STEPS_FORMATTER)
     ax.set_xlabel("environment steps")
     ax.set_ylabel(METRIC_LABELS.get(column, column))
@@ -116,12 +147,18 @@ def _draw_level(ax: Axes, value: float, label: str, *, with_value: bool = True, 
 
 def draw_baseline(ax: Axes, value: float, name: str, *, with_value: bool = True) -> None:
     """The reference controller's level, dashed; its full name wraps (never cut)."""
-    _draw_level(ax, value, textwrap.fill(f"baseline: {name}", width=44), with_value=with_value,
-                color=BASELINE_COLOUR, linestyle="--", linewidth=1.6)
+    _draw_level(
+        ax,
+        value,
+        textwrap.fill(f"baseline: {name}", width=44),
+        with_value=with_value,
+        color=BASELINE_COLOUR,
+        linestyle="--",
+        linewidth=1.6,
+    )
 
 
-def draw_floors(ax: Axes, floors: dict[str, float], *, with_value: bool = True,
-                merge_equal: bool = True) -> None:
+def draw_floors(ax: Axes, floors: dict[str, float], *, with_value: bool = True, merge_equal: bool = True) -> None:
     """The levels of doing nothing useful (zero action, no-op, random), dotted or
     dash-dotted (one style per floor, in the manifest's order); with ``merge_equal``,
     floors at the same value share one line and one entry."""
@@ -131,12 +168,18 @@ def draw_floors(ax: Axes, floors: dict[str, float], *, with_value: bool = True,
         if math.isfinite(value):
             groups.setdefault(round(float(value), 12) if merge_equal else name, []).append(name)
     for names in groups.values():
-        _draw_level(ax, floors[names[0]], f"floor: {' and '.join(names)}", with_value=with_value,
-                    color=FLOOR_COLOUR, linestyle=styles[names[0]], linewidth=1.6)
+        _draw_level(
+            ax,
+            floors[names[0]],
+            f"floor: {' and '.join(names)}",
+            with_value=with_value,
+            color=FLOOR_COLOUR,
+            linestyle=styles[names[0]],
+            linewidth=1.6,
+        )
 
 
-def draw_reference_levels(ax: Axes, run: RunData, task: str, column: str, *,
-                          with_values: bool = True) -> None:
+def draw_reference_levels(ax: Axes, run: RunData, task: str, column: str, *, with_values: bool = True) -> None:
     """Baseline and floors of ``column`` (``eval_<metric>``) from the manifest, where it has
     them. Without values in the labels, every panel's entries read the same (one shared
     legend) and floors are not merged."""
@@ -144,19 +187,26 @@ def draw_reference_levels(ax: Axes, run: RunData, task: str, column: str, *,
     baseline = run.baseline(task)
     if baseline is not None and metric in baseline[1]:
         draw_baseline(ax, float(baseline[1][metric]), baseline[0], with_value=with_values)
-    draw_floors(ax, {name: float(metrics[metric]) for name, metrics in run.floors(task).items()
-                     if metric in metrics and metrics[metric] is not None},
-                with_value=with_values, merge_equal=with_values)
+    draw_floors(
+        ax,
+        {
+            name: float(metrics[metric])
+            for name, metrics in run.floors(task).items()
+            if metric in metrics and metrics[metric] is not None
+        },
+        with_value=with_values,
+        merge_equal=with_values,
+    )
 
 
-def legend_below(fig: Figure, legend_ax: Axes, ax: Axes, *, ncol: int = 2,
-                 fontsize: float = 8) -> None:
+def legend_below(fig: Figure, legend_ax: Axes, ax: Axes, *, ncol: int = 2, fontsize: float = 8) -> None:
     """``ax``'s legend in ``legend_ax``, an empty axes below it: a legend inside the data
     area covers curves or bands somewhere, whatever ``loc`` says."""
     legend_ax.set_axis_off()
     handles, labels = ax.get_legend_handles_labels()
-    legend_ax.legend(handles, labels, loc="upper center", ncol=ncol, fontsize=fontsize,
-                     frameon=False, borderaxespad=0.0)
+    legend_ax.legend(
+        handles, labels, loc="upper center", ncol=ncol, fontsize=fontsize, frameon=False, borderaxespad=0.0
+    )
 
 
 def _metric_columns(logs: list[SeedLog]) -> list[str]:
@@ -223,9 +273,15 @@ def training_log_figure(run: RunData, task: str) -> Figure:
         finite = np.isfinite(returns)
         skipped, total = skipped + int(np.sum(~finite)), total + len(returns)
         sparse = np.sum(finite) < SPARSE_POINTS
-        ax.plot(steps[finite], returns[finite], color=SEED_COLOURS[index % len(SEED_COLOURS)],
-                linewidth=1.0, marker="o" if sparse else None, markersize=3,
-                label=f"seed {log.seed}" + ("" if finite.any() else " (no episode completed)"))
+        ax.plot(
+            steps[finite],
+            returns[finite],
+            color=SEED_COLOURS[index % len(SEED_COLOURS)],
+            linewidth=1.0,
+            marker="o" if sparse else None,
+            markersize=3,
+            label=f"seed {log.seed}" + ("" if finite.any() else " (no episode completed)"),
+        )
     ax.xaxis.set_major_formatter(STEPS_FORMATTER)
     ax.set_xlabel("environment steps")
     ax.set_ylabel("mean return of completed training episodes")
@@ -240,15 +296,18 @@ def training_log_figure(run: RunData, task: str) -> Figure:
 
 # ---------------------------------------------------------------- final metrics
 
+
 def write_final_metrics(run: RunData, path: Path) -> Path:
     """One row per task and seed: the last checkpoint's held-out metrics (the numbers a
     results table quotes). Tasks have different eval_ columns; absent ones stay empty."""
     metric_names: list[str] = []
     for task_logs in run.logs.values():
         for log in task_logs.values():
-            metric_names += [name for name in log.checkpoints
-                             if name.startswith("eval_") and name not in metric_names]
+            metric_names += [name for name in log.checkpoints if name.startswith("eval_") and name not in metric_names]
     header = ["task", "seed", "target_steps", "actual_steps", "elapsed_s", *metric_names]
-    rows = [{"task": task, "seed": seed, **{name: values[-1] for name, values in log.checkpoints.items()}}
-            for task, task_logs in run.logs.items() for seed, log in task_logs.items()]
+    rows = [
+        {"task": task, "seed": seed, **{name: values[-1] for name, values in log.checkpoints.items()}}
+        for task, task_logs in run.logs.items()
+        for seed, log in task_logs.items()
+    ]
     return write_csv(path, header, rows)

@@ -18,8 +18,7 @@ from purehr.viz.run_data import load_run
 REPLAY_TASK = "swing"
 
 
-def render_run(run_dir: str | Path, *, tasks: list[str] | None = None,
-               replay: bool = True) -> list[Path]:
+def render_run(run_dir: str | Path, *, tasks: list[str] | None = None, replay: bool = True) -> list[Path]:
     """Learning and training-log figures per task and final_metrics.csv; with ``replay``
     (and the swing task among ``tasks``) also the swing replay video, poster, timeline and
     HTML player. Returns the paths written."""

@@ -29,7 +29,12 @@ from purehr.run.run_dir import atomic_output, atomic_write_text, read_npz
 from purehr.viz import swing_drawing
 from purehr.viz.html_player import write_html_player
 from purehr.viz.learning_curves import (
-    HIGHLIGHT_COLOUR, METRIC_LIMITS, aggregate_over_seeds, draw_reference_levels, draw_seed_curves)
+    HIGHLIGHT_COLOUR,
+    METRIC_LIMITS,
+    aggregate_over_seeds,
+    draw_reference_levels,
+    draw_seed_curves,
+)
 from purehr.viz.run_data import RunData, SeedLog
 from purehr.viz.video import H264Writer
 
@@ -93,16 +98,21 @@ def _summary_text(run: RunData, task: str, showcase: SeedLog, row: int) -> str:
         aggregate = aggregate_over_seeds(logs, SUCCESS_COLUMN, max_target=target)
         if aggregate.target_steps.size and aggregate.target_steps[-1] == target:
             mean_note = f" (mean of {len(logs)} seeds {aggregate.mean[-1]:.0%})"
-    first = (f"{int(showcase.checkpoints['actual_steps'][row]):,} env steps, training time "
-             f"{_format_duration(_checkpoint_value(showcase, 'elapsed_s', row))}")
-    second = (f"held-out success {success:.0%}{mean_note}, held-out return "
-              f"{_checkpoint_value(showcase, RETURN_COLUMN, row):.3g}, worst tension "
-              f"{_checkpoint_value(showcase, TENSION_COLUMN, row):.1f} N")
+    first = (
+        f"{int(showcase.checkpoints['actual_steps'][row]):,} env steps, training time "
+        f"{_format_duration(_checkpoint_value(showcase, 'elapsed_s', row))}"
+    )
+    second = (
+        f"held-out success {success:.0%}{mean_note}, held-out return "
+        f"{_checkpoint_value(showcase, RETURN_COLUMN, row):.3g}, worst tension "
+        f"{_checkpoint_value(showcase, TENSION_COLUMN, row):.1f} N"
+    )
     return f"{first}\n{second}"
 
 
-def _draw_curve_panels(axes: tuple[Axes, Axes], run: RunData, task: str, showcase: SeedLog,
-                       row: int, max_steps: float) -> None:
+def _draw_curve_panels(
+    axes: tuple[Axes, Axes], run: RunData, task: str, showcase: SeedLog, row: int, max_steps: float
+) -> None:
     """Held-out success (top) and return (bottom) up to this checkpoint, with the baseline
     and the floors; the legend lives outside both (see _ReplayCanvas)."""
     logs = list(run.logs[task].values())
@@ -115,8 +125,7 @@ def _draw_curve_panels(axes: tuple[Axes, Axes], run: RunData, task: str, showcas
             ax.set_ylim(*METRIC_LIMITS[column])
         else:
             ax.set_ylim(*_full_run_limits(logs, column, _reference_values(run, task, column)))
-        ax.axvline(showcase.checkpoints["actual_steps"][row], color=HIGHLIGHT_COLOUR,
-                   linestyle=":", linewidth=1.0)
+        ax.axvline(showcase.checkpoints["actual_steps"][row], color=HIGHLIGHT_COLOUR, linestyle=":", linewidth=1.0)
         draw_reference_levels(ax, run, task, column, with_values=False)
     axes[0].set_xlabel("")
     axes[0].tick_params(labelbottom=False)
@@ -134,8 +143,7 @@ def _reference_values(run: RunData, task: str, column: str) -> list[float]:
     return [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
 
 
-def _full_run_limits(logs: list[SeedLog], column: str,
-                     references: list[float]) -> tuple[float, float]:
+def _full_run_limits(logs: list[SeedLog], column: str, references: list[float]) -> tuple[float, float]:
     """The same y range in every frame (the whole run's values, and the reference levels
     that sit within one data range of them; farther ones become off-scale legend notes), so
     the curve grows into a fixed frame instead of rescaling from checkpoint to checkpoint."""
@@ -175,8 +183,15 @@ def _is_frame_updater(drawn: Any) -> bool:
 def _remove_drawn_artists(ax: Axes) -> None:
     """Empty the axes for the next frame but keep its axis and ticks: ``cla()`` rebuilds the
     ticks every frame, which costs more than drawing the swing itself."""
-    for artist in [*ax.lines, *ax.patches, *ax.texts, *ax.collections, *ax.images,
-                   *ax.artists, *([ax.legend_] if ax.legend_ else [])]:
+    for artist in [
+        *ax.lines,
+        *ax.patches,
+        *ax.texts,
+        *ax.collections,
+        *ax.images,
+        *ax.artists,
+        *([ax.legend_] if ax.legend_ else []),
+    ]:
         artist.remove()
 
 
@@ -193,29 +208,30 @@ class _ReplayCanvas:
         self.figure = Figure(figsize=(width / 100, height / 100), dpi=100)
         self.canvas = FigureCanvasAgg(self.figure)  # pixels without pyplot or a GUI backend
         self.swing_ax = self.figure.add_axes((0.02, 0.08, 0.42, 0.74))
-        self.curve_axes = (self.figure.add_axes((0.565, 0.555, 0.41, 0.255)),
-                           self.figure.add_axes((0.565, 0.255, 0.41, 0.255)))
+        self.curve_axes = (
+            self.figure.add_axes((0.565, 0.555, 0.41, 0.255)),
+            self.figure.add_axes((0.565, 0.255, 0.41, 0.255)),
+        )
         self.title = self.figure.text(0.5, 0.965, "", ha="center", va="center", fontsize=14)
-        self.summary = self.figure.text(0.5, 0.895, "", ha="center", va="center", fontsize=10.5,
-                                        linespacing=1.4)
-        self.clock = self.figure.text(0.23, 0.035, "", ha="center", va="center", fontsize=11,
-                                      family="monospace")
+        self.summary = self.figure.text(0.5, 0.895, "", ha="center", va="center", fontsize=10.5, linespacing=1.4)
+        self.clock = self.figure.text(0.23, 0.035, "", ha="center", va="center", fontsize=11, family="monospace")
         self.legend = None
         self.draw_frame, self.env_params = draw_frame, env_params
         self.drawn: Any = None
         self.background: Any = None
 
-    def start_checkpoint(self, run: RunData, task: str, showcase: SeedLog, row: int,
-                         max_steps: float) -> None:
+    def start_checkpoint(self, run: RunData, task: str, showcase: SeedLog, row: int, max_steps: float) -> None:
         _draw_curve_panels(self.curve_axes, run, task, showcase, row, max_steps)
         if self.legend is not None:
             self.legend.remove()
         handles, labels = _shared_legend_entries(self.curve_axes)
-        self.legend = self.figure.legend(handles, labels, loc="lower center",
-                                         bbox_to_anchor=(0.77, 0.005), ncol=2, fontsize=8.5,
-                                         frameon=False)
-        self.title.set_text(f"{task}: PPO training replay, seed {showcase.seed}, showcase "
-                            f"episode of {checkpoint_label(row, showcase.num_checkpoints)}")
+        self.legend = self.figure.legend(
+            handles, labels, loc="lower center", bbox_to_anchor=(0.77, 0.005), ncol=2, fontsize=8.5, frameon=False
+        )
+        self.title.set_text(
+            f"{task}: PPO training replay, seed {showcase.seed}, showcase "
+            f"episode of {checkpoint_label(row, showcase.num_checkpoints)}"
+        )
         self.summary.set_text(_summary_text(run, task, showcase, row))
         moving = (self.swing_ax, self.clock)
         for artist in moving:
@@ -248,12 +264,19 @@ def replayed_rows(num_checkpoints: int, max_checkpoints: int) -> list[int]:
     return sorted(set(np.round(np.linspace(0, num_checkpoints - 1, count)).astype(int).tolist()))
 
 
-def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
-                  seed: int | None = None, seconds_per_checkpoint: float = 3.5,
-                  max_checkpoints: int = 24,
-                  fps: int = 25, size_px: tuple[int, int] = (1280, 720),
-                  draw_frame: DrawFrame | None = None, env_params: Any = None
-                  ) -> ReplayOutputs:
+def render_replay(
+    run: RunData,
+    out_dir: Path,
+    *,
+    task: str = "swing",
+    seed: int | None = None,
+    seconds_per_checkpoint: float = 3.5,
+    max_checkpoints: int = 24,
+    fps: int = 25,
+    size_px: tuple[int, int] = (1280, 720),
+    draw_frame: DrawFrame | None = None,
+    env_params: Any = None,
+) -> ReplayOutputs:
     """Write replay.mp4, replay_poster.png, replay_timeline.json and replay.html to
     ``out_dir``. ``seed`` defaults to the lowest seed; ``draw_frame`` to the swing drawing
     (with the swing's default parameters when ``env_params`` is None)."""
@@ -271,8 +294,9 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
     entries, frame_count, poster, poster_height = [], 0, None, -math.inf
     with atomic_output(video_path) as partial_video:
         with H264Writer(partial_video, fps=fps, crf=20, output_params=["-movflags", "+faststart"]) as writer:
-            recorded = [row for row in range(showcase.num_checkpoints)
-                        if str(showcase.checkpoints["showcase_path"][row])]
+            recorded = [
+                row for row in range(showcase.num_checkpoints) if str(showcase.checkpoints["showcase_path"][row])
+            ]
             replayed = [recorded[i] for i in replayed_rows(len(recorded), max_checkpoints)]
             for row in replayed:
                 trace_path = str(showcase.checkpoints["showcase_path"][row])
@@ -285,8 +309,8 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
                 is_last = row == replayed[-1]
                 for index in map(int, indices):
                     frame = replay_canvas.frame(
-                        trace, index, f"episode time {float(trace['time'][index]):5.1f} s "
-                                      f"(played {speed_up:.2g}x)")
+                        trace, index, f"episode time {float(trace['time'][index]):5.1f} s (played {speed_up:.2g}x)"
+                    )
                     writer.append(frame)
                     # poster: the last replayed checkpoint when the swing is highest
                     if is_last and _swing_height(trace, index) > poster_height:
@@ -297,17 +321,30 @@ def render_replay(run: RunData, out_dir: Path, *, task: str = "swing",
     with atomic_output(poster_path) as partial_poster:
         iio.imwrite(partial_poster, poster, extension=".png")
     # the poster shows the last replayed checkpoint: the player opens its slider there
-    timeline = {"task": task, "seed": showcase.seed, "fps": fps, "num_frames": frame_count,
-                "duration_s": frame_count / fps, "video": VIDEO_NAME,
-                "num_checkpoints": showcase.num_checkpoints,
-                "poster_checkpoint": len(entries) - 1, "checkpoints": entries}
+    timeline = {
+        "task": task,
+        "seed": showcase.seed,
+        "fps": fps,
+        "num_frames": frame_count,
+        "duration_s": frame_count / fps,
+        "video": VIDEO_NAME,
+        "num_checkpoints": showcase.num_checkpoints,
+        "poster_checkpoint": len(entries) - 1,
+        "checkpoints": entries,
+    }
     timeline_path = atomic_write_text(out_dir / TIMELINE_NAME, json.dumps(timeline, indent=2))
     html_path = write_html_player(
-        out_dir / HTML_NAME, video_path, poster_path, timeline,
+        out_dir / HTML_NAME,
+        video_path,
+        poster_path,
+        timeline,
         title=f"{task}: PPO training replay (seed {showcase.seed})",
-        description=("Each checkpoint's recorded showcase episode, sped up, beside the "
-                     "held-out success and return curves up to that checkpoint. The poster "
-                     "is the last checkpoint; the slider jumps to a checkpoint."))
+        description=(
+            "Each checkpoint's recorded showcase episode, sped up, beside the "
+            "held-out success and return curves up to that checkpoint. The poster "
+            "is the last checkpoint; the slider jumps to a checkpoint."
+        ),
+    )
     return ReplayOutputs(video_path, poster_path, timeline_path, html_path)
 
 
@@ -315,8 +352,7 @@ def _finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _timeline_entry(log: SeedLog, row: int, start_frame: int, num_frames: int,
-                    fps: int) -> dict[str, Any]:
+def _timeline_entry(log: SeedLog, row: int, start_frame: int, num_frames: int, fps: int) -> dict[str, Any]:
     return {
         "index": row,
         "target_steps": int(log.checkpoints["target_steps"][row]),

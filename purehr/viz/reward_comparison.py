@@ -16,14 +16,16 @@ REFERENCE_POLICIES = ("oracle", "random", "no-op")
 REFERENCE_STYLES = {"oracle": ("black", "--"), "random": ("grey", ":"), "no-op": ("grey", "-.")}
 
 
-def plot_reward_comparison(out: Path, curves: list[dict], summary: list[dict], names: list[str],
-         references: dict | None = None) -> None:
-
+def plot_reward_comparison(
+    out: Path, curves: list[dict], summary: list[dict], names: list[str], references: dict | None = None
+) -> None:
 
     colours = [OKABE_ITO[c] for c in ("blue", "orange", "green", "purple", "vermillion", "sky_blue")]
-    panels = [("eval_success_rate", "held-out success rate", (-0.03, 1.03)),
-              ("eval_final_distance", "held-out final L2 distance to target", None),
-              ("eval_alignment", "held-out HRV alignment (Pearson r)", (-1.05, 1.05))]
+    panels = [
+        ("eval_success_rate", "held-out success rate", (-0.03, 1.03)),
+        ("eval_final_distance", "held-out final L2 distance to target", None),
+        ("eval_alignment", "held-out HRV alignment (Pearson r)", (-1.05, 1.05)),
+    ]
     fig = Figure(figsize=(15.0, 4.4))
     axes = fig.subplots(1, len(panels) + 1, gridspec_kw={"width_ratios": [1, 1, 1, 0.9]})
     for colour, name in zip(colours, names):
@@ -31,8 +33,12 @@ def plot_reward_comparison(out: Path, curves: list[dict], summary: list[dict], n
         seeds = sorted({r["seed"] for r in rows})
         steps = np.array(sorted({r["env_steps"] for r in rows}))
         for ax, (metric, label, limits) in zip(axes, panels):
-            values = np.array([[next(r[metric] for r in rows if r["seed"] == s and r["env_steps"] == x)
-                                for x in steps] for s in seeds])
+            values = np.array(
+                [
+                    [next(r[metric] for r in rows if r["seed"] == s and r["env_steps"] == x) for x in steps]
+                    for s in seeds
+                ]
+            )
             for seed_values in values:
                 ax.plot(steps, seed_values, color=colour, alpha=0.25, linewidth=0.7)
             mean, low, high = t_interval(values)
@@ -50,10 +56,17 @@ def plot_reward_comparison(out: Path, curves: list[dict], summary: list[dict], n
         for ax, (metric, _, _) in zip(list(axes[:3]) + [axes[3]], panels + [("eval_final_distance", "", None)]):
             for policy in REFERENCE_POLICIES:
                 colour, style = REFERENCE_STYLES[policy]
-                handles[policy] = ax.axhline(reference[policy][metric.removeprefix("eval_")], color=colour,
-                                             linestyle=style, linewidth=1.0)
-        axes[2].legend(list(handles.values()), list(handles), fontsize=7, loc="lower right",
-                       title="reference policies", title_fontsize=7)
+                handles[policy] = ax.axhline(
+                    reference[policy][metric.removeprefix("eval_")], color=colour, linestyle=style, linewidth=1.0
+                )
+        axes[2].legend(
+            list(handles.values()),
+            list(handles),
+            fontsize=7,
+            loc="lower right",
+            title="reference policies",
+            title_fontsize=7,
+        )
     bars = axes[-1]
     last = {name: max(r["env_steps"] for r in curves if r["combination"] == name) for name in names}
     for index, (colour, entry) in enumerate(zip(colours, summary)):
@@ -61,23 +74,37 @@ def plot_reward_comparison(out: Path, curves: list[dict], summary: list[dict], n
         low, high = entry["eval_final_distance_ci_low"], entry["eval_final_distance_ci_high"]
         error = None if not np.isfinite(low) else [[mean - low], [high - mean]]
         bars.bar(index, mean, color=colour, yerr=error, capsize=4)
-        finals = [r["eval_final_distance"] for r in curves
-                  if r["combination"] == entry["combination"] and r["env_steps"] == last[entry["combination"]]]
-        bars.scatter(np.full(len(finals), index) + np.linspace(-0.2, 0.2, len(finals)), finals, color="black",
-                     s=8, zorder=3)
-        bars.text(index, 0.12, f"success\n{100 * entry['eval_success_rate_mean']:.0f}%", ha="center", va="bottom",
-                  fontsize=7, color="white")
+        finals = [
+            r["eval_final_distance"]
+            for r in curves
+            if r["combination"] == entry["combination"] and r["env_steps"] == last[entry["combination"]]
+        ]
+        bars.scatter(
+            np.full(len(finals), index) + np.linspace(-0.2, 0.2, len(finals)), finals, color="black", s=8, zorder=3
+        )
+        bars.text(
+            index,
+            0.12,
+            f"success\n{100 * entry['eval_success_rate_mean']:.0f}%",
+            ha="center",
+            va="bottom",
+            fontsize=7,
+            color="white",
+        )
     short = {"hrv_similarity": "L2 sim.", "cosine": "cosine"}
-    bars.set_xticks(range(len(summary)),
-                    [f"{e['combination'].split('/')[0]}\n{short[e['combination'].split('/')[1]]}" for e in summary],
-                    fontsize=7)
+    bars.set_xticks(
+        range(len(summary)),
+        [f"{e['combination'].split('/')[0]}\n{short[e['combination'].split('/')[1]]}" for e in summary],
+        fontsize=7,
+    )
     bars.set_ylabel("final held-out L2 distance\n(mean, 95% t CI; dots = seeds)")
     axes[0].legend(fontsize=7, loc="center right")
     steps_per_seed = summary[0].get("env_steps_per_seed", float("nan"))
-    fig.suptitle(f"HRV reward form x similarity, PPO protocol defaults, {steps_per_seed:,.0f} steps x "
-                 f"{summary[0]['seeds']:.0f} seeds each\nheld-out: 100 fixed episodes, difficulty 0.9, precision "
-                 "0.05; thin lines = seeds, band = 95% t interval", fontsize=9)
+    fig.suptitle(
+        f"HRV reward form x similarity, PPO protocol defaults, {steps_per_seed:,.0f} steps x "
+        f"{summary[0]['seeds']:.0f} seeds each\nheld-out: 100 fixed episodes, difficulty 0.9, precision "
+        "0.05; thin lines = seeds, band = 95% t interval",
+        fontsize=9,
+    )
     fig.tight_layout()
     save_figure(fig, out, "reward_comparison")
-
-

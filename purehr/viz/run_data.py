@@ -13,8 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from purehr.run.run_dir import (CHECKPOINTS_CSV, RENDERED_CHECKPOINT_COLUMNS, RENDERED_UPDATE_COLUMNS, Columns,
-                                RunDirectoryError, read_manifest, read_seed_logs, run_seed_directories, seed_dir_name)
+from purehr.run.run_dir import (
+    CHECKPOINTS_CSV,
+    RENDERED_CHECKPOINT_COLUMNS,
+    RENDERED_UPDATE_COLUMNS,
+    Columns,
+    RunDirectoryError,
+    read_manifest,
+    read_seed_logs,
+    run_seed_directories,
+    seed_dir_name,
+)
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,8 @@ def load_run(run_dir: str | Path, tasks: list[str] | None = None) -> RunData:
     task directory), every ``seed_<n>`` directory of each."""
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
-    logs = {task: {seed: load_seed_log(run_dir, task, seed) for seed in seeds}
-            for task, seeds in run_seed_directories(run_dir, manifest, tasks).items()}
+    logs = {
+        task: {seed: load_seed_log(run_dir, task, seed) for seed in seeds}
+        for task, seeds in run_seed_directories(run_dir, manifest, tasks).items()
+    }
     return RunData(run_dir, manifest, logs)

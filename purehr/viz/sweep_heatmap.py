@@ -25,13 +25,19 @@ def heatmap_axes(axes: Mapping[str, Sequence[float]], chosen: Sequence[str] | No
         if len(chosen) > 2 or len(set(chosen)) != len(chosen):
             raise ValueError(f"heat-map axes {list(chosen)}: expected one or two distinct swept axes")
         return list(chosen)
-    ordered = sorted(axes, key=lambda name: -len(axes[name]))     # stable: ties keep CLI order
+    ordered = sorted(axes, key=lambda name: -len(axes[name]))  # stable: ties keep CLI order
     varied = [name for name in ordered if len(axes[name]) > 1]
     return (varied or ordered)[:2]
 
 
-def plot_heatmap(groups: list[GroupResult], axes: Mapping[str, Sequence[float]], shown: Sequence[str],
-                 out_dir: Path, reduce: str = "max", stem: str = "heatmap") -> list[Path]:
+def plot_heatmap(
+    groups: list[GroupResult],
+    axes: Mapping[str, Sequence[float]],
+    shown: Sequence[str],
+    out_dir: Path,
+    reduce: str = "max",
+    stem: str = "heatmap",
+) -> list[Path]:
     """``heatmap.{png,pdf}``: per group, mean held-out success (top) and return (bottom) over
     seeds on the two ``shown`` axes; other swept axes are reduced with ``max`` (the best
     setting at that cell) or ``mean``."""
@@ -55,18 +61,24 @@ def plot_heatmap(groups: list[GroupResult], axes: Mapping[str, Sequence[float]],
                     for index, setting in enumerate(group.settings):
                         if (x_name and setting[x_name] != x) or (y_name and setting[y_name] != y):
                             continue
-                        values.append(np.mean(group.evaluation[metric][index * num_seeds:(index + 1) * num_seeds]))
+                        values.append(np.mean(group.evaluation[metric][index * num_seeds : (index + 1) * num_seeds]))
                     if values:
                         cells[yi, xi] = np.max(values) if reduce == "max" else np.mean(values)
-            vmin, vmax = ((0.0, 1.0) if metric == "success_rate"
-                          else (np.nanmin(cells), np.nanmax(cells) + 1e-12))
+            vmin, vmax = (0.0, 1.0) if metric == "success_rate" else (np.nanmin(cells), np.nanmax(cells) + 1e-12)
             image = ax.imshow(cells, cmap="viridis", vmin=vmin, vmax=vmax, origin="lower", aspect="auto")
             for yi in range(len(y_values)):
                 for xi in range(len(x_values)):
                     value = cells[yi, xi]
                     shade = (value - vmin) / (vmax - vmin) if np.isfinite(value) and vmax > vmin else 0.0
-                    ax.text(xi, yi, fmt % (scale * value), ha="center", va="center", fontsize=8,
-                            color="black" if shade > 0.6 else "white")
+                    ax.text(
+                        xi,
+                        yi,
+                        fmt % (scale * value),
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="black" if shade > 0.6 else "white",
+                    )
             ax.set_xticks(range(len(x_values)), [f"{v:g}" for v in x_values] if x_name else [""])
             ax.set_yticks(range(len(y_values)), [f"{v:g}" for v in y_values] if y_name else [""])
             ax.set_xlabel(x_name or "")

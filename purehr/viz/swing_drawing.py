@@ -8,21 +8,20 @@ hips and pushes the knees out, so both actions are visible. The CoM drawn is the
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
 from purehr.envs.swing.physics import SwingParams, com_height
 from purehr.viz.video import H264Writer
 
-LEG_SEGMENT = 0.47       # m, shin and thigh (standing hip height 0.9 m leaves the knees soft)
-HIP_BELOW_COM = 0.15     # m, hips sit this far below the CoM along the body axis
-TORSO = 0.5              # m, hips to shoulders
-HEAD_RADIUS = 0.1        # m
-TRAIL_STEPS = 50         # CoM trail drawn behind the rider (one second at dt = 0.02 s)
+LEG_SEGMENT = 0.47  # m, shin and thigh (standing hip height 0.9 m leaves the knees soft)
+HIP_BELOW_COM = 0.15  # m, hips sit this far below the CoM along the body axis
+TORSO = 0.5  # m, hips to shoulders
+HEAD_RADIUS = 0.1  # m
+TRAIL_STEPS = 50  # CoM trail drawn behind the rider (one second at dt = 0.02 s)
 
-COLORS = {"rod": "#444444", "rider": "#0072B2", "com": "#D55E00", "trail": "#E69F00",
-          "seat": "#222222"}
+COLORS = {"rod": "#444444", "rider": "#0072B2", "com": "#D55E00", "trail": "#E69F00", "seat": "#222222"}
 
 
 def rider_geometry(theta, squat, lean, params: SwingParams) -> dict[str, np.ndarray]:
@@ -33,17 +32,17 @@ def rider_geometry(theta, squat, lean, params: SwingParams) -> dict[str, np.ndar
     theta, squat, lean = np.broadcast_arrays(*(np.asarray(x, float) for x in (theta, squat, lean)))
     length = float(params.length)
     beta = lean * float(params.beta_max)
-    radial = np.stack([np.sin(theta), -np.cos(theta)], -1)        # pivot -> seat
-    tangential = np.stack([np.cos(theta), np.sin(theta)], -1)     # direction of theta > 0
+    radial = np.stack([np.sin(theta), -np.cos(theta)], -1)  # pivot -> seat
+    tangential = np.stack([np.cos(theta), np.sin(theta)], -1)  # direction of theta > 0
     cos_b, sin_b = np.cos(beta)[..., None], np.sin(beta)[..., None]
-    up = -cos_b * radial + sin_b * tangential                      # body axis, feet -> head
-    forward = sin_b * radial + cos_b * tangential                  # knees bend this way
+    up = -cos_b * radial + sin_b * tangential  # body axis, feet -> head
+    forward = sin_b * radial + cos_b * tangential  # knees bend this way
 
     height = np.asarray(com_height(squat, params), float)[..., None]
     seat = length * radial
     hip_height = np.maximum(height - HIP_BELOW_COM, 0.2)
     half = 0.5 * hip_height
-    knee_out = np.sqrt(np.maximum(LEG_SEGMENT ** 2 - half ** 2, 0.0))
+    knee_out = np.sqrt(np.maximum(LEG_SEGMENT**2 - half**2, 0.0))
     hips = seat + hip_height * up
     shoulders = hips + TORSO * up
     return {
@@ -54,7 +53,7 @@ def rider_geometry(theta, squat, lean, params: SwingParams) -> dict[str, np.ndar
         "hips": hips,
         "shoulders": shoulders,
         "hands": np.sum(shoulders * radial, -1, keepdims=True) * radial,  # grip on the rod
-        "head": shoulders + 1.3 * HEAD_RADIUS * up,          # centre
+        "head": shoulders + 1.3 * HEAD_RADIUS * up,  # centre
         "com": seat + height * up,
     }
 
@@ -78,8 +77,7 @@ class SwingFrame:
         ax.set_aspect("equal")
         ax.axis("off")
         ax.plot([-0.6, 0.6], [0.0, 0.0], color=COLORS["rod"], lw=4, solid_capstyle="round")
-        ax.add_patch(patches.Circle((0, 0), float(params.length), fill=False, ls=":",
-                                    color="#BBBBBB", lw=0.8))
+        ax.add_patch(patches.Circle((0, 0), float(params.length), fill=False, ls=":", color="#BBBBBB", lw=0.8))
         (self.rod,) = ax.plot([], [], color=COLORS["rod"], lw=2)
         (self.seat,) = ax.plot([], [], color=COLORS["seat"], lw=5, solid_capstyle="butt")
         (self.trail,) = ax.plot([], [], color=COLORS["trail"], lw=1.2, alpha=0.7)
@@ -87,11 +85,9 @@ class SwingFrame:
         (self.arms,) = ax.plot([], [], color=COLORS["rider"], lw=2)
         self.head = patches.Circle((0, 0), HEAD_RADIUS, color=COLORS["rider"])
         ax.add_patch(self.head)
-        (self.com,) = ax.plot([], [], "o", color=COLORS["com"], ms=9, mec="white", mew=1.5,
-                              label="centre of mass")
+        (self.com,) = ax.plot([], [], "o", color=COLORS["com"], ms=9, mec="white", mew=1.5, label="centre of mass")
         ax.plot([0.0], [0.0], "o", color=COLORS["rod"], ms=7)
-        self.text = ax.text(0.02, 0.98, "", transform=ax.transAxes, va="top", ha="left",
-                            family="monospace", fontsize=9)
+        self.text = ax.text(0.02, 0.98, "", transform=ax.transAxes, va="top", ha="left", family="monospace", fontsize=9)
 
     def update(self, trace: Mapping[str, np.ndarray], index: int) -> None:
         """Show row ``index`` of a recorded trace (``record_episode`` keys)."""
@@ -107,16 +103,21 @@ class SwingFrame:
         self.head.center = tuple(g["head"])
         self.com.set_data([g["com"][0]], [g["com"][1]])
         first = max(0, index - TRAIL_STEPS)
-        path = rider_geometry(np.asarray(trace["theta"])[first:index + 1],
-                              np.asarray(trace["squat"])[first:index + 1],
-                              np.asarray(trace["lean"])[first:index + 1], self.params)["com"]
+        path = rider_geometry(
+            np.asarray(trace["theta"])[first : index + 1],
+            np.asarray(trace["squat"])[first : index + 1],
+            np.asarray(trace["lean"])[first : index + 1],
+            self.params,
+        )["com"]
         self.trail.set_data(path[:, 0], path[:, 1])
         tension = float(np.asarray(trace["tension"])[index])
-        lines = [f"t      {float(np.asarray(trace['time'])[index]):6.2f} s",
-                 f"angle  {np.degrees(row['theta']):7.1f} deg",
-                 f"energy {float(np.asarray(trace['energy_norm'])[index]):6.2f}",
-                 f"tension{tension:7.0f} N" + ("  (rod pushes)" if tension < 0 else ""),
-                 f"squat  {row['squat']:+5.2f}  lean {row['lean']:+5.2f}"]
+        lines = [
+            f"t      {float(np.asarray(trace['time'])[index]):6.2f} s",
+            f"angle  {np.degrees(row['theta']):7.1f} deg",
+            f"energy {float(np.asarray(trace['energy_norm'])[index]):6.2f}",
+            f"tension{tension:7.0f} N" + ("  (rod pushes)" if tension < 0 else ""),
+            f"squat  {row['squat']:+5.2f}  lean {row['lean']:+5.2f}",
+        ]
         if bool(np.asarray(trace["success"])[index]):
             lines.append("full revolution!")
         self.text.set_text("\n".join(lines))
@@ -129,9 +130,15 @@ def draw_frame(ax, trace: Mapping[str, np.ndarray], index: int, params: SwingPar
     return frame
 
 
-def write_episode_mp4(trace: Mapping[str, np.ndarray], params: SwingParams, path,
-                      fps: int = 25, stride: int = 4, size_px: int = 640,
-                      hold_s: float = 1.0) -> int:
+def write_episode_mp4(
+    trace: Mapping[str, np.ndarray],
+    params: SwingParams,
+    path,
+    fps: int = 25,
+    stride: int = 4,
+    size_px: int = 640,
+    hold_s: float = 1.0,
+) -> int:
     """Write the episode (up to its first success) as H.264/yuv420p; returns frames written.
 
     Every ``stride``-th control step becomes a frame: with dt = 0.02 s, stride 4 at 25 fps

@@ -31,13 +31,36 @@ def ffmpeg_executable() -> str:
     return imageio_ffmpeg.get_ffmpeg_exe()
 
 
-def h264_command(path: Path, width: int, height: int, fps: float, crf: int,
-                 output_params: list[str] | None = None) -> list[str]:
+def h264_command(
+    path: Path, width: int, height: int, fps: float, crf: int, output_params: list[str] | None = None
+) -> list[str]:
     """The ffmpeg command line: raw rgb24 frames on stdin -> H.264/yuv420p in ``path``.
     A frame whose sides are not multiples of 16 is padded (black), not stretched."""
-    command = [ffmpeg_executable(), "-y", "-v", "error", "-f", "rawvideo", "-vcodec", "rawvideo",
-               "-s", f"{width}x{height}", "-pix_fmt", "rgb24", "-r", str(Fraction(fps).limit_denominator()),
-               "-i", "-", "-an", "-vcodec", "libx264", "-pix_fmt", "yuv420p", "-crf", str(int(crf))]
+    command = [
+        ffmpeg_executable(),
+        "-y",
+        "-v",
+        "error",
+        "-f",
+        "rawvideo",
+        "-vcodec",
+        "rawvideo",
+        "-s",
+        f"{width}x{height}",
+        "-pix_fmt",
+        "rgb24",
+        "-r",
+        str(Fraction(fps).limit_denominator()),
+        "-i",
+        "-",
+        "-an",
+        "-vcodec",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        "-crf",
+        str(int(crf)),
+    ]
     if width % MACRO_BLOCK or height % MACRO_BLOCK:
         command += ["-vf", f"pad=ceil(iw/{MACRO_BLOCK})*{MACRO_BLOCK}:ceil(ih/{MACRO_BLOCK})*{MACRO_BLOCK}"]
     return command + list(output_params or []) + [str(path)]
@@ -49,8 +72,7 @@ class H264Writer:
     it and raises, with ffmpeg's own message, if it failed. ``crf`` is x264's quality (lower
     is better; 23 is x264's default, 20 what imageio's quality=6 gave)."""
 
-    def __init__(self, path: str | Path, fps: float = 25, crf: int = 20,
-                 output_params: list[str] | None = None):
+    def __init__(self, path: str | Path, fps: float = 25, crf: int = 20, output_params: list[str] | None = None):
         self.path = Path(path)
         self.fps, self.crf, self.output_params = fps, crf, list(output_params or [])
         self.frame_shape: tuple[int, ...] | None = None
@@ -67,15 +89,21 @@ class H264Writer:
         # process_group=0: setpgid in the child without a preexec_fn (see the module docstring)
         self._process = subprocess.Popen(
             h264_command(self.path, width, height, self.fps, self.crf, self.output_params),
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._log, process_group=0)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=self._log,
+            process_group=0,
+        )
 
     def append(self, frame: np.ndarray) -> None:
         frame = np.asarray(frame)
         if self._process is None:
             self._start(frame.shape)
         elif frame.shape != self.frame_shape:
-            raise ValueError(f"{self.path}: frame {self.frames_written} has shape {frame.shape}; every frame "
-                             f"of a video must have the first frame's shape {self.frame_shape}")
+            raise ValueError(
+                f"{self.path}: frame {self.frames_written} has shape {frame.shape}; every frame "
+                f"of a video must have the first frame's shape {self.frame_shape}"
+            )
         if frame.dtype != np.uint8:
             raise ValueError(f"{self.path}: frames must be uint8 RGB, got {frame.dtype}")
         try:
@@ -113,11 +141,12 @@ class H264Writer:
         self._log.seek(0)
         return self._log.read().decode(errors="replace").strip() or "(no message from ffmpeg)"
 
-    def __enter__(self) -> "H264Writer":
+    def __enter__(self) -> H264Writer:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         if kind is None:
             self.close()
         else:
@@ -129,10 +158,10 @@ def video_stream(path: str | Path) -> dict[str, str | int]:
     (imageio's reader would start ffmpeg with a ``preexec_fn``, see the module docstring)."""
     import re
 
-    completed = subprocess.run([ffmpeg_executable(), "-hide_banner", "-i", str(path)],
-                               capture_output=True, text=True, process_group=0)
-    match = re.search(r"Stream #\S+.*?: Video: (\w+)[^,]*, (\w+)[^,]*(?:\([^)]*\))?, (\d+)x(\d+)",
-                      completed.stderr)
+    completed = subprocess.run(
+        [ffmpeg_executable(), "-hide_banner", "-i", str(path)], capture_output=True, text=True, process_group=0
+    )
+    match = re.search(r"Stream #\S+.*?: Video: (\w+)[^,]*, (\w+)[^,]*(?:\([^)]*\))?, (\d+)x(\d+)", completed.stderr)
     if match is None:
         raise ValueError(f"{path}: ffmpeg finds no video stream in it: {completed.stderr.strip()[-500:]}")
     codec, pix_fmt, width, height = match.groups()
@@ -142,9 +171,24 @@ def video_stream(path: str | Path) -> dict[str, str | int]:
 def first_frame(path: str | Path) -> np.ndarray:
     """The first frame of a video as a (height, width, 3) uint8 array."""
     stream = video_stream(path)
-    completed = subprocess.run([ffmpeg_executable(), "-v", "error", "-i", str(path), "-frames:v", "1",
-                                "-f", "rawvideo", "-pix_fmt", "rgb24", "-"],
-                               capture_output=True, process_group=0)
+    completed = subprocess.run(
+        [
+            ffmpeg_executable(),
+            "-v",
+            "error",
+            "-i",
+            str(path),
+            "-frames:v",
+            "1",
+            "-f",
+            "rawvideo",
+            "-pix_fmt",
+            "rgb24",
+            "-",
+        ],
+        capture_output=True,
+        process_group=0,
+    )
     if completed.returncode != 0:
         raise RuntimeError(f"ffmpeg could not decode {path}: {completed.stderr.decode(errors='replace')}")
     return np.frombuffer(completed.stdout, np.uint8).reshape(stream["height"], stream["width"], 3)

@@ -7,8 +7,18 @@ import jax
 import jax.numpy as jnp
 
 from purehr.envs.base import Policy
-from purehr.envs.hrv.env import (CONTENT_CONDENSE, CONTENT_EXPAND, CONTENT_KEEP, MOD_DECREASE, MOD_INCREASE,
-                                 MOD_KEEP, STYLE_NONE, HRVParams, HRWritingEnv, context_gain)
+from purehr.envs.hrv.env import (
+    CONTENT_CONDENSE,
+    CONTENT_EXPAND,
+    CONTENT_KEEP,
+    MOD_DECREASE,
+    MOD_INCREASE,
+    MOD_KEEP,
+    STYLE_NONE,
+    HRVParams,
+    HRWritingEnv,
+    context_gain,
+)
 
 
 def oracle_action(obs: dict[str, jax.Array], params: HRVParams) -> jax.Array:
@@ -24,11 +34,9 @@ def oracle_action(obs: dict[str, jax.Array], params: HRVParams) -> jax.Array:
     remaining = abs_gap > 0.5 * keep_step
     expand = jnp.any(remaining) & jnp.all(jnp.where(remaining, abs_gap > 2.0 * keep_step, True))
     condense = jnp.all(abs_gap <= keep_step)
-    content_op = jnp.where(expand, CONTENT_EXPAND,
-                           jnp.where(condense, CONTENT_CONDENSE, CONTENT_KEEP))
+    content_op = jnp.where(expand, CONTENT_EXPAND, jnp.where(condense, CONTENT_CONDENSE, CONTENT_KEEP))
     step = params.step_scale[content_op] * params.step_size * gain
-    modification = jnp.where(abs_gap > 0.5 * step,
-                             jnp.where(gap > 0, MOD_INCREASE, MOD_DECREASE), MOD_KEEP)
+    modification = jnp.where(abs_gap > 0.5 * step, jnp.where(gap > 0, MOD_INCREASE, MOD_DECREASE), MOD_KEEP)
     head = jnp.stack([jnp.asarray(STYLE_NONE), content_op])
     return jnp.concatenate([head, modification]).astype(jnp.int32)
 

@@ -19,8 +19,9 @@ stage, whatever ``n`` is.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -46,37 +47,38 @@ class Curriculum:
     def __post_init__(self) -> None:
         stages = self.stages
         if isinstance(stages, (str, bytes)) or not hasattr(stages, "__len__") or len(stages) == 0:
-            raise ValueError(f"Curriculum.stages={stages!r}: expected a non-empty sequence of "
-                             "(fraction, difficulty, precision) triples")
+            raise ValueError(
+                f"Curriculum.stages={stages!r}: expected a non-empty sequence of "
+                "(fraction, difficulty, precision) triples"
+            )
         normalised = []
         for index, stage in enumerate(stages):
             if isinstance(stage, (str, bytes)) or not hasattr(stage, "__len__") or len(stage) != 3:
-                raise ValueError(f"Curriculum stage {index} = {stage!r}: expected a "
-                                 "(fraction, difficulty, precision) triple")
+                raise ValueError(
+                    f"Curriculum stage {index} = {stage!r}: expected a (fraction, difficulty, precision) triple"
+                )
             try:
                 fraction, difficulty, precision = (float(value) for value in stage)
             except (TypeError, ValueError):
                 raise ValueError(f"Curriculum stage {index} = {stage!r}: expected three numbers") from None
             if not (math.isfinite(fraction) and fraction > 0):
-                raise ValueError(f"Curriculum stage {index}: fraction={stage[0]!r}, expected a "
-                                 "finite number > 0")
+                raise ValueError(f"Curriculum stage {index}: fraction={stage[0]!r}, expected a finite number > 0")
             if not (math.isfinite(difficulty) and difficulty >= 0):
-                raise ValueError(f"Curriculum stage {index}: difficulty={stage[1]!r}, expected a "
-                                 "finite number >= 0")
+                raise ValueError(f"Curriculum stage {index}: difficulty={stage[1]!r}, expected a finite number >= 0")
             if not (math.isfinite(precision) and precision > 0):
-                raise ValueError(f"Curriculum stage {index}: precision={stage[2]!r}, expected a "
-                                 "finite number > 0")
+                raise ValueError(f"Curriculum stage {index}: precision={stage[2]!r}, expected a finite number > 0")
             normalised.append((fraction, difficulty, precision))
         total = math.fsum(stage[0] for stage in normalised)
         if abs(total - 1.0) > FRACTION_SUM_TOLERANCE:
-            raise ValueError(f"Curriculum fractions {[s[0] for s in normalised]} sum to {total!r}; "
-                             "expected them to sum to 1")
+            raise ValueError(
+                f"Curriculum fractions {[s[0] for s in normalised]} sum to {total!r}; expected them to sum to 1"
+            )
         object.__setattr__(self, "stages", tuple(normalised))
 
     # --- construction from text / the manifest ------------------------------------------------
 
     @classmethod
-    def parse(cls, text: str) -> "Curriculum | None":
+    def parse(cls, text: str) -> Curriculum | None:
         """``"none"`` -> None, ``"default"`` -> ``Curriculum()``, or a stage list
         ``"0.2:0.3:0.1,0.4:0.6:0.05,0.4:0.9:0.02"`` (fraction:difficulty:precision, comma
         separated)."""
@@ -89,9 +91,11 @@ class Curriculum:
         for part in text.split(","):
             fields = part.strip().split(":")
             if len(fields) != 3:
-                raise ValueError(f"curriculum {text!r}: stage {part!r} is not fraction:difficulty:precision; "
-                                 f"expected one of {CURRICULUM_CHOICES} or e.g. "
-                                 "'0.2:0.3:0.1,0.4:0.6:0.05,0.4:0.9:0.02'")
+                raise ValueError(
+                    f"curriculum {text!r}: stage {part!r} is not fraction:difficulty:precision; "
+                    f"expected one of {CURRICULUM_CHOICES} or e.g. "
+                    "'0.2:0.3:0.1,0.4:0.6:0.05,0.4:0.9:0.02'"
+                )
             try:
                 stages.append(tuple(float(field) for field in fields))
             except ValueError:
@@ -102,13 +106,14 @@ class Curriculum:
         return {"stages": [list(stage) for stage in self.stages]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "Curriculum | None":
+    def from_dict(cls, data: dict[str, Any] | None) -> Curriculum | None:
         """Inverse of ``to_dict``; ``None`` (a manifest without a curriculum) gives None."""
         if data is None:
             return None
         if not isinstance(data, dict) or set(data) != {"stages"}:
-            raise ValueError(f"curriculum record {data!r}: expected {{'stages': [[fraction, "
-                             "difficulty, precision], ...]}}")
+            raise ValueError(
+                f"curriculum record {data!r}: expected {{'stages': [[fraction, difficulty, precision], ...]}}}}"
+            )
         return cls(tuple(tuple(stage) for stage in data["stages"]))
 
     def describe(self) -> str:
@@ -142,14 +147,18 @@ class Curriculum:
         (as ``HRVParams`` requires of its own difficulty)."""
         for name in ("difficulty", "target_precision"):
             if not hasattr(env_params, name):
-                raise TypeError(f"{type(env_params).__name__} has no field {name!r}: a curriculum "
-                                "needs the HRV task's params (purehr.envs.hrv.HRVParams)")
+                raise TypeError(
+                    f"{type(env_params).__name__} has no field {name!r}: a curriculum "
+                    "needs the HRV task's params (purehr.envs.hrv.HRVParams)"
+                )
         centre = float(getattr(env_params, "target_center", 0.5))
         for index, (_, difficulty, _) in enumerate(self.stages):
             if centre - difficulty / 3 < 0 or centre + difficulty / 3 > 1:
-                raise ValueError(f"Curriculum stage {index}: difficulty={difficulty!r} puts targets in "
-                                 f"[{centre - difficulty / 3:g}, {centre + difficulty / 3:g}] "
-                                 f"(target_center={centre:g}); expected a range inside [0, 1]")
+                raise ValueError(
+                    f"Curriculum stage {index}: difficulty={difficulty!r} puts targets in "
+                    f"[{centre - difficulty / 3:g}, {centre + difficulty / 3:g}] "
+                    f"(target_center={centre:g}); expected a range inside [0, 1]"
+                )
 
     def stage_params(self, env_params, index: int):
         """``env_params`` with stage ``index``'s difficulty and precision (host values)."""
@@ -173,7 +182,7 @@ class Curriculum:
             self.check_params(env_params)
             stage = jnp.sum(jnp.asarray(update_index, jnp.int32) >= jnp.asarray(starts)).astype(jnp.int32)
             return env_params.replace(
-                difficulty=jnp.asarray(difficulties)[stage],
-                target_precision=jnp.asarray(precisions)[stage])
+                difficulty=jnp.asarray(difficulties)[stage], target_precision=jnp.asarray(precisions)[stage]
+            )
 
         return env_params_schedule

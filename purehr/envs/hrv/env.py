@@ -51,17 +51,17 @@ class HRVParams:
     curriculum or sweep may change them in a scan); ``max_episode_length`` is static because
     it sets the length of the evaluation scan."""
 
-    style_vectors: jax.Array        # (NUM_STYLES, hrv_dim); row 0 zeros, rows 1..4 unit norm
-    context_matrix: jax.Array       # W, (hrv_dim, CONTEXT_DIM): gain = offset + sigmoid(W c)
-    step_scale: jax.Array = struct.field(
-        default_factory=lambda: jnp.asarray([0.5, 1.0, 2.0], jnp.float32))
-    content_effects: jax.Array = struct.field(   # (3, NUM_CONTENT_STATS) per content op
-        default_factory=lambda: jnp.asarray([[-0.05, 0.01, -0.02, 0.02],
-                                             [0.0, 0.0, 0.0, 0.0],
-                                             [0.05, -0.01, 0.02, -0.02]], jnp.float32))
-    difficulty: float = 0.9         # target ~ U(centre - d/3, centre + d/3)
+    style_vectors: jax.Array  # (NUM_STYLES, hrv_dim); row 0 zeros, rows 1..4 unit norm
+    context_matrix: jax.Array  # W, (hrv_dim, CONTEXT_DIM): gain = offset + sigmoid(W c)
+    step_scale: jax.Array = struct.field(default_factory=lambda: jnp.asarray([0.5, 1.0, 2.0], jnp.float32))
+    content_effects: jax.Array = struct.field(  # (3, NUM_CONTENT_STATS) per content op
+        default_factory=lambda: jnp.asarray(
+            [[-0.05, 0.01, -0.02, 0.02], [0.0, 0.0, 0.0, 0.0], [0.05, -0.01, 0.02, -0.02]], jnp.float32
+        )
+    )
+    difficulty: float = 0.9  # target ~ U(centre - d/3, centre + d/3)
     target_center: float = 0.6
-    start_low: float = 0.4          # current ~ U(start_low, start_high) per dimension
+    start_low: float = 0.4  # current ~ U(start_low, start_high) per dimension
     start_high: float = 0.6
     content_stats_start: float = 0.5
     step_size: float = 0.05
@@ -69,24 +69,24 @@ class HRVParams:
     gain_offset: float = 0.5
     target_precision: float = 0.05  # success: max |next - target| <= precision
     success_bonus: float = 1.0
-    gamma: float = 0.99             # the PPO discount (potential-based shaping)
-    diversity_weight: float = 0.1   # + w * (1 - std(x))
+    gamma: float = 0.99  # the PPO discount (potential-based shaping)
+    diversity_weight: float = 0.1  # + w * (1 - std(x))
     stability_weight: float = 0.05  # + w * (1 - |mean(x) - stability_center|)
     stability_center: float = 0.7
-    extreme_weight: float = 0.1     # - w * sum(max(0, |x - 0.5| - extreme_margin))
+    extreme_weight: float = 0.1  # - w * sum(max(0, |x - 0.5| - extreme_margin))
     extreme_margin: float = 0.4
-    progress_weight: float = 0.1    # reward_form="progress": weight of the L1 progress in steps
-    time_cost: float = 0.1          # reward_form="progress": cost of every step
+    progress_weight: float = 0.1  # reward_form="progress": weight of the L1 progress in steps
+    time_cost: float = 0.1  # reward_form="progress": cost of every step
     max_episode_length: int = struct.field(pytree_node=False, default=100)
 
 
 @struct.dataclass
 class HRVState:
-    current_hrv: jax.Array      # (hrv_dim,)
-    target_hrv: jax.Array       # (hrv_dim,)
-    content_stats: jax.Array    # (NUM_CONTENT_STATS,)
-    context: jax.Array          # (CONTEXT_DIM,)
-    time: jax.Array             # int32 steps taken in this episode
+    current_hrv: jax.Array  # (hrv_dim,)
+    target_hrv: jax.Array  # (hrv_dim,)
+    content_stats: jax.Array  # (NUM_CONTENT_STATS,)
+    context: jax.Array  # (CONTEXT_DIM,)
+    time: jax.Array  # int32 steps taken in this episode
 
 
 def _fixed_directions(hrv_dim: int) -> tuple[jax.Array, jax.Array]:
@@ -105,8 +105,12 @@ def _fixed_directions(hrv_dim: int) -> tuple[jax.Array, jax.Array]:
 def _validate_params(params: HRVParams, hrv_dim: int) -> None:
     """Reject impossible constants before anything is compiled (traced changes later, e.g.
     a curriculum, are the caller's responsibility)."""
-    shapes = {"style_vectors": (NUM_STYLES, hrv_dim), "context_matrix": (hrv_dim, CONTEXT_DIM),
-              "step_scale": (3,), "content_effects": (3, NUM_CONTENT_STATS)}
+    shapes = {
+        "style_vectors": (NUM_STYLES, hrv_dim),
+        "context_matrix": (hrv_dim, CONTEXT_DIM),
+        "step_scale": (3,),
+        "content_effects": (3, NUM_CONTENT_STATS),
+    }
     for name, shape in shapes.items():
         actual = tuple(np.shape(getattr(params, name)))
         if actual != shape:
@@ -123,13 +127,13 @@ def _validate_params(params: HRVParams, hrv_dim: int) -> None:
 
     require(number("difficulty") >= 0, "difficulty", ">= 0")
     half_width = number("difficulty") / 3
-    require(0 <= number("target_center") - half_width and
-            number("target_center") + half_width <= 1, "difficulty",
-            f"target range target_center +- difficulty/3 inside [0, 1] "
-            f"(target_center={number('target_center')})")
+    require(
+        0 <= number("target_center") - half_width and number("target_center") + half_width <= 1,
+        "difficulty",
+        f"target range target_center +- difficulty/3 inside [0, 1] (target_center={number('target_center')})",
+    )
     require(0 <= number("start_low") <= 1, "start_low", "in [0, 1]")
-    require(number("start_low") <= number("start_high") <= 1, "start_high",
-            f"in [start_low={number('start_low')}, 1]")
+    require(number("start_low") <= number("start_high") <= 1, "start_high", f"in [start_low={number('start_low')}, 1]")
     require(0 <= number("content_stats_start") <= 1, "content_stats_start", "in [0, 1]")
     require(number("step_size") > 0, "step_size", "> 0")
     require(number("noise_scale") >= 0, "noise_scale", ">= 0")
@@ -139,8 +143,11 @@ def _validate_params(params: HRVParams, hrv_dim: int) -> None:
     require(math.isfinite(number("progress_weight")), "progress_weight", "a finite number")
     require(math.isfinite(number("time_cost")) and number("time_cost") >= 0, "time_cost", "a finite number >= 0")
     length = params.max_episode_length
-    require(isinstance(length, (int, np.integer)) and not isinstance(length, bool)
-            and length >= 1, "max_episode_length", "an int >= 1")
+    require(
+        isinstance(length, (int, np.integer)) and not isinstance(length, bool) and length >= 1,
+        "max_episode_length",
+        "an int >= 1",
+    )
 
 
 def context_gain(context: jax.Array, params: HRVParams) -> jax.Array:
@@ -162,8 +169,14 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
 
     name = "hrv"
 
-    def __init__(self, hrv_dim: int = 8, similarity: str = "hrv_similarity",
-                 reward_form: str = "distance", gap_features: bool = True, **param_overrides: Any):
+    def __init__(
+        self,
+        hrv_dim: int = 8,
+        similarity: str = "hrv_similarity",
+        reward_form: str = "distance",
+        gap_features: bool = True,
+        **param_overrides: Any,
+    ):
         if isinstance(hrv_dim, bool) or not isinstance(hrv_dim, (int, np.integer)) or hrv_dim < 1:
             raise ValueError(f"hrv_dim={hrv_dim!r}, expected an int >= 1")
         if similarity not in SIMILARITIES:
@@ -229,18 +242,17 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         """Diversity bonus + stability bonus - extreme-value penalty (std is the population
         std, ddof=0)."""
         diversity = params.diversity_weight * (1.0 - jnp.std(hrv))
-        stability = params.stability_weight * (
-            1.0 - jnp.abs(jnp.mean(hrv) - params.stability_center))
-        extreme = params.extreme_weight * jnp.sum(
-            jnp.maximum(0.0, jnp.abs(hrv - 0.5) - params.extreme_margin))
+        stability = params.stability_weight * (1.0 - jnp.abs(jnp.mean(hrv) - params.stability_center))
+        extreme = params.extreme_weight * jnp.sum(jnp.maximum(0.0, jnp.abs(hrv - 0.5) - params.extreme_margin))
         return diversity + stability - extreme
 
     def potential(self, hrv: jax.Array, target: jax.Array, params: HRVParams) -> jax.Array:
         """Phi(x) = sim(x) + shaping terms."""
         return self.similarity_to_target(hrv, target) + self.shaping_terms(hrv, params)
 
-    def reward(self, current: jax.Array, next_hrv: jax.Array, target: jax.Array,
-               success: jax.Array, params: HRVParams) -> jax.Array:
+    def reward(
+        self, current: jax.Array, next_hrv: jax.Array, target: jax.Array, success: jax.Array, params: HRVParams
+    ) -> jax.Array:
         """The step reward of the configured form (docs/hrv_task.md, "Rewards")."""
         bonus = params.success_bonus * success.astype(jnp.float32)
         if self.reward_form == "distance":
@@ -249,11 +261,13 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
             progress = jnp.sum(jnp.abs(current - target) - jnp.abs(next_hrv - target)) / params.step_size
             return params.progress_weight * progress - params.time_cost + bonus
         if self.reward_form == "seed":
-            return (self.similarity_to_target(next_hrv, target)
-                    - self.similarity_to_target(current, target)
-                    + self.shaping_terms(next_hrv, params) + bonus)
-        return (params.gamma * self.potential(next_hrv, target, params)
-                - self.potential(current, target, params) + bonus)
+            return (
+                self.similarity_to_target(next_hrv, target)
+                - self.similarity_to_target(current, target)
+                + self.shaping_terms(next_hrv, params)
+                + bonus
+            )
+        return params.gamma * self.potential(next_hrv, target, params) - self.potential(current, target, params) + bonus
 
     # --- dynamics -----------------------------------------------------------------------
 
@@ -271,16 +285,18 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
             observation["gain"] = context_gain(state.context, params)
         return observation
 
-    def reset(self, key: jax.Array, params: HRVParams | None = None
-              ) -> tuple[dict[str, jax.Array], HRVState]:
+    def reset(self, key: jax.Array, params: HRVParams | None = None) -> tuple[dict[str, jax.Array], HRVState]:
         params = self.default_params if params is None else params
         target_key, start_key, context_key = jax.random.split(key, 3)
         half_width = params.difficulty / 3.0
-        target = jax.random.uniform(target_key, (self.hrv_dim,), jnp.float32,
-                                    params.target_center - half_width,
-                                    params.target_center + half_width)
-        current = jax.random.uniform(start_key, (self.hrv_dim,), jnp.float32,
-                                     params.start_low, params.start_high)
+        target = jax.random.uniform(
+            target_key,
+            (self.hrv_dim,),
+            jnp.float32,
+            params.target_center - half_width,
+            params.target_center + half_width,
+        )
+        current = jax.random.uniform(start_key, (self.hrv_dim,), jnp.float32, params.start_low, params.start_high)
         state = HRVState(
             current_hrv=current,
             target_hrv=jnp.clip(target, 0.0, 1.0),
@@ -290,8 +306,7 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         )
         return self._observation(state, params), state
 
-    def step(self, key: jax.Array, state: HRVState, action: jax.Array,
-             params: HRVParams | None = None) -> StepResult:
+    def step(self, key: jax.Array, state: HRVState, action: jax.Array, params: HRVParams | None = None) -> StepResult:
         """Apply one edit. Terminated on success; truncated at max_episode_length unless the
         same step succeeded (terminated wins, so PPO never bootstraps past a success)."""
         params = self.default_params if params is None else params
@@ -299,8 +314,7 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         style, content_op = action[0], action[1]
         modification = action[2:] - MOD_KEEP
         direction = modification.astype(jnp.float32) + params.style_vectors[style]
-        delta = (params.step_scale[content_op] * params.step_size
-                 * context_gain(state.context, params) * direction)
+        delta = params.step_scale[content_op] * params.step_size * context_gain(state.context, params) * direction
         noise = params.noise_scale * jax.random.normal(key, (self.hrv_dim,), jnp.float32)
         next_hrv = jnp.clip(state.current_hrv + delta + noise, 0.0, 1.0)
 
@@ -313,8 +327,7 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         next_state = HRVState(
             current_hrv=next_hrv,
             target_hrv=state.target_hrv,
-            content_stats=jnp.clip(state.content_stats + params.content_effects[content_op],
-                                   0.0, 1.0),
+            content_stats=jnp.clip(state.content_stats + params.content_effects[content_op], 0.0, 1.0),
             context=state.context,
             time=time,
         )
@@ -327,8 +340,10 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         }
         reward = reward.astype(jnp.float32)
         # a state that is no longer finite ends the episode (terminated, reward 0: no NaN to bootstrap)
-        return end_if_not_finite((self._observation(next_state, params), next_state, reward, success, truncated,
-                                  info), all_finite(next_state) & jnp.isfinite(reward))
+        return end_if_not_finite(
+            (self._observation(next_state, params), next_state, reward, success, truncated, info),
+            all_finite(next_state) & jnp.isfinite(reward),
+        )
 
     def checked_action(self, action: jax.Array) -> tuple[jax.Array, jax.Array]:
         """The action as int32 components, and whether it was invalid. A component that is NaN,
@@ -338,8 +353,10 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         action = jnp.asarray(action)
         nvec = np.asarray(self.action_space().nvec)
         if action.shape != nvec.shape:
-            raise ValueError(f"action of shape {action.shape}: expected shape {nvec.shape} "
-                             f"(style, content op, one modification per HRV dimension)")
+            raise ValueError(
+                f"action of shape {action.shape}: expected shape {nvec.shape} "
+                f"(style, content op, one modification per HRV dimension)"
+            )
         neutral = jnp.asarray([STYLE_NONE, CONTENT_KEEP] + [MOD_KEEP] * self.hrv_dim, jnp.int32)
         valid = (action >= 0) & (action < nvec)
         if jnp.issubdtype(action.dtype, jnp.inexact):

@@ -26,14 +26,18 @@ def _pearson(x: jax.Array, y: jax.Array) -> jax.Array:
     """Pearson r; 0 when either vector is flat (hrv_dim = 1, or all dims equal): no
     alignment information rather than NaN."""
     x_centred, y_centred = x - jnp.mean(x), y - jnp.mean(y)
-    denominator = jnp.sqrt(jnp.sum(x_centred ** 2) * jnp.sum(y_centred ** 2))
-    return jnp.where(denominator > 1e-12,
-                     jnp.sum(x_centred * y_centred) / jnp.maximum(denominator, 1e-12), 0.0)
+    denominator = jnp.sqrt(jnp.sum(x_centred**2) * jnp.sum(y_centred**2))
+    return jnp.where(denominator > 1e-12, jnp.sum(x_centred * y_centred) / jnp.maximum(denominator, 1e-12), 0.0)
 
 
-def heldout_evaluation(env: HRWritingEnv, env_params: HRVParams, policy: Policy,
-                       num_episodes: int = 100, seed: int = HRV_EVAL_SEED,
-                       observation_noise: float | jax.Array = 0.0) -> dict[str, jax.Array]:
+def heldout_evaluation(
+    env: HRWritingEnv,
+    env_params: HRVParams,
+    policy: Policy,
+    num_episodes: int = 100,
+    seed: int = HRV_EVAL_SEED,
+    observation_noise: float | jax.Array = 0.0,
+) -> dict[str, jax.Array]:
     """Run ``num_episodes`` fixed episodes (from ``seed``) to the end, all vmapped in one
     ``lax.scan`` of ``max_episode_length`` steps; pure and jittable (``policy`` may close
     over traced network parameters, ``env_params`` and ``observation_noise`` may be traced;
@@ -55,39 +59,52 @@ def heldout_evaluation(env: HRWritingEnv, env_params: HRVParams, policy: Policy,
         reset_key, rollout_key = jax.random.split(episode_key)
         obs, state = env.reset(reset_key, env_params)
         zero = jnp.zeros((), jnp.float32)
-        initial = (obs, state, jnp.zeros((), bool), zero, jnp.zeros((), jnp.int32),
-                   jnp.linalg.norm(state.current_hrv - state.target_hrv), jnp.zeros((), bool))
+        initial = (
+            obs,
+            state,
+            jnp.zeros((), bool),
+            zero,
+            jnp.zeros((), jnp.int32),
+            jnp.linalg.norm(state.current_hrv - state.target_hrv),
+            jnp.zeros((), bool),
+        )
 
         def one_step(carry, per_step):
             obs, state, done, episode_return, length, distance, success = carry
             t, policy_key, step_key, noise = per_step
             seen = dict(obs, current_hrv=obs["current_hrv"] + observation_noise * noise)
-            if "gap" in obs:    # the gap the policy sees is the one of the noisy reading
+            if "gap" in obs:  # the gap the policy sees is the one of the noisy reading
                 seen["gap"] = obs["gap"] - observation_noise * noise / env_params.step_size
             action = policy(seen, t, policy_key)
-            next_obs, next_state, reward, terminated, truncated, info = env.step(
-                step_key, state, action, env_params)
+            next_obs, next_state, reward, terminated, truncated, info = env.step(step_key, state, action, env_params)
             live = jnp.logical_not(done)
-            carry = (freeze_after_done(done, obs, next_obs), freeze_after_done(done, state, next_state),
-                     done | terminated | truncated,
-                     episode_return + jnp.where(live, reward, 0.0),
-                     length + live.astype(jnp.int32),
-                     jnp.where(live, info["distance"], distance),
-                     jnp.where(live, info["success"], success))
+            carry = (
+                freeze_after_done(done, obs, next_obs),
+                freeze_after_done(done, state, next_state),
+                done | terminated | truncated,
+                episode_return + jnp.where(live, reward, 0.0),
+                length + live.astype(jnp.int32),
+                jnp.where(live, info["distance"], distance),
+                jnp.where(live, info["success"], success),
+            )
             return carry, None
 
         # per-step keys and observation noise drawn up front: a smaller scan body compiles
         # faster than one that splits keys every step
         num_steps = env.max_episode_steps(env_params)
         policy_keys, step_keys, noise_key = jnp.split(
-            jax.random.split(rollout_key, 2 * num_steps + 1), [num_steps, 2 * num_steps])
+            jax.random.split(rollout_key, 2 * num_steps + 1), [num_steps, 2 * num_steps]
+        )
         noise = jax.random.normal(noise_key[0], (num_steps, env.hrv_dim), jnp.float32)
         per_step = (jnp.arange(num_steps, dtype=jnp.int32), policy_keys, step_keys, noise)
-        (_, state, _, episode_return, length, distance, success), _ = jax.lax.scan(
-            one_step, initial, per_step)
-        return {"return": episode_return, "length": length, "distance": distance,
-                "success": success,
-                "alignment": _pearson(state.current_hrv, state.target_hrv)}
+        (_, state, _, episode_return, length, distance, success), _ = jax.lax.scan(one_step, initial, per_step)
+        return {
+            "return": episode_return,
+            "length": length,
+            "distance": distance,
+            "success": success,
+            "alignment": _pearson(state.current_hrv, state.target_hrv),
+        }
 
     episodes = jax.vmap(run_episode)(episode_keys)
     return {
@@ -100,15 +117,23 @@ def heldout_evaluation(env: HRWritingEnv, env_params: HRVParams, policy: Policy,
     }
 
 
-def checkpoint_evaluation(env: HRWritingEnv, env_params: HRVParams, policy: Policy, num_episodes: int = 100,
-                          seed: int = HRV_EVAL_SEED,
-                          observation_noise: float = HRV_OBSERVATION_NOISE_STD) -> dict[str, jax.Array]:
+def checkpoint_evaluation(
+    env: HRWritingEnv,
+    env_params: HRVParams,
+    policy: Policy,
+    num_episodes: int = 100,
+    seed: int = HRV_EVAL_SEED,
+    observation_noise: float = HRV_OBSERVATION_NOISE_STD,
+) -> dict[str, jax.Array]:
     """``heldout_evaluation`` plus ``noisy_success_rate``: the same held-out episodes
     with N(0, observation_noise^2) added to the observed ``current_hrv`` (the environment is
     unaffected). Both runs are one vmap over the noise level (the clean one at exactly 0)."""
     levels = jnp.asarray([0.0, observation_noise], jnp.float32)
-    both = jax.vmap(lambda noise: heldout_evaluation(
-        env, env_params, policy, num_episodes=num_episodes, seed=seed, observation_noise=noise))(levels)
+    both = jax.vmap(
+        lambda noise: heldout_evaluation(
+            env, env_params, policy, num_episodes=num_episodes, seed=seed, observation_noise=noise
+        )
+    )(levels)
     metrics = {name: value[0] for name, value in both.items()}
     metrics["noisy_success_rate"] = both["success_rate"][1]
     return metrics
@@ -122,19 +147,23 @@ def record_showcase(env: HRWritingEnv, env_params: HRVParams, policy: Policy) ->
         observation, state, done = carry
         action = policy(observation, t, jax.random.PRNGKey(0))
         next_observation, next_state, reward, terminated, truncated, info = env.step(
-            jax.random.fold_in(jax.random.PRNGKey(HRV_SHOWCASE_SEED), t), state, action, env_params)
-        row = {"current_hrv": jnp.where(done, state.current_hrv, next_state.current_hrv),
-               "target_hrv": state.target_hrv,
-               "distance": jnp.where(done, jnp.linalg.norm(state.current_hrv - state.target_hrv),
-                                     info["distance"]),
-               "reward": jnp.where(done, 0.0, reward),
-               "success": jnp.logical_and(jnp.logical_not(done), info["success"])}
+            jax.random.fold_in(jax.random.PRNGKey(HRV_SHOWCASE_SEED), t), state, action, env_params
+        )
+        row = {
+            "current_hrv": jnp.where(done, state.current_hrv, next_state.current_hrv),
+            "target_hrv": state.target_hrv,
+            "distance": jnp.where(done, jnp.linalg.norm(state.current_hrv - state.target_hrv), info["distance"]),
+            "reward": jnp.where(done, 0.0, reward),
+            "success": jnp.logical_and(jnp.logical_not(done), info["success"]),
+        }
         # as recorded since the first runs: the carry freezes from the episode's last step on
         # (the ending step's own state is not carried), so later rows repeat the state before it
         done = done | terminated | truncated
-        return (freeze_after_done(done, observation, next_observation),
-                freeze_after_done(done, state, next_state), done), row
+        return (
+            freeze_after_done(done, observation, next_observation),
+            freeze_after_done(done, state, next_state),
+            done,
+        ), row
 
-    _, rows = jax.lax.scan(step, (observation, state, jnp.bool_(False)),
-                           jnp.arange(env.max_episode_steps(env_params)))
+    _, rows = jax.lax.scan(step, (observation, state, jnp.bool_(False)), jnp.arange(env.max_episode_steps(env_params)))
     return rows

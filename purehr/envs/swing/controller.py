@@ -35,35 +35,34 @@ from purehr.envs.swing.physics import SwingParams, natural_frequency
 class ControllerParams:
     """Channel constants of the phase law (a pytree, so a tuning sweep is a vmap)."""
 
-    squat_gain: float = 1.0            # g_s
-    squat_offset: float = -0.6         # phi_s, rad: squat a little before the extremes
-    lean_gain: float = 1.0             # g_l
-    lean_offset: float = -2.0          # phi_l, rad: lean against the displacement, lagging
-    startup_amplitude: float = 0.02    # below this CoM amplitude (rad) the clock drives
-    ramp_time: float = 0.25            # seconds of the linear start-up ramp
+    squat_gain: float = 1.0  # g_s
+    squat_offset: float = -0.6  # phi_s, rad: squat a little before the extremes
+    lean_gain: float = 1.0  # g_l
+    lean_offset: float = -2.0  # phi_l, rad: lean against the displacement, lagging
+    startup_amplitude: float = 0.02  # below this CoM amplitude (rad) the clock drives
+    ramp_time: float = 0.25  # seconds of the linear start-up ramp
 
 
 DEFAULT_CONTROLLER = ControllerParams()
 
 
-def structured_action(obs: jax.Array, t: jax.Array, params: SwingParams,
-                      controller: ControllerParams = DEFAULT_CONTROLLER) -> jax.Array:
+def structured_action(
+    obs: jax.Array, t: jax.Array, params: SwingParams, controller: ControllerParams = DEFAULT_CONTROLLER
+) -> jax.Array:
     """Squat and lean targets for one observation at control step ``t`` (pure, vmappable)."""
     w0 = natural_frequency(params)
-    cos_psi, sin_psi, psi_rate = obs[3], obs[4], obs[5]          # psi_rate = psi' / w0
+    cos_psi, sin_psi, psi_rate = obs[3], obs[4], obs[5]  # psi_rate = psi' / w0
     psi = jnp.arctan2(sin_psi, cos_psi)
-    amplitude = jnp.arccos(jnp.clip(cos_psi - 0.5 * psi_rate ** 2, -1.0, 1.0))
+    amplitude = jnp.arccos(jnp.clip(cos_psi - 0.5 * psi_rate**2, -1.0, 1.0))
     time = jnp.asarray(t, obs.dtype) * params.dt
-    phase = jnp.where(amplitude < controller.startup_amplitude, w0 * time,
-                      jnp.arctan2(-psi_rate, psi))
+    phase = jnp.where(amplitude < controller.startup_amplitude, w0 * time, jnp.arctan2(-psi_rate, psi))
     ramp = jnp.minimum(time / controller.ramp_time, 1.0)
     squat = controller.squat_gain * jnp.cos(2.0 * phase + controller.squat_offset)
     lean = controller.lean_gain * jnp.sin(phase + controller.lean_offset)
     return jnp.clip(ramp * jnp.stack([squat, lean]), -1.0, 1.0)
 
 
-def make_structured_policy(params: SwingParams,
-                           controller: ControllerParams = DEFAULT_CONTROLLER):
+def make_structured_policy(params: SwingParams, controller: ControllerParams = DEFAULT_CONTROLLER):
     """The controller as a ``policy(obs, t, key) -> action`` (deterministic, ignores key)."""
 
     def policy(obs: jax.Array, t: jax.Array, key: jax.Array) -> jax.Array:
@@ -86,7 +85,6 @@ class StructuredController:
         self.t = 0
 
     def __call__(self, obs: jax.Array) -> jax.Array:
-        action = self._action(jnp.asarray(obs), jnp.asarray(self.t, jnp.int32), self.params,
-                              self.controller)
+        action = self._action(jnp.asarray(obs), jnp.asarray(self.t, jnp.int32), self.params, self.controller)
         self.t += 1
         return action

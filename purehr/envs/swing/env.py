@@ -14,8 +14,7 @@ from purehr.envs.swing.physics import PlantState, SwingParams
 OBSERVATION_SIZE = 11
 ACTION_SIZE = 2
 
-INFO_KEYS = ("time", "swing_angle", "seat_radius", "energy_norm", "tension",
-             "command_speed", "success")
+INFO_KEYS = ("time", "swing_angle", "seat_radius", "energy_norm", "tension", "command_speed", "success")
 
 
 @struct.dataclass
@@ -23,9 +22,9 @@ class SwingState:
     """Plant state plus the episode bookkeeping (step counter, start angle)."""
 
     plant: PlantState
-    time: jax.Array          # seconds since the episode began
-    step: jax.Array          # int32 control steps taken
-    start_angle: jax.Array   # unwrapped theta at reset (kept for records and SwingRL parity)
+    time: jax.Array  # seconds since the episode began
+    step: jax.Array  # int32 control steps taken
+    start_angle: jax.Array  # unwrapped theta at reset (kept for records and SwingRL parity)
 
 
 def _default_float():
@@ -54,20 +53,21 @@ def energy_potential(energy_norm: jax.Array) -> jax.Array:
     return jnp.clip(energy_norm, -0.5, 1.5)
 
 
-def is_success(swing_angle: jax.Array, seat_radius: jax.Array, length,
-               params: SwingParams) -> jax.Array:
+def is_success(swing_angle: jax.Array, seat_radius: jax.Array, length, params: SwingParams) -> jax.Array:
     """A full revolution with the seat still out at >= 0.9 L (``length``: nominal L)."""
-    return ((jnp.abs(swing_angle) >= params.success_angle)
-            & (seat_radius >= params.success_radius_fraction * length))
+    return (jnp.abs(swing_angle) >= params.success_angle) & (seat_radius >= params.success_radius_fraction * length)
 
 
-def swing_reward(energy_norm_before: jax.Array, energy_norm_after: jax.Array,
-                 command_speed: jax.Array, success: jax.Array, params: SwingParams) -> jax.Array:
+def swing_reward(
+    energy_norm_before: jax.Array,
+    energy_norm_after: jax.Array,
+    command_speed: jax.Array,
+    success: jax.Array,
+    params: SwingParams,
+) -> jax.Array:
     """k_shape (gamma P' - P) - k_effort |c'| - k_time + k_success * success."""
-    shaping = (params.gamma * energy_potential(energy_norm_after)
-               - energy_potential(energy_norm_before))
-    return (params.k_shape * shaping - params.k_effort * command_speed - params.k_time
-            + params.k_success * success)
+    shaping = params.gamma * energy_potential(energy_norm_after) - energy_potential(energy_norm_before)
+    return params.k_shape * shaping - params.k_effort * command_speed - params.k_time + params.k_success * success
 
 
 def swing_diagnostics(info: dict[str, jax.Array]) -> dict[str, jax.Array]:
@@ -108,15 +108,18 @@ class SwingEnv(Environment[SwingState, SwingParams]):
         params = self._params(params)
         dtype = jnp.result_type(theta, theta_dot, float)
         theta = jnp.asarray(theta, dtype)
-        plant = PlantState(theta=theta, theta_dot=jnp.asarray(theta_dot, dtype),
-                           command=jnp.zeros(ACTION_SIZE, dtype),
-                           command_rate=jnp.zeros(ACTION_SIZE, dtype))
-        state = SwingState(plant=plant, time=jnp.zeros((), dtype),
-                           step=jnp.zeros((), jnp.int32), start_angle=theta)
+        plant = PlantState(
+            theta=theta,
+            theta_dot=jnp.asarray(theta_dot, dtype),
+            command=jnp.zeros(ACTION_SIZE, dtype),
+            command_rate=jnp.zeros(ACTION_SIZE, dtype),
+        )
+        state = SwingState(plant=plant, time=jnp.zeros((), dtype), step=jnp.zeros((), jnp.int32), start_angle=theta)
         return physics.observation(plant, params), state
 
-    def step(self, key: jax.Array, state: SwingState, action: jax.Array,
-             params: SwingParams | None = None) -> StepResult:
+    def step(
+        self, key: jax.Array, state: SwingState, action: jax.Array, params: SwingParams | None = None
+    ) -> StepResult:
         params = self._params(params)
         target = sanitize_action(action).astype(state.plant.theta.dtype)
         energy_norm_before = physics.energy_norm(state.plant, params)
@@ -144,8 +147,10 @@ class SwingEnv(Environment[SwingState, SwingParams]):
         }
         reward = reward.astype(plant.theta.dtype)
         # a plant that is no longer finite ends the episode (terminated, reward 0: no NaN to bootstrap)
-        return end_if_not_finite((physics.observation(plant, params), next_state, reward, success, truncated, info),
-                                 all_finite(plant) & jnp.isfinite(reward))
+        return end_if_not_finite(
+            (physics.observation(plant, params), next_state, reward, success, truncated, info),
+            all_finite(plant) & jnp.isfinite(reward),
+        )
 
     # ------------------------------------------------------------------ description
     def observation_space(self, params: SwingParams | None = None) -> spaces.Box:

@@ -47,8 +47,9 @@ def _swing_env(env) -> SwingEnv:
     return base
 
 
-def rollout(env: SwingEnv, env_params: SwingParams, policy: Policy, theta0, theta_dot0,
-            key: jax.Array) -> dict[str, jax.Array]:
+def rollout(
+    env: SwingEnv, env_params: SwingParams, policy: Policy, theta0, theta_dot0, key: jax.Array
+) -> dict[str, jax.Array]:
     """One episode over the full horizon, one row per control step (post-step values).
 
     After the episode ends (success) the state is frozen; ``active`` marks the rows that
@@ -60,11 +61,16 @@ def rollout(env: SwingEnv, env_params: SwingParams, policy: Policy, theta0, thet
     def body(carry, t):
         obs, state, done = carry
         action = policy(obs, t, jax.random.fold_in(key, t))
-        next_obs, next_state, reward, terminated, truncated, info = env.step(
-            key, state, action, env_params)
+        next_obs, next_state, reward, terminated, truncated, info = env.step(key, state, action, env_params)
         finished = done | terminated | truncated
-        row = dict(info, reward=reward, active=~done, theta_dot=next_state.plant.theta_dot,
-                   command=next_state.plant.command, action=jnp.asarray(action))
+        row = dict(
+            info,
+            reward=reward,
+            active=~done,
+            theta_dot=next_state.plant.theta_dot,
+            command=next_state.plant.command,
+            action=jnp.asarray(action),
+        )
         return (freeze_after_done(done, obs, next_obs), freeze_after_done(done, state, next_state), finished), row
 
     steps = jnp.arange(env.max_episode_steps(env_params), dtype=jnp.int32)
@@ -72,8 +78,9 @@ def rollout(env: SwingEnv, env_params: SwingParams, policy: Policy, theta0, thet
     return rows
 
 
-def heldout_evaluation(env: SwingEnv, env_params: SwingParams | None, policy: Policy,
-                       num_episodes: int = 100, seed: int = HELDOUT_SEED) -> dict[str, jax.Array]:
+def heldout_evaluation(
+    env: SwingEnv, env_params: SwingParams | None, policy: Policy, num_episodes: int = 100, seed: int = HELDOUT_SEED
+) -> dict[str, jax.Array]:
     """Metrics of ``policy`` on the fixed starts (pure, jittable; see ``docs/interfaces.md``).
 
     ``return_std`` is the population standard deviation over episodes; ``effort`` is the
@@ -86,10 +93,10 @@ def heldout_evaluation(env: SwingEnv, env_params: SwingParams | None, policy: Po
     env_params = env.default_params if env_params is None else env_params
     theta0, theta_dot0 = heldout_starts(num_episodes, seed)
     dtype = jnp.result_type(float)
-    episode_keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.PRNGKey(seed), i))(
-        jnp.arange(num_episodes))
+    episode_keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.PRNGKey(seed), i))(jnp.arange(num_episodes))
     rows = jax.vmap(lambda th, thd, k: rollout(env, env_params, policy, th, thd, k))(
-        jnp.asarray(theta0, dtype), jnp.asarray(theta_dot0, dtype), episode_keys)
+        jnp.asarray(theta0, dtype), jnp.asarray(theta_dot0, dtype), episode_keys
+    )
 
     active = rows["active"]
     success_steps = rows["success"] & active
@@ -105,9 +112,7 @@ def heldout_evaluation(env: SwingEnv, env_params: SwingParams | None, policy: Po
         "success_rate": jnp.mean(succeeded.astype(dtype)),
         "return_mean": jnp.mean(returns),
         "return_std": jnp.std(returns),
-        "time_to_rotation": jnp.where(successes > 0,
-                                      jnp.sum(rotation_time) / jnp.maximum(successes, 1),
-                                      jnp.nan),
+        "time_to_rotation": jnp.where(successes > 0, jnp.sum(rotation_time) / jnp.maximum(successes, 1), jnp.nan),
         "effort": jnp.mean(effort),
         "min_tension_mean": jnp.mean(min_tension),
         "min_tension_worst": jnp.min(min_tension),

@@ -11,7 +11,7 @@ params are weakly typed), so the plant runs in float32 by default and in float64
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -38,16 +38,16 @@ class SwingParams:
     the same gamma).
     """
 
-    gravity: float = 9.81                     # g, m/s^2
-    mass: float = 70.0                        # m, rider mass, kg
-    length: float = 2.2                       # L, suspension length, m
-    damping: float = 0.5                      # c_d, pivot viscous damping, N m s
-    h_max: float = 1.05                       # CoM height above the seat standing tall, m
-    h_min: float = 0.55                       # CoM height above the seat in a deep squat, m
-    beta_max: float = math.radians(20.0)      # largest lean of the body axis, rad
-    gyration_radius: float = 0.28             # J0 = m * gyration_radius^2, m
-    servo_frequency: float = 12.0             # w_a of the critically damped command servo, rad/s
-    dt: float = 0.02                          # control interval, s
+    gravity: float = 9.81  # g, m/s^2
+    mass: float = 70.0  # m, rider mass, kg
+    length: float = 2.2  # L, suspension length, m
+    damping: float = 0.5  # c_d, pivot viscous damping, N m s
+    h_max: float = 1.05  # CoM height above the seat standing tall, m
+    h_min: float = 0.55  # CoM height above the seat in a deep squat, m
+    beta_max: float = math.radians(20.0)  # largest lean of the body axis, rad
+    gyration_radius: float = 0.28  # J0 = m * gyration_radius^2, m
+    servo_frequency: float = 12.0  # w_a of the critically damped command servo, rad/s
+    dt: float = 0.02  # control interval, s
     # Training starts: theta (rad) and theta' (rad/s) ~ N(0, reset_noise^2). Wide on purpose:
     # from hanging still to near the top, so PPO sees high swings (0.01, the held-out starts'
     # scale, taught it to stand still: docs/swing_model.md). Evaluation uses fixed starts.
@@ -57,20 +57,20 @@ class SwingParams:
     # 0.0 (the default) draws every start wide, the same numbers as before the field existed.
     small_start_fraction: float = 0.0
     small_reset_noise: float = 0.05
-    success_angle: float = 2.0 * math.pi      # |swing_angle| that counts as a full revolution
-    success_radius_fraction: float = 0.9      # seat_radius >= this * L for success
-    k_shape: float = 10.0                     # weight of the potential-based energy shaping
-    k_effort: float = 0.0005                  # penalty per unit of command speed |c'|
-    k_time: float = 0.001                     # penalty per control step
-    k_success: float = 10.0                   # bonus on the successful step
-    gamma: float = 0.995                      # discount of the shaping (= PPO discount)
-    substeps: int = struct.field(pytree_node=False, default=8)     # RK4 sub-steps per dt
-    horizon: int = struct.field(pytree_node=False, default=1600)   # control steps (32 s)
+    success_angle: float = 2.0 * math.pi  # |swing_angle| that counts as a full revolution
+    success_radius_fraction: float = 0.9  # seat_radius >= this * L for success
+    k_shape: float = 10.0  # weight of the potential-based energy shaping
+    k_effort: float = 0.0005  # penalty per unit of command speed |c'|
+    k_time: float = 0.001  # penalty per control step
+    k_success: float = 10.0  # bonus on the successful step
+    gamma: float = 0.995  # discount of the shaping (= PPO discount)
+    substeps: int = struct.field(pytree_node=False, default=8)  # RK4 sub-steps per dt
+    horizon: int = struct.field(pytree_node=False, default=1600)  # control steps (32 s)
 
     @property
     def inertia_max(self):
         """J0: the body's inertia about its CoM when standing tall."""
-        return self.mass * self.gyration_radius ** 2
+        return self.mass * self.gyration_radius**2
 
     @property
     def rho_neutral(self):
@@ -103,12 +103,12 @@ def validate(params: SwingParams) -> SwingParams:
     check("h_min", lambda v: v > 0, "a positive number")
     if _is_concrete(params.h_min) and _is_concrete(params.h_max):
         if not bool(np.all(np.asarray(params.h_min) < np.asarray(params.h_max))):
-            raise ValueError(f"SwingParams.h_min={params.h_min!r} >= h_max={params.h_max!r}: "
-                             "expected h_min < h_max")
-        if _is_concrete(params.length) and not bool(
-                np.all(np.asarray(params.h_max) < np.asarray(params.length))):
-            raise ValueError(f"SwingParams.h_max={params.h_max!r}: expected < length="
-                             f"{params.length!r} (the CoM must stay below the pivot)")
+            raise ValueError(f"SwingParams.h_min={params.h_min!r} >= h_max={params.h_max!r}: expected h_min < h_max")
+        if _is_concrete(params.length) and not bool(np.all(np.asarray(params.h_max) < np.asarray(params.length))):
+            raise ValueError(
+                f"SwingParams.h_max={params.h_max!r}: expected < length="
+                f"{params.length!r} (the CoM must stay below the pivot)"
+            )
     check("beta_max", lambda v: (v >= 0) & (v < math.pi / 2), "an angle in [0, pi/2) rad")
     check("gamma", lambda v: (v > 0) & (v <= 1), "a discount in (0, 1]")
     for name in ("substeps", "horizon"):
@@ -118,8 +118,7 @@ def validate(params: SwingParams) -> SwingParams:
     return params
 
 
-def training_start(key: jax.Array, params: SwingParams,
-                   dtype: jnp.dtype | None = None) -> tuple[jax.Array, jax.Array]:
+def training_start(key: jax.Array, params: SwingParams, dtype: jnp.dtype | None = None) -> tuple[jax.Array, jax.Array]:
     """(theta, theta_dot) of a training reset: N(0, reset_noise^2) each, or with probability
     ``small_start_fraction`` N(0, small_reset_noise^2) each.
 
@@ -137,10 +136,11 @@ def natural_frequency(params: SwingParams) -> jax.Array:
     """w0 = sqrt(m g rho0 / (m rho0^2 + J(neutral))), the small-oscillation frequency."""
     neutral = body_geometry(jnp.zeros(2, jnp.result_type(params.length, float)), params)
     rho0, inertia0 = neutral[RHO], neutral[INERTIA]
-    return jnp.sqrt(params.mass * params.gravity * rho0 / (params.mass * rho0 ** 2 + inertia0))
+    return jnp.sqrt(params.mass * params.gravity * rho0 / (params.mass * rho0**2 + inertia0))
 
 
 # ----------------------------------------------------------------------------- geometry
+
 
 def com_height(squat: jax.Array, params: SwingParams) -> jax.Array:
     """h: CoM height above the seat along the body axis (squat +1 low, -1 tall)."""
@@ -153,14 +153,15 @@ def body_geometry(command: jax.Array, params: SwingParams) -> jax.Array:
     beta = command[1] * params.beta_max
     radial = params.length - height * jnp.cos(beta)
     tangential = height * jnp.sin(beta)
-    rho = jnp.sqrt(radial ** 2 + tangential ** 2)
+    rho = jnp.sqrt(radial**2 + tangential**2)
     alpha = jnp.arctan2(tangential, radial)
     inertia = params.inertia_max * (height / params.h_max) ** 2
     return jnp.stack([rho, alpha, beta, inertia])
 
 
-def second_time_derivative(function: Callable[[jax.Array], jax.Array], x: jax.Array,
-                           x_dot: jax.Array, x_ddot: jax.Array):
+def second_time_derivative(
+    function: Callable[[jax.Array], jax.Array], x: jax.Array, x_dot: jax.Array, x_ddot: jax.Array
+):
     """(f, df/dt, d2f/dt2) of ``f(x(t))`` from x, x', x'' by nested forward-mode jvp.
 
     The inner jvp gives f' = Df x'; differentiating the pair (x, x') -> f' along
@@ -183,33 +184,37 @@ def com_position(theta: jax.Array, command: jax.Array, params: SwingParams) -> j
 
 # ----------------------------------------------------------------------------- dynamics
 
+
 @struct.dataclass
 class PlantState:
     """Continuous state: swing angle (unwrapped), its rate, body command and its rate."""
 
     theta: jax.Array
     theta_dot: jax.Array
-    command: jax.Array        # c = (squat, lean), shape (2,)
-    command_rate: jax.Array   # c', shape (2,)
+    command: jax.Array  # c = (squat, lean), shape (2,)
+    command_rate: jax.Array  # c', shape (2,)
 
 
-def servo_acceleration(command: jax.Array, command_rate: jax.Array, target: jax.Array,
-                       params: SwingParams) -> jax.Array:
+def servo_acceleration(
+    command: jax.Array, command_rate: jax.Array, target: jax.Array, params: SwingParams
+) -> jax.Array:
     """c'' = w_a^2 (a - c) - 2 w_a c': critically damped, so body accelerations stay finite."""
     w = params.servo_frequency
-    return w ** 2 * (target - command) - 2.0 * w * command_rate
+    return w**2 * (target - command) - 2.0 * w * command_rate
 
 
 def body_motion(plant: PlantState, target: jax.Array, params: SwingParams):
     """Geometry and its first two time derivatives along the servo trajectory."""
     command_accel = servo_acceleration(plant.command, plant.command_rate, target, params)
     geometry, rate, accel = second_time_derivative(
-        lambda c: body_geometry(c, params), plant.command, plant.command_rate, command_accel)
+        lambda c: body_geometry(c, params), plant.command, plant.command_rate, command_accel
+    )
     return geometry, rate, accel, command_accel
 
 
-def angular_acceleration(theta: jax.Array, theta_dot: jax.Array, geometry: jax.Array,
-                         rate: jax.Array, accel: jax.Array, params: SwingParams) -> jax.Array:
+def angular_acceleration(
+    theta: jax.Array, theta_dot: jax.Array, geometry: jax.Array, rate: jax.Array, accel: jax.Array, params: SwingParams
+) -> jax.Array:
     """theta'' from the reduced rigid-rod equation (angular momentum about the pivot)."""
     m, g = params.mass, params.gravity
     rho, alpha, inertia = geometry[RHO], geometry[ALPHA], geometry[INERTIA]
@@ -217,13 +222,15 @@ def angular_acceleration(theta: jax.Array, theta_dot: jax.Array, geometry: jax.A
     alpha_ddot, beta_ddot = accel[ALPHA], accel[BETA]
     psi = theta + alpha
     psi_dot = theta_dot + alpha_dot
-    torque = (-m * rho ** 2 * alpha_ddot
-              - 2.0 * m * rho * rho_dot * psi_dot
-              - inertia * beta_ddot
-              - inertia_dot * (theta_dot + beta_dot)
-              - m * g * rho * jnp.sin(psi)
-              - params.damping * theta_dot)
-    return torque / (m * rho ** 2 + inertia)
+    torque = (
+        -m * rho**2 * alpha_ddot
+        - 2.0 * m * rho * rho_dot * psi_dot
+        - inertia * beta_ddot
+        - inertia_dot * (theta_dot + beta_dot)
+        - m * g * rho * jnp.sin(psi)
+        - params.damping * theta_dot
+    )
+    return torque / (m * rho**2 + inertia)
 
 
 def plant_derivative(plant: PlantState, target: jax.Array, params: SwingParams) -> PlantState:
@@ -244,8 +251,7 @@ def rk4_advance(plant: PlantState, target: jax.Array, params: SwingParams) -> Pl
         k2 = plant_derivative(axpy(0.5 * h, k1, state), target, params)
         k3 = plant_derivative(axpy(0.5 * h, k2, state), target, params)
         k4 = plant_derivative(axpy(h, k3, state), target, params)
-        increment = jax.tree.map(lambda a, b, c, d: (a + 2.0 * b + 2.0 * c + d) / 6.0,
-                                 k1, k2, k3, k4)
+        increment = jax.tree.map(lambda a, b, c, d: (a + 2.0 * b + 2.0 * c + d) / 6.0, k1, k2, k3, k4)
         return axpy(h, increment, state)
 
     return jax.lax.fori_loop(0, params.substeps, rk4_step, plant)
@@ -253,22 +259,24 @@ def rk4_advance(plant: PlantState, target: jax.Array, params: SwingParams) -> Pl
 
 # ----------------------------------------------------------------------------- summary
 
+
 def energy(plant: PlantState, params: SwingParams) -> jax.Array:
     """E = 1/2 m |v_cm|^2 + 1/2 J (theta' + beta')^2 + m g y_cm.
 
     Equal to the ``docs/swing_model.md`` form 1/2 m (rho'^2 + rho^2 psi'^2) + ... - m g rho cos psi;
     v_cm comes from the CoM position by jvp.
     """
-    position, velocity = jax.jvp(lambda th, c: com_position(th, c, params),
-                                 (plant.theta, plant.command),
-                                 (plant.theta_dot, plant.command_rate))
-    _, geometry_rate = jax.jvp(lambda c: body_geometry(c, params),
-                               (plant.command,), (plant.command_rate,))
+    position, velocity = jax.jvp(
+        lambda th, c: com_position(th, c, params), (plant.theta, plant.command), (plant.theta_dot, plant.command_rate)
+    )
+    _, geometry_rate = jax.jvp(lambda c: body_geometry(c, params), (plant.command,), (plant.command_rate,))
     inertia = body_geometry(plant.command, params)[INERTIA]
     body_rate = plant.theta_dot + geometry_rate[BETA]
-    return (0.5 * params.mass * jnp.sum(velocity ** 2)
-            + 0.5 * inertia * body_rate ** 2
-            + params.mass * params.gravity * position[1])
+    return (
+        0.5 * params.mass * jnp.sum(velocity**2)
+        + 0.5 * inertia * body_rate**2
+        + params.mass * params.gravity * position[1]
+    )
 
 
 def energy_norm(plant: PlantState, params: SwingParams) -> jax.Array:
@@ -284,29 +292,36 @@ def tension(plant: PlantState, target: jax.Array, params: SwingParams) -> jax.Ar
         lambda q: com_position(q[0], q[1:], params),
         jnp.concatenate([plant.theta[None], plant.command]),
         jnp.concatenate([plant.theta_dot[None], plant.command_rate]),
-        jnp.concatenate([derivative.theta_dot[None], derivative.command_rate]))
+        jnp.concatenate([derivative.theta_dot[None], derivative.command_rate]),
+    )
     radial = jnp.stack([jnp.sin(plant.theta), -jnp.cos(plant.theta)])
-    return (params.mass * params.gravity * jnp.cos(plant.theta)
-            - params.mass * jnp.dot(com_accel, radial))
+    return params.mass * params.gravity * jnp.cos(plant.theta) - params.mass * jnp.dot(com_accel, radial)
 
 
 def command_speed(plant: PlantState) -> jax.Array:
     """|c'|, the effort measure."""
-    return jnp.sqrt(jnp.sum(plant.command_rate ** 2))
+    return jnp.sqrt(jnp.sum(plant.command_rate**2))
 
 
 def observation(plant: PlantState, params: SwingParams) -> jax.Array:
     """The 11 numbers of ``docs/swing_model.md``, all of order one."""
     w0 = natural_frequency(params)
-    geometry, rate = jax.jvp(lambda c: body_geometry(c, params),
-                             (plant.command,), (plant.command_rate,))
+    geometry, rate = jax.jvp(lambda c: body_geometry(c, params), (plant.command,), (plant.command_rate,))
     psi = plant.theta + geometry[ALPHA]
     psi_dot = plant.theta_dot + rate[ALPHA]
     w_a = params.servo_frequency
-    return jnp.stack([
-        jnp.cos(plant.theta), jnp.sin(plant.theta), plant.theta_dot / w0,
-        jnp.cos(psi), jnp.sin(psi), psi_dot / w0,
-        energy_norm(plant, params),
-        plant.command[0], plant.command[1],
-        plant.command_rate[0] / w_a, plant.command_rate[1] / w_a,
-    ])
+    return jnp.stack(
+        [
+            jnp.cos(plant.theta),
+            jnp.sin(plant.theta),
+            plant.theta_dot / w0,
+            jnp.cos(psi),
+            jnp.sin(psi),
+            psi_dot / w0,
+            energy_norm(plant, params),
+            plant.command[0],
+            plant.command[1],
+            plant.command_rate[0] / w_a,
+            plant.command_rate[1] / w_a,
+        ]
+    )

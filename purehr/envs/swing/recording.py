@@ -5,19 +5,34 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from purehr.envs.swing.env import SwingEnv
 from purehr.envs.base import Policy
+from purehr.envs.swing.env import SwingEnv
 from purehr.envs.swing.evaluation import rollout
 from purehr.envs.swing.physics import SwingParams
 
 # The keys of a swing showcase trace (docs/interfaces.md), one row per control step.
-TRACE_KEYS = ("time", "theta", "theta_dot", "squat", "lean", "energy_norm", "tension",
-              "command_speed", "reward", "success")
+TRACE_KEYS = (
+    "time",
+    "theta",
+    "theta_dot",
+    "squat",
+    "lean",
+    "energy_norm",
+    "tension",
+    "command_speed",
+    "reward",
+    "success",
+)
 
 
-def record_episode(env: SwingEnv, env_params: SwingParams | None, policy: Policy,
-                   theta0=0.0, theta_dot0=0.0, key: jax.Array | None = None
-                   ) -> dict[str, jax.Array]:
+def record_episode(
+    env: SwingEnv,
+    env_params: SwingParams | None,
+    policy: Policy,
+    theta0=0.0,
+    theta_dot0=0.0,
+    key: jax.Array | None = None,
+) -> dict[str, jax.Array]:
     """The full horizon from (theta0, theta_dot0), one row per control step (jittable).
 
     Rows after a success repeat the successful step (reward 0 there), so every trace has

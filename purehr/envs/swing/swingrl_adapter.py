@@ -11,7 +11,8 @@ simulator is written in JAX; SwingRL runs in float64, so enable x64 for bit-leve
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -20,13 +21,21 @@ from flax import struct
 from purehr.envs import spaces
 from purehr.envs.base import Environment, StepResult, all_finite, end_if_not_finite
 from purehr.envs.swing import physics
-from purehr.envs.swing.env import (INFO_KEYS, invalid_action, is_success, sanitize_action, swing_diagnostics,
-                                   swing_reward)
+from purehr.envs.swing.env import (
+    INFO_KEYS,
+    invalid_action,
+    is_success,
+    sanitize_action,
+    swing_diagnostics,
+    swing_reward,
+)
 from purehr.envs.swing.physics import SwingParams
 
-INSTALL_HINT = ("SwingRLEnv needs the SwingRL library: pip install swing-rl "
-                "(it is not on PyPI; from its repository: "
-                "pip install git+https://github.com/pierrelux/swing-rl)")
+INSTALL_HINT = (
+    "SwingRLEnv needs the SwingRL library: pip install swing-rl "
+    "(it is not on PyPI; from its repository: "
+    "pip install git+https://github.com/pierrelux/swing-rl)"
+)
 
 
 def import_swing_rl():
@@ -40,8 +49,8 @@ def import_swing_rl():
 
 @struct.dataclass
 class SwingRLState:
-    sim_state: Any            # SwingRL's own (batch of one) state
-    energy_norm: jax.Array    # for the shaping term of the next reward
+    sim_state: Any  # SwingRL's own (batch of one) state
+    energy_norm: jax.Array  # for the shaping term of the next reward
     step: jax.Array
 
 
@@ -93,24 +102,32 @@ class SwingRLEnv(Environment[SwingRLState, SwingParams]):
         energy_norm = self._summary(sim.summary(sim_state, zero_action))["energy_norm"]
         return observation, SwingRLState(sim_state, energy_norm, jnp.zeros((), jnp.int32))
 
-    def step(self, key: jax.Array, state: SwingRLState, action: jax.Array,
-             params: SwingParams | None = None) -> StepResult:
+    def step(
+        self, key: jax.Array, state: SwingRLState, action: jax.Array, params: SwingParams | None = None
+    ) -> StepResult:
         params = self._default_params if params is None else params
         invalid = invalid_action(action)
         action = sanitize_action(action)
         sim_state, observation, summary = self.simulator.advance(state.sim_state, action[None])
         info = self._summary(summary)
-        success = is_success(info["swing_angle"], info["seat_radius"],
-                             self.simulator.spec.nominal_length, params)
-        reward = swing_reward(state.energy_norm, info["energy_norm"], info["command_speed"],
-                              success, params)
+        success = is_success(info["swing_angle"], info["seat_radius"], self.simulator.spec.nominal_length, params)
+        reward = swing_reward(state.energy_norm, info["energy_norm"], info["command_speed"], success, params)
         step = state.step + 1
         truncated = (step >= params.horizon) & ~success
         info["success"] = success
         info["invalid_action"] = invalid
         reward = jnp.asarray(reward)
-        return end_if_not_finite((jnp.asarray(observation)[0], SwingRLState(sim_state, info["energy_norm"], step),
-                                  reward, success, truncated, info), all_finite(sim_state) & jnp.isfinite(reward))
+        return end_if_not_finite(
+            (
+                jnp.asarray(observation)[0],
+                SwingRLState(sim_state, info["energy_norm"], step),
+                reward,
+                success,
+                truncated,
+                info,
+            ),
+            all_finite(sim_state) & jnp.isfinite(reward),
+        )
 
     def observation_space(self, params: SwingParams | None = None) -> spaces.Box:
         observation, _ = self.reset_to(0.0, 0.0, params)
