@@ -364,6 +364,10 @@ def train_hr_ppo(
         raise TypeError(f"env is {shown}; expected {hint}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed={seed!r}: expected a non-negative integer")
+    aliased = {"total_timesteps": "timesteps", "minibatch_size": "batch_size"}.items()
+    for field, argument in aliased:  # the seed API names these two its own way
+        if field in config_overrides:
+            raise TypeError(f"train_hr_ppo got {field}=...; pass {argument}= (its name in this API) instead")
     config = HRV_DEFAULTS.replace(
         total_timesteps=timesteps,
         learning_rate=learning_rate,

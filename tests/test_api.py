@@ -79,6 +79,12 @@ def test_bad_arguments_are_refused_before_compiling(env, arguments, message):
         train_hr_ppo(env, **arguments)
 
 
+@pytest.mark.parametrize("field, argument", [("minibatch_size", "batch_size"), ("total_timesteps", "timesteps")])
+def test_config_names_of_the_seed_api_arguments_point_to_them(env, field, argument):
+    with pytest.raises(TypeError, match=f"got {field}=.*pass {argument}="):
+        train_hr_ppo(env, timesteps=5000, **{field: 1024})
+
+
 def test_bad_hrv_dimension_is_refused():
     with pytest.raises(ValueError, match="hrv_dim"):
         HRWritingEnv(hrv_dim=0)
