@@ -59,7 +59,8 @@ def _is_sizes(field: dataclasses.Field) -> bool:
 def _value_type(field: dataclasses.Field, several: bool) -> Callable[[str], Any]:
     if _is_sizes(field):
         return layer_sizes if several else int
-    return {"int": int, "float": float, "bool": parse_bool}.get(str(field.type), str)
+    type_name = field.type if isinstance(field.type, str) else field.type.__name__
+    return {"int": int, "float": float, "bool": parse_bool}.get(type_name, str)
 
 
 def add_config_flags(
