@@ -39,6 +39,7 @@ FLOAT_FIELDS = (
     "log_std_init",
 )
 BOOL_FIELDS = ("anneal_lr", "normalize_observations", "elementwise_grad_clip")
+SIZES_FIELDS = ("actor_hidden", "critic_hidden")
 RETIRED_FIELDS = ("progress_interval",)
 """Fields older manifests hold that nothing reads any more: ``from_dict`` drops them."""
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -163,7 +164,7 @@ class PPOConfig:
             object.__setattr__(self, name, bool(value))
         if not isinstance(self.activation, str):
             raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
-        for name in ("actor_hidden", "critic_hidden"):
+        for name in SIZES_FIELDS:
             sizes = getattr(self, name)
             if (
                 not isinstance(sizes, (tuple, list))

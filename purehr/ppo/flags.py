@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from purehr.cli import parse_bool
-from purehr.ppo.config import PPOConfig
+from purehr.ppo.config import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, SIZES_FIELDS, PPOConfig
 
 PPO_FIELD_HELP = {
     "num_envs": "parallel environments per seed",
@@ -38,7 +38,7 @@ PPO_FIELD_HELP = {
 """Help of the generated flags; a PPOConfig field missing here fails tests/test_bad_inputs_edges.py."""
 
 DEST_PREFIX = "ppo_"
-FIELDS = {field.name: field for field in dataclasses.fields(PPOConfig)}
+FIELDS = tuple(field.name for field in dataclasses.fields(PPOConfig))
 
 
 def layer_sizes(text: str) -> tuple[int, ...]:
@@ -52,15 +52,12 @@ def layer_sizes(text: str) -> tuple[int, ...]:
     return sizes
 
 
-def _is_sizes(field: dataclasses.Field) -> bool:
-    return "tuple" in str(field.type)
-
-
-def _value_type(field: dataclasses.Field, several: bool) -> Callable[[str], Any]:
-    if _is_sizes(field):
+def _value_type(name: str, several: bool) -> Callable[[str], Any]:
+    if name in SIZES_FIELDS:
         return layer_sizes if several else int
-    type_name = field.type if isinstance(field.type, str) else field.type.__name__
-    return {"int": int, "float": float, "bool": parse_bool}.get(type_name, str)
+    if name in BOOL_FIELDS:
+        return parse_bool
+    return int if name in INT_FIELDS else float if name in FLOAT_FIELDS else str
 
 
 def add_config_flags(
@@ -74,15 +71,16 @@ def add_config_flags(
     not given). ``several``: each flag takes one or more values (a sweep's axis; a layer-width
     tuple is then written 64,64); otherwise one value (a layer-width tuple as 64 64)."""
     for name in fields:
-        field = FIELDS[name]
-        sizes = _is_sizes(field)
+        if name not in FIELDS:
+            raise ValueError(f"{name!r} is not a PPOConfig field")
+        sizes = name in SIZES_FIELDS
         metavar = ("SIZES" if sizes else "VALUE") if several else name.upper()
         example = (" each written 64,64" if several else ", e.g. 64 64") if sizes else ""
         group.add_argument(
             f"--{name.replace('_', '-')}",
             dest=f"{DEST_PREFIX}{name}",
             default=None,
-            type=_value_type(field, several),
+            type=_value_type(name, several),
             nargs="+" if several or sizes else None,
             metavar=metavar,
             help=f"{PPO_FIELD_HELP[name]}{example}{default_note(name)}",
