@@ -10,7 +10,6 @@ rotation, hrv: episode length) as the mean and two-sided 95% t interval over see
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from purehr.envs import hrv
 from purehr.envs.base import Environment
 from purehr.envs.swing import SwingEnv
 from purehr.ppo.config import HRV_DEFAULTS, SWING_DEFAULTS, PPOConfig
-from purehr.run.run_dir import atomic_write_json, atomic_write_text, write_csv
+from purehr.run.run_dir import atomic_write_json, atomic_write_text, load_average, write_csv
 from purehr.stats import mean_confidence_interval
 from purehr.sweep import train_group
 from purehr.tasks import get_task
@@ -265,13 +264,6 @@ def write_outputs(out_dir: Path, task: str, rows: list[dict[str, Any]], descript
         atomic_write_text(out_dir / f"{task}.md", format_markdown(task, rows)),
         atomic_write_json(out_dir / f"{task}.json", description),
     ]
-
-
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
 
 
 def run_ablation(

@@ -16,7 +16,6 @@ over seeds per combination), the figure and ``comparison.json``.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +27,14 @@ import numpy as np
 from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD
 from purehr.ppo.loop import Hook, UpdateLoop, run_updates
 from purehr.ppo.train import keys_for_seeds
-from purehr.run.run_dir import atomic_write_json, environment_description, parse_row, read_csv, write_csv
+from purehr.run.run_dir import (
+    atomic_write_json,
+    environment_description,
+    load_average,
+    parse_row,
+    read_csv,
+    write_csv,
+)
 from purehr.run.task_setup import build_task_setup
 from purehr.stats import mean_confidence_interval, tail_mean
 from purehr.tasks import get_task
@@ -82,13 +88,6 @@ def make_comparison_program(env, config, eval_every: int, eval_episodes: int):
     return jax.jit(train), ppo
 
 
-def load_averages() -> list[float]:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return []
-
-
 def combination_dir(out: Path, name: str) -> Path:
     return out / name.replace("/", "__")
 
@@ -112,7 +111,7 @@ def run_combination(
     keys = keys_for_seeds(seeds)
     env = get_task("hrv").make_env(similarity=similarity, reward_form=reward_form)
     train, ppo = make_comparison_program(env, config, eval_every, eval_episodes)
-    load_before = load_averages()
+    load_before = load_average()
     started = time.perf_counter()
     compiled = train.lower(keys).compile()
     compile_s = time.perf_counter() - started
@@ -126,7 +125,7 @@ def run_combination(
         "env_steps_per_seed": steps,
         "env_steps_per_s_all_seeds": steps * len(seeds) / run_s,
         "load_average_before": load_before,
-        "load_average_after": load_averages(),
+        "load_average_after": load_average(),
     }
     print(
         f"[{name}] compile {compile_s:.1f} s, train+eval {run_s:.1f} s "
