@@ -131,34 +131,23 @@ def _simulation_program(env, params, seeds: int, envs: int, length: int):
 
 
 def _rollout_program(config, env, seeds: int, length: int):
-    """PPO's rollout phase alone: policy network forward, sample, log-prob, env step."""
+    """PPO's rollout phase alone, the trainer's own (``PPO.rollout``): pre-drawn randomness,
+    policy forward, sample, log-prob, environment step, the bootstrap values."""
     import jax
     import jax.numpy as jnp
 
-    from purehr.envs.spaces import flatten_observation
-    from purehr.envs.wrappers import training_wrappers
-    from purehr.ppo.distributions import make_distribution
     from purehr.ppo.train import make_ppo
 
     ppo = make_ppo(config, env)
-    train_env = training_wrappers(env)
-    action_space = env.action_space(ppo.env_params)
-    flatten = jax.vmap(flatten_observation)
-    step_params = ppo.env_params_at(0, config.hyperparams())
+    rollouts = length // config.num_steps
 
     def one_seed(runner):
-        def env_step(carry, _):
-            env_state, observation, key = carry
-            key, action_key, step_key = jax.random.split(key, 3)
-            actor_output, log_std, value = ppo.network.apply(runner.params, flatten(observation))
-            policy = make_distribution(action_space, actor_output, log_std)
-            action = policy.sample(action_key)
-            observation, env_state, reward, *_ = jax.vmap(train_env.step, in_axes=(0, 0, 0, None))(
-                jax.random.split(step_key, config.num_envs), env_state, policy.to_env_action(action), step_params
-            )
-            return (env_state, observation, key), jnp.mean(reward) + jnp.mean(policy.log_prob(action) + value)
+        def next_rollout(runner, _):
+            env_state, observation, trajectory, next_values, key = ppo.rollout(runner)
+            checksum = jnp.mean(trajectory.reward) + jnp.mean(trajectory.log_prob + next_values)
+            return runner.replace(env_state=env_state, observation=observation, key=key), checksum
 
-        _, out = jax.lax.scan(env_step, (runner.env_state, runner.observation, runner.key), None, length)
+        _, out = jax.lax.scan(next_rollout, runner, None, rollouts)
         return out
 
     def run(keys):

@@ -43,16 +43,23 @@ class Wrapper(Environment):
 
 class AutoResetWrapper(Wrapper):
     """Resets a finished episode in the same step, keeping its last observation in
-    ``info["final_observation"]`` so PPO can bootstrap ``V(final)`` on a truncation."""
+    ``info["final_observation"]`` so PPO can bootstrap ``V(final)`` on a truncation.
+
+    ``step_with_reset`` takes the reset to continue from, ``(observation, state)`` of
+    ``env.reset``, drawn beforehand: PPO draws a whole rollout's resets in one batched call
+    before its step scan (a reset does not depend on the state it replaces)."""
 
     def reset(self, key, params=None):
         return self.env.reset(key, params)
 
     def step(self, key, state, action, params=None) -> StepResult:
         key_step, key_reset = jax.random.split(key)
-        obs, next_state, reward, terminated, truncated, info = self.env.step(key_step, state, action, params)
+        return self.step_with_reset(key_step, state, action, self.env.reset(key_reset, params), params)
+
+    def step_with_reset(self, key, state, action, reset: tuple[Any, Any], params=None) -> StepResult:
+        obs, next_state, reward, terminated, truncated, info = self.env.step(key, state, action, params)
         done = jnp.logical_or(terminated, truncated)
-        reset_obs, reset_state = self.env.reset(key_reset, params)
+        reset_obs, reset_state = reset
         info = dict(info, final_observation=obs)
         return (
             _select(done, reset_obs, obs),
@@ -84,7 +91,14 @@ class EpisodeStatisticsWrapper(Wrapper):
         return obs, EpisodeStatisticsState(env_state, zero, jnp.zeros((), jnp.int32), jnp.zeros((), jnp.int32))
 
     def step(self, key, state: EpisodeStatisticsState, action, params=None) -> StepResult:
-        obs, env_state, reward, terminated, truncated, info = self.env.step(key, state.env_state, action, params)
+        return self._count(state, action, self.env.step(key, state.env_state, action, params))
+
+    def step_with_reset(self, key, state: EpisodeStatisticsState, action, reset, params=None) -> StepResult:
+        """``AutoResetWrapper.step_with_reset`` underneath, counted the same way."""
+        return self._count(state, action, self.env.step_with_reset(key, state.env_state, action, reset, params))
+
+    def _count(self, state: EpisodeStatisticsState, action, step: StepResult) -> StepResult:
+        obs, env_state, reward, terminated, truncated, info = step
         done = jnp.logical_or(terminated, truncated)
         nan_action = (
             jnp.any(jnp.isnan(action))

@@ -22,6 +22,10 @@ class Batch(NamedTuple):
     target: jax.Array  # value target: advantage + value (before normalisation)
 
 
+LOSS_STATISTICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+"""The statistics ``ppo_loss`` returns beside the loss, in order."""
+
+
 def ppo_loss(
     params, apply_fn: Callable, distribution_fn: Callable, minibatch: Batch, hparams: PPOHyperparams
 ) -> tuple[jax.Array, dict[str, jax.Array]]:

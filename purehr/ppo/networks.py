@@ -104,9 +104,13 @@ class ActorCritic(nn.Module):
             )
 
     def __call__(self, observation: jax.Array):
+        return (*self.policy(observation), self.value(observation))
+
+    def policy(self, observation: jax.Array):
+        """(actor output, log std or None): the actor alone, for a caller that evaluates the
+        critic on other observations as well."""
         log_std = self.log_std if self.continuous else None
-        observation = self._normalized(observation)
-        return self.actor(observation), log_std, jnp.squeeze(self.critic(observation), -1)
+        return self.actor(self._normalized(observation)), log_std
 
     def value(self, observation: jax.Array) -> jax.Array:
         return jnp.squeeze(self.critic(self._normalized(observation)), -1)

@@ -25,10 +25,10 @@ from purehr.envs.base import Environment, all_finite
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.config import PPOConfig, PPOHyperparams
-from purehr.ppo.distributions import make_distribution, policy_output_size
+from purehr.ppo.distributions import make_distribution, policy_output_size, sampling_noise
 from purehr.ppo.gae import generalized_advantages
 from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
-from purehr.ppo.loss import Batch, ppo_loss
+from purehr.ppo.loss import LOSS_STATISTICS, Batch, ppo_loss
 from purehr.ppo.networks import ActorCritic, update_observation_statistics
 
 # (params of the env, update index: int32, 0-based) -> params for this update
@@ -59,7 +59,7 @@ class Transition(NamedTuple):
     reward: jax.Array  # float32
     terminated: jax.Array
     done: jax.Array  # terminated or truncated: the episode ended here
-    final_observation: jax.Array  # flat observation after the step, before any auto-reset
+    previous_final_value: jax.Array  # V(final observation of the *previous* step): see the rollout
     episode_done: jax.Array  # episode statistics from the wrappers (metrics only)
     episode_return: jax.Array
     episode_success: jax.Array
@@ -67,6 +67,28 @@ class Transition(NamedTuple):
     invalid_action: jax.Array
     nonfinite_state: jax.Array
     diagnostics: dict[str, jax.Array]  # the environment's own per-step diagnostics
+
+
+class RolloutRandomness(NamedTuple):
+    """Every random draw of one rollout, [num_steps, num_envs, ...]: the policy's sampling
+    noise, the environments' step keys, and the reset each environment continues from if its
+    episode ends at that step (``AutoResetWrapper.step_with_reset``)."""
+
+    sampling_noise: jax.Array
+    step_keys: jax.Array
+    resets: tuple[Any, Any]  # (observation, state) of env.reset
+
+
+class Rollout(NamedTuple):
+    """One rollout of every environment: where it left them, what it recorded, GAE's next
+    values [num_steps, num_envs] (V of what followed each step in the same episode), and the
+    runner's key after the rollout's draws."""
+
+    env_state: Any
+    observation: Any
+    trajectory: Transition
+    next_values: jax.Array
+    key: jax.Array
 
 
 @dataclass(frozen=True)
@@ -79,6 +101,8 @@ class PPO:
     network: ActorCritic
     init: Callable[[jax.Array, PPOHyperparams | None], RunnerState]
     update: Callable[[RunnerState], tuple[RunnerState, dict[str, jax.Array]]]
+    rollout: Callable[[RunnerState], Rollout]
+    """``rollout(runner)``: the update's rollout alone (the throughput benchmark times it)."""
     env_params_at: Callable[[jax.Array, PPOHyperparams], Any]
     """``env_params_at(update_index, hparams)``: the environment parameters that update trains
     on (PPO's discount written into them; the curriculum's stage, if any)."""
@@ -185,22 +209,43 @@ def make_ppo(
             hparams,
         )
 
-    def update(runner: RunnerState) -> tuple[RunnerState, dict[str, jax.Array]]:
-        hparams = runner.hparams
-        step_params = env_params_at(runner.update_index, hparams)
-        optimizer = make_optimizer(hparams)
+    def rollout_randomness(key: jax.Array, step_params) -> RolloutRandomness:
+        # Drawn before the step scan in three batched calls: each draw inside the scan would be
+        # a loop of its own at every step on a CPU (threefry's rolled lowering), which made the
+        # rollout of small batches a third slower (docs/protocol.md, "Engine facts").
+        noise_key, step_key, reset_key = jax.random.split(key, 3)
+        per_step = (num_steps, num_envs)
+        reset_every = jax.vmap(jax.vmap(env.reset, in_axes=(0, None)), in_axes=(0, None))
+        return RolloutRandomness(
+            sampling_noise(action_space, noise_key, per_step),
+            jax.random.split(step_key, per_step),
+            reset_every(jax.random.split(reset_key, per_step), step_params),
+        )
 
-        # --- rollout: num_steps steps of num_envs environments, auto-reset inside ---
-        def env_step(carry, _):
-            env_state, observation, key = carry
-            key, action_key, step_key = jax.random.split(key, 3)
+    def rollout(runner: RunnerState) -> Rollout:
+        step_params = env_params_at(runner.update_index, runner.hparams)
+        key, rollout_key = jax.random.split(runner.key)
+
+        # --- num_steps steps of num_envs environments, auto-reset inside ---
+        # A truncated episode bootstraps from V(its final observation), the observation before
+        # the auto-reset. The critic evaluates the previous step's final observations in the
+        # same call as this step's observations (2E rows): on small batches that is almost
+        # free, where a pass over all T x E final observations after the rollout cost 2-3%.
+        def env_step(carry, randomness: RolloutRandomness):
+            env_state, observation, previous_final_observation = carry
             flat_observation = flatten_batch(observation)  # [E, obs]
-            actor_output, log_std, value = network.apply(runner.params, flat_observation)
+            actor_output, log_std = network.apply(runner.params, flat_observation, method=ActorCritic.policy)
+            values = network.apply(
+                runner.params,
+                jnp.concatenate([flat_observation, previous_final_observation]),
+                method=ActorCritic.value,
+            )
+            value, previous_final_value = values[:num_envs], values[num_envs:]
             policy = distribution(actor_output, log_std)
-            action = policy.sample(action_key)
+            action = policy.sample_from_noise(randomness.sampling_noise)
             next_observation, env_state, reward, terminated, truncated, info = jax.vmap(
-                train_env.step, in_axes=(0, 0, 0, None)
-            )(jax.random.split(step_key, num_envs), env_state, policy.to_env_action(action), step_params)
+                train_env.step_with_reset, in_axes=(0, 0, 0, 0, None)
+            )(randomness.step_keys, env_state, policy.to_env_action(action), randomness.resets, step_params)
             transition = Transition(
                 observation=flat_observation,
                 action=action,
@@ -209,7 +254,7 @@ def make_ppo(
                 reward=reward.astype(jnp.float32),
                 terminated=terminated,
                 done=jnp.logical_or(terminated, truncated),
-                final_observation=flatten_batch(info["final_observation"]),
+                previous_final_value=previous_final_value,
                 episode_done=info["episode_done"],
                 episode_return=info["episode_return"],
                 episode_success=info["episode_success"],
@@ -218,14 +263,25 @@ def make_ppo(
                 nonfinite_state=info["nonfinite_state"],
                 diagnostics=train_env.diagnostics(info),
             )
-            return (env_state, next_observation, key), transition
+            return (env_state, next_observation, flatten_batch(info["final_observation"])), transition
 
-        (env_state, observation, key), trajectory = jax.lax.scan(  # Transition of [T, E, ...]
-            env_step, (runner.env_state, runner.observation, runner.key), None, num_steps
+        first_observation = flatten_batch(runner.observation)  # its "previous final" value is unused
+        (env_state, observation, last_final_observation), trajectory = jax.lax.scan(  # Transition of [T, E, ...]
+            env_step,
+            (runner.env_state, runner.observation, first_observation),
+            rollout_randomness(rollout_key, step_params),
         )
 
+        last_final_value = network.apply(runner.params, last_final_observation, method=ActorCritic.value)
+        next_values = jnp.concatenate([trajectory.previous_final_value[1:], last_final_value[None]])  # [T, E]
+        return Rollout(env_state, observation, trajectory, next_values, key)
+
+    def update(runner: RunnerState) -> tuple[RunnerState, dict[str, jax.Array]]:
+        hparams = runner.hparams
+        optimizer = make_optimizer(hparams)
+        env_state, observation, trajectory, next_values, key = rollout(runner)
+
         # --- GAE: V(final observation) bootstraps truncations; terminations get 0 ---
-        next_values = network.apply(runner.params, trajectory.final_observation, method=ActorCritic.value)
         advantages, targets = generalized_advantages(
             trajectory.reward,
             trajectory.value,
@@ -241,45 +297,55 @@ def make_ppo(
         batch = jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]), batch)  # [B, ...]
 
         # --- epochs x minibatches over a fresh permutation each epoch ---
+        # The loss statistics are summed in the carry, not stacked per minibatch: the same
+        # means, without a write per statistic and minibatch (measurable on small batches).
         def minibatch_step(carry, minibatch: Batch):
-            params, opt_state = carry
+            params, opt_state, stat_sums = carry
             (_, stats), grads = jax.value_and_grad(ppo_loss, has_aux=True)(
                 params, network.apply, distribution, minibatch, hparams
             )
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
-            return (params, opt_state), dict(stats, grad_norm=optax.global_norm(grads))
+            stats = dict(stats, grad_norm=optax.global_norm(grads))
+            return (params, opt_state, jax.tree.map(jnp.add, stat_sums, stats)), None
 
         def epoch(carry, _):
-            params, opt_state, key = carry
+            params, opt_state, key, stat_sums = carry
             key, permutation_key = jax.random.split(key)
             permutation = jax.random.permutation(permutation_key, batch_size)
             minibatches = jax.tree.map(  # [B / M, M, ...]
                 lambda x: x[permutation].reshape((num_minibatches, minibatch_size) + x.shape[1:]), batch
             )
-            (params, opt_state), stats = jax.lax.scan(minibatch_step, (params, opt_state), minibatches)
-            return (params, opt_state, key), stats
+            (params, opt_state, stat_sums), _ = jax.lax.scan(
+                minibatch_step, (params, opt_state, stat_sums), minibatches
+            )
+            return (params, opt_state, key, stat_sums), None
 
-        (params, opt_state, key), stats = jax.lax.scan(
-            epoch, (runner.params, runner.opt_state, key), None, config.num_epochs
+        no_stats = {name: jnp.zeros((), jnp.float32) for name in LOSS_STATISTICS + ("grad_norm",)}
+        (params, opt_state, key, stat_sums), _ = jax.lax.scan(
+            epoch, (runner.params, runner.opt_state, key, no_stats), None, config.num_epochs
         )
+        stats = {name: total / (config.num_epochs * num_minibatches) for name, total in stat_sums.items()}
         params = update_observation_statistics(params, trajectory.observation)  # no-op unless normalising
 
         # --- divergence: a seed whose losses or parameters stop being finite is frozen ---
-        finite = jnp.logical_and(all_finite(stats), all_finite((params, opt_state)))
+        # The optimiser state needs no check of its own: the summed statistics include every
+        # minibatch's gradient norm, finite only when every gradient element and its square
+        # are, and Adam's moments are running averages of exactly those.
+        finite = jnp.logical_and(all_finite(stats), all_finite(params))
         frozen = jnp.logical_or(diverged_at_update(runner, config) > 0, jnp.logical_not(finite))
         params, opt_state = jax.tree.map(
             lambda old, new: jnp.where(frozen, old, new), (runner.params, runner.opt_state), (params, opt_state)
         )
 
-        metrics = jax.tree.map(jnp.mean, stats)
+        metrics = dict(stats)
         metrics.update(_rollout_metrics(trajectory))
         metrics["update"] = runner.update_index + 1
         next_runner = RunnerState(params, opt_state, env_state, observation, key, runner.update_index + 1, hparams)
         metrics["diverged_at_update"] = diverged_at_update(next_runner, config)
         return next_runner, metrics
 
-    return PPO(config, env, env_params, network, init, update, env_params_at)
+    return PPO(config, env, env_params, network, init, update, rollout, env_params_at)
 
 
 def optimizer_steps(opt_state) -> jax.Array:
