@@ -211,8 +211,8 @@ def make_ppo(
 
     def rollout_randomness(key: jax.Array, step_params) -> RolloutRandomness:
         # Drawn before the step scan in three batched calls: each draw inside the scan would be
-        # a loop of its own at every step on a CPU (threefry's rolled lowering), which made the
-        # rollout of small batches a third slower (docs/protocol.md, "Engine facts").
+        # a loop of its own at every step on a CPU (threefry's rolled lowering), 5-6% of the
+        # training time of small batches (docs/protocol.md, "Engine facts").
         noise_key, step_key, reset_key = jax.random.split(key, 3)
         per_step = (num_steps, num_envs)
         reset_every = jax.vmap(jax.vmap(env.reset, in_axes=(0, None)), in_axes=(0, None))
@@ -229,8 +229,9 @@ def make_ppo(
         # --- num_steps steps of num_envs environments, auto-reset inside ---
         # A truncated episode bootstraps from V(its final observation), the observation before
         # the auto-reset. The critic evaluates the previous step's final observations in the
-        # same call as this step's observations (2E rows): on small batches that is almost
-        # free, where a pass over all T x E final observations after the rollout cost 2-3%.
+        # same call as this step's observations (2E rows): the same rows as a pass over all
+        # T x E final observations after the rollout, but no [T, E, obs] array to keep (on
+        # CartPole's small batches 0-2% faster, within the noise of the measurement).
         def env_step(carry, randomness: RolloutRandomness):
             env_state, observation, previous_final_observation = carry
             flat_observation = flatten_batch(observation)  # [E, obs]
