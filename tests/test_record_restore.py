@@ -74,13 +74,14 @@ def test_evaluate_text_output_names_the_step():
     )
 
 
-def test_the_record_manifest_with_a_retired_config_field_still_loads():
-    """results/protocol was written when PPOConfig had ``progress_interval``: reading it drops
-    the retired field and keeps every other value."""
+def test_a_manifest_with_a_retired_config_field_still_loads():
+    """Records written when PPOConfig had ``progress_interval`` (the record before commit
+    15650e0 did) still load: reading drops the retired field and keeps every other value."""
     recorded = json.loads((RECORD / "manifest.json").read_text())["configs"]["swing"]
-    assert "progress_interval" in recorded
-    config = PPOConfig.from_dict(recorded)
-    kept = {k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items() if k != "progress_interval"}
+    older = dict(recorded, progress_interval=10)
+    config = PPOConfig.from_dict(older)
+    kept = {k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()}
     assert {k: v for k, v in config.to_dict().items() if k in kept} == kept
-    newer = set(config.to_dict()) - set(recorded)  # fields added since: their defaults
+    assert "progress_interval" not in config.to_dict()
+    newer = set(config.to_dict()) - set(recorded)  # fields added since the record: their defaults
     assert all(getattr(config, k) == getattr(PPOConfig(), k) for k in newer)
