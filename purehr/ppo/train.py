@@ -332,7 +332,8 @@ def make_ppo(
         # --- divergence: a seed whose losses or parameters stop being finite is frozen ---
         # The optimiser state needs no check of its own: the summed statistics include every
         # minibatch's gradient norm, finite only when every gradient element and its square
-        # are, and Adam's moments are running averages of exactly those.
+        # are, and Adam's moments are running averages of those gradients (clipped) and their
+        # squares.
         finite = jnp.logical_and(all_finite(stats), all_finite(params))
         frozen = jnp.logical_or(diverged_at_update(runner, config) > 0, jnp.logical_not(finite))
         params, opt_state = jax.tree.map(
