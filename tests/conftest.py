@@ -29,8 +29,20 @@ if _OWN_CACHE:  # a given directory (e.g. one CI keeps between runs) is used as 
 # per-op eager compilations (milliseconds each) out of the cache
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 
+from purehr.ppo.config import HRV_DEFAULTS  # noqa: E402
 from purehr.run.run_dir import checkpoint_columns, update_columns, write_csv  # noqa: E402  (after the cache setting)
 from purehr.tasks import get_task  # noqa: E402
+
+# hrv in miniature for the curriculum and task-setup tests: 10 updates of 16 envs x 8 steps.
+HRV_TINY = HRV_DEFAULTS.replace(
+    num_envs=16,
+    num_steps=8,
+    minibatch_size=64,
+    num_epochs=1,
+    actor_hidden=(16,),
+    critic_hidden=(16,),
+    total_timesteps=16 * 8 * 10,
+)
 
 # The protocol in miniature (tests/test_run.py, test_resume_multitask.py, test_progress.py):
 # batch 4 x 128 = 512, checkpoint targets every 3,000 steps, 16,384 steps = 32 updates; a

@@ -10,25 +10,14 @@ import math
 import jax
 import numpy as np
 import pytest
+from conftest import HRV_TINY as TINY
 
 from purehr.analysis import analyze_run
 from purehr.api import train_hr_ppo
 from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD, Curriculum, HRWritingEnv
-from purehr.ppo.config import HRV_DEFAULTS
 from purehr.ppo.train import keys_for_seeds, make_ppo, make_train
 from purehr.run import restore
 from purehr.run.protocol import build_setups, manifest_curricula, train_all_seeds
-
-TINY = HRV_DEFAULTS.replace(
-    num_envs=16,
-    num_steps=8,
-    minibatch_size=64,
-    num_epochs=1,
-    actor_hidden=(16,),
-    critic_hidden=(16,),
-    total_timesteps=16 * 8 * 10,
-)
-
 
 # --- validation -------------------------------------------------------------------------------
 

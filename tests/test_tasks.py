@@ -4,24 +4,14 @@ from __future__ import annotations
 
 import jax
 import pytest
+from conftest import HRV_TINY as TINY
 
 from purehr.envs.base import freeze_after_done
 from purehr.envs.hrv import Curriculum, HRWritingEnv
 from purehr.envs.swing import SwingEnv
 from purehr.envs.wrappers import training_wrappers
-from purehr.ppo.config import HRV_DEFAULTS
 from purehr.run.task_setup import build_task_setup
 from purehr.tasks import TASK_NAMES, TASKS, get_task, task_of_env, task_of_env_class
-
-TINY = HRV_DEFAULTS.replace(
-    num_envs=16,
-    num_steps=8,
-    minibatch_size=64,
-    num_epochs=1,
-    actor_hidden=(16,),
-    critic_hidden=(16,),
-    total_timesteps=16 * 8 * 10,
-)
 
 
 def test_unknown_task_is_named_with_the_known_ones():
