@@ -36,7 +36,6 @@ import platform
 import resource
 import sys
 import time
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -224,7 +223,7 @@ def compare(name: str, seeds: int, repeats: int) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter
+    from purehr.cli import HelpFormatter, output_file, positive_int
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument(
@@ -234,24 +233,15 @@ def build_parser() -> argparse.ArgumentParser:
         choices=list(REJAX_CONFIGS),
         help="gymnax environments, each with rejax's published PPO settings",
     )
-    parser.add_argument("--seeds", type=int, default=5, help="seeds vmapped in each library's one call")
-    parser.add_argument("--repeats", type=int, default=2, help="timed runs per library (best counts)")
-    parser.add_argument("--json", type=Path, default=None, help="also write the records to this file")
+    parser.add_argument("--seeds", type=positive_int, default=5, help="seeds vmapped in each library's one call")
+    parser.add_argument("--repeats", type=positive_int, default=2, help="timed runs per library (best counts)")
+    parser.add_argument("--json", type=output_file, default=None, help="also write the records to this file")
     return parser
 
 
 def main(argv=None) -> int:
-    from purehr.cli import check_output_file
-
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.seeds < 1 or args.repeats < 1:
-        parser.error(f"--seeds {args.seeds} --repeats {args.repeats}: expected positive integers")
-    if args.json is not None:
-        try:
-            check_output_file(args.json)
-        except ValueError as error:
-            parser.exit(2, f"error: {error}\n")
     try:
         import rejax
     except ImportError:

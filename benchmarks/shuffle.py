@@ -15,7 +15,6 @@ import os
 import platform
 import sys
 import time
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -55,22 +54,20 @@ def measure(n: int, seeds: int, repeats: int) -> dict:
     return record
 
 
-def main(argv=None) -> int:
-    from purehr.cli import HelpFormatter, check_output_file
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli import HelpFormatter, output_file, positive_int
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="batch sizes to permute")
-    parser.add_argument("--seeds", type=int, default=5, help="permutations vmapped in one call")
-    parser.add_argument("--repeats", type=int, default=30, help="timed calls per program")
-    parser.add_argument("--json", type=Path, default=None, help="also write the records to this file")
+    parser.add_argument("--sizes", type=positive_int, nargs="+", default=list(BATCH_SIZES), help="batch sizes")
+    parser.add_argument("--seeds", type=positive_int, default=5, help="permutations vmapped in one call")
+    parser.add_argument("--repeats", type=positive_int, default=30, help="timed calls per program")
+    parser.add_argument("--json", type=output_file, default=None, help="also write the records to this file")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if min(args.sizes) < 1 or args.seeds < 1 or args.repeats < 1:
-        parser.error(f"--sizes {args.sizes} --seeds {args.seeds} --repeats {args.repeats}: expected positive integers")
-    if args.json is not None:
-        try:
-            check_output_file(args.json)
-        except ValueError as error:
-            parser.exit(2, f"error: {error}\n")
     load_before = os.getloadavg()
     records = []
     for n in args.sizes:
