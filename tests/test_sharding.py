@@ -91,7 +91,14 @@ CLI_SCRIPT = textwrap.dedent("""
                   for a, b in zip(jax.tree.leaves(final.params), jax.tree.leaves(one.runner.params))]
     rows = [open(os.path.join(root, "hrv", f"seed_{s}", "checkpoints.csv")).read().count(chr(10)) - 1
             for s in range(2)]
+    logged = []
+    for s in range(2):
+        lines = open(os.path.join(root, "hrv", f"seed_{s}", "updates.csv")).read().split()
+        column = lines[0].split(",").index("loss")
+        logged.append([float(line.split(",")[column]) for line in lines[1:]])
+    losses_diff = float(np.max(np.abs(np.asarray(logged) - np.asarray(one.metrics["loss"]))))
     print("RESULT " + json.dumps({"code": code, "max_abs_diff": max(diffs), "checkpoint_rows": rows,
+                                  "losses_max_abs_diff": losses_diff,
                                   "actor_hidden": json.load(open(os.path.join(root, "manifest.json")))
                                   ["configs"]["hrv"]["actor_hidden"],
                                   "mesh": json.load(open(os.path.join(root, "manifest.json")))["mesh"]["shape"],
@@ -105,7 +112,12 @@ def test_cli_on_4_devices_with_progress_and_checkpoints_equals_one_device():
     checkpoint callback's operand copy had no pool thread left while the other devices waited
     in a collective). Run it as a user does and compare with one device: 2 seeds x 8 envs on
     4 devices split both mesh axes, every seed's checkpoints reach the host (the gathered
-    callbacks) and the final parameters equal make_train's on one device."""
+    callbacks), and the run trains what make_train trains on one device: the same logged
+    losses (float32 noise, about 1e-6) and final parameters within 1e-3. The sharded run's
+    rollout sums in another order, and through a ReLU whose input sits near 0 that noise can
+    move an actor weight by a fraction of one Adam step (lr 1e-3): 1.2e-4 measured with the
+    shuffle of commit fc89c26, 9e-8 with jax.random.permutation's draws. Training on other
+    minibatches than one device's moves them by 1.6e-2 (measured)."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
     env.pop("PJRT_NPROC", None)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -124,7 +136,8 @@ def test_cli_on_4_devices_with_progress_and_checkpoints_equals_one_device():
     assert result["actor_hidden"] == [256, 128, 64]  # the task's default network
     assert result["mesh"] == {"seeds": 2, "envs": 2}  # seed and environment axes both split
     assert result["checkpoint_rows"] == [3, 3]  # targets 0, 512, 1024 for both seeds
-    assert result["max_abs_diff"] < 1e-4, result
+    assert result["losses_max_abs_diff"] < 1e-4, result  # every update's loss, both seeds
+    assert result["max_abs_diff"] < 1e-3, result
     assert int(result["pjrt_nproc"]) >= 5  # one pool thread more than devices
 
 

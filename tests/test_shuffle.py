@@ -62,3 +62,13 @@ def test_each_index_lands_anywhere_with_equal_chance():
 def test_rejects_an_empty_range():
     with pytest.raises(ValueError, match="n=0"):
         random_permutation(jax.random.PRNGKey(0), 0)
+
+
+def test_falls_back_to_jax_when_too_few_bits_are_left_per_round(monkeypatch):
+    from purehr.ppo import shuffle
+
+    key = jax.random.PRNGKey(5)
+    monkeypatch.setattr(shuffle, "MIN_KEY_BITS", 32 - shuffle.shuffle_rounds(1000)[0] + 1)
+    np.testing.assert_array_equal(
+        np.asarray(shuffle.random_permutation(key, 1000)), np.asarray(jax.random.permutation(key, 1000))
+    )
