@@ -72,6 +72,8 @@ CLI_SCRIPT = textwrap.dedent("""
     from purehr.ppo.config import HRV_DEFAULTS
     from purehr.ppo.train import keys_for_seeds, make_train
     from purehr.run.restore import restore
+    from purehr.run.run_dir import read_csv_columns
+    from pathlib import Path
 
     assert len(jax.devices()) == 4, jax.devices()
     root = os.path.join(tempfile.mkdtemp(), "four")
@@ -91,11 +93,8 @@ CLI_SCRIPT = textwrap.dedent("""
                   for a, b in zip(jax.tree.leaves(final.params), jax.tree.leaves(one.runner.params))]
     rows = [open(os.path.join(root, "hrv", f"seed_{s}", "checkpoints.csv")).read().count(chr(10)) - 1
             for s in range(2)]
-    logged = []
-    for s in range(2):
-        lines = open(os.path.join(root, "hrv", f"seed_{s}", "updates.csv")).read().split()
-        column = lines[0].split(",").index("loss")
-        logged.append([float(line.split(",")[column]) for line in lines[1:]])
+    logged = [read_csv_columns(Path(root, "hrv", f"seed_{s}", "updates.csv"), ["loss"], numeric=True)["loss"]
+              for s in range(2)]
     losses_diff = float(np.max(np.abs(np.asarray(logged) - np.asarray(one.metrics["loss"]))))
     print("RESULT " + json.dumps({"code": code, "max_abs_diff": max(diffs), "checkpoint_rows": rows,
                                   "losses_max_abs_diff": losses_diff,
