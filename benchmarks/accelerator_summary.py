@@ -80,7 +80,7 @@ def summarize(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter
+    from purehr.cli.arguments import HelpFormatter
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("out_dir", type=Path, help="the folder accelerator_check.sh wrote its parts to")

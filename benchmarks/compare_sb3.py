@@ -30,12 +30,12 @@ import jax.numpy as jnp
 import numpy as np
 from _common import load_averages, write_json
 
-from purehr.cli import HelpFormatter, output_file, positive_int
+from purehr.cli.arguments import HelpFormatter, output_file, positive_int
 from purehr.envs import HRWritingEnv, to_gymnasium
 from purehr.envs.hrv import heldout_evaluation
 from purehr.envs.spaces import flatten_observation
-from purehr.ppo.config import HRV_DEFAULTS
-from purehr.ppo.train import keys_for_seeds, make_train
+from purehr.ppo.trainer import keys_for_seeds, make_train
+from purehr.tasks import HRV_DEFAULTS
 
 
 def sb3_policy_for_jax(model):

@@ -25,11 +25,11 @@ import jax
 import numpy as np
 from _common import load_averages, write_json
 
-from purehr.cli import HelpFormatter, output_file, positive_int
+from purehr.cli.arguments import HelpFormatter, output_file, positive_int
 from purehr.envs.gymnax_adapter import GymnaxEnv
 from purehr.envs.rollout import run_episodes
 from purehr.ppo.config import PPOConfig
-from purehr.ppo.train import keys_for_seeds, make_train
+from purehr.ppo.trainer import keys_for_seeds, make_train
 
 CARTPOLE = PPOConfig(
     total_timesteps=500_000,

@@ -30,12 +30,13 @@ import numpy as np
 import optax
 from _common import load_averages, write_json
 
-from purehr.cli import HelpFormatter, output_file, positive_int
+from purehr.cli.arguments import HelpFormatter, output_file, positive_int
 from purehr.envs.spaces import flatten_observation
 from purehr.envs.wrappers import training_wrappers
+from purehr.ppo.algorithm import make_ppo
 from purehr.ppo.distributions import make_distribution
 from purehr.ppo.loss import Batch, ppo_loss
-from purehr.ppo.train import keys_for_seeds, make_ppo, make_train
+from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.tasks import TASK_NAMES, get_task
 
 

@@ -26,7 +26,8 @@ def time_make_train(steps: int, seeds: int) -> dict:
     import jax
 
     from purehr import HRWritingEnv
-    from purehr.ppo import HRV_DEFAULTS, keys_for_seeds, make_train
+    from purehr.ppo.trainer import keys_for_seeds, make_train
+    from purehr.tasks import HRV_DEFAULTS
 
     train = make_train(HRV_DEFAULTS.replace(total_timesteps=steps), HRWritingEnv(hrv_dim=8))
     keys = keys_for_seeds(range(seeds))
@@ -48,7 +49,7 @@ def time_make_train(steps: int, seeds: int) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter, output_file, positive_int
+    from purehr.cli.arguments import HelpFormatter, output_file, positive_int
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument(

@@ -45,7 +45,7 @@ from _common import load_averages, write_json  # noqa: E402
 from purehr.envs.gymnax_adapter import GymnaxEnv  # noqa: E402
 from purehr.envs.rollout import run_episodes  # noqa: E402
 from purehr.ppo.config import PPOConfig  # noqa: E402
-from purehr.ppo.train import keys_for_seeds, make_train  # noqa: E402
+from purehr.ppo.trainer import keys_for_seeds, make_train  # noqa: E402
 
 # rejax configs/gymnax/*.yaml, ppo section (commit 4954fbf of keraJLi/rejax)
 REJAX_CONFIGS = {
@@ -223,7 +223,7 @@ def compare(name: str, seeds: int, repeats: int) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter, output_file, positive_int
+    from purehr.cli.arguments import HelpFormatter, output_file, positive_int
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument(

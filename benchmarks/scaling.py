@@ -35,7 +35,7 @@ STUDIES = ("steps", "seeds", "envs")
 
 
 def _timed_train(config, env, seeds: int, callback=None):
-    from purehr.ppo.train import keys_for_seeds, make_train
+    from purehr.ppo.trainer import keys_for_seeds, make_train
 
     train = make_train(config, env, callback=callback)
     keys = keys_for_seeds(range(seeds))
@@ -190,7 +190,7 @@ def plot(json_path: Path) -> Path:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter, output_file, positive_int
+    from purehr.cli.arguments import HelpFormatter, output_file, positive_int
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter, epilog=__doc__)
     parser.add_argument(

@@ -55,7 +55,7 @@ def measure(n: int, seeds: int, repeats: int) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter, output_file, positive_int
+    from purehr.cli.arguments import HelpFormatter, output_file, positive_int
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--sizes", type=positive_int, nargs="+", default=list(BATCH_SIZES), help="batch sizes")

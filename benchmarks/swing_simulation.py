@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purehr.cli import HelpFormatter, positive_int
+from purehr.cli.arguments import HelpFormatter, positive_int
 from purehr.envs.swing import ControllerParams, SwingEnv, heldout_evaluation, make_structured_policy
 from purehr.envs.swing.controller import DEFAULT_CONTROLLER
 from purehr.envs.wrappers import AutoResetWrapper

@@ -136,7 +136,7 @@ def _rollout_program(config, env, seeds: int, length: int):
     import jax
     import jax.numpy as jnp
 
-    from purehr.ppo.train import make_ppo
+    from purehr.ppo.algorithm import make_ppo
 
     ppo = make_ppo(config, env)
     rollouts = length // config.num_steps
@@ -191,7 +191,7 @@ def _measure(fn, args, env_steps: int, repeats: int) -> dict:
 def worker(args) -> None:
     import jax
 
-    from purehr.ppo.train import keys_for_seeds, make_train
+    from purehr.ppo.trainer import keys_for_seeds, make_train
     from purehr.tasks import get_task
 
     dtype = "float64" if jax.config.jax_enable_x64 else "float32"
@@ -237,7 +237,7 @@ def goals_worker(args) -> None:
     ``--rounds`` rounds; the minimum of each is kept (load from other jobs only adds time)."""
     import jax
 
-    from purehr.ppo.train import keys_for_seeds, make_train
+    from purehr.ppo.trainer import keys_for_seeds, make_train
     from purehr.tasks import get_task
 
     env = get_task("swing").make_env()
@@ -416,7 +416,7 @@ def markdown_report(reports: list[dict]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter, output_file, positive_int
+    from purehr.cli.arguments import HelpFormatter, output_file, positive_int
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter, epilog=__doc__)
     parser.add_argument(

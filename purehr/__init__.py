@@ -1,6 +1,6 @@
 """purehr: pure-JAX PPO whose whole training run is one compiled call.
 
-The public names below load on first use (PEP 562), so that ``import purehr.cli`` (every
+The public names below load on first use (PEP 562), so that ``import purehr.cli.arguments`` (every
 script's ``--help`` and flag checks) answers without importing JAX.
 """
 
@@ -12,21 +12,21 @@ warnings.filterwarnings("ignore", message=".*pytype_aval_mappings.*", category=D
 
 # several CPU devices (forced host devices, a multi-process CPU run) need one spare XLA pool
 # thread for the host callbacks; this must happen before JAX starts its backend
-from purehr.host_devices import prepare_host_devices  # noqa: E402
+from purehr.devices.host import prepare_host_devices  # noqa: E402
 
 prepare_host_devices()
 
 _EXPORTS = {
-    "HRPPOModel": "purehr.api",
-    "PPOModel": "purehr.api",
-    "train_hr_ppo": "purehr.api",
-    "TrainingDiverged": "purehr.api",
+    "HRPPOModel": "purehr.model.api",
+    "PPOModel": "purehr.model.api",
+    "train_hr_ppo": "purehr.model.api",
+    "TrainingDiverged": "purehr.model.api",
     "HRWritingEnv": "purehr.envs.hrv",
     "SwingEnv": "purehr.envs.swing",
     "PPOConfig": "purehr.ppo.config",
     "PPOHyperparams": "purehr.ppo.config",
-    "make_ppo": "purehr.ppo.train",
-    "make_train": "purehr.ppo.train",
+    "make_ppo": "purehr.ppo.algorithm",
+    "make_train": "purehr.ppo.trainer",
 }
 
 __all__ = [

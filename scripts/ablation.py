@@ -16,7 +16,7 @@ from pathlib import Path
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter
+    from purehr.cli.arguments import HelpFormatter
     from purehr.tasks import TASK_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
@@ -39,8 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from purehr import ablation
-    from purehr.run.run_dir import environment_description
+    from purehr.experiments import ablation
+    from purehr.run.machine import environment_description
     from purehr.tasks import get_task
 
     steps = args.steps if args.steps is not None else get_task(args.task).default_config.total_timesteps

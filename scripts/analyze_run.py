@@ -1,9 +1,9 @@
-"""Print the training-performance analysis of a run directory (see purehr/analysis.py).
+"""Print the training-performance analysis of a run directory (see purehr/reports/analysis.py).
 
     python scripts/analyze_run.py --run-dir artifacts/<run> [--json]
 
 Each metric is printed with its direction ("higher is better", ...) and a one-line meaning
-(``purehr.analysis.METRIC_GUIDE``; under "metric_guide" with --json). The logs are read
+(``purehr.reports.analysis.METRIC_GUIDE``; under "metric_guide" with --json). The logs are read
 by the renderer's reader: a log that render.py refuses (a truncated row) is refused here too.
 """
 
@@ -14,7 +14,7 @@ import json
 import math
 import sys
 
-from purehr.analysis import METRIC_GUIDE, analyze_run, to_json_safe
+from purehr.reports.analysis import METRIC_GUIDE, analyze_run, to_json_safe
 
 
 def _format(value: float) -> str:
@@ -48,7 +48,7 @@ def _print_table(analysis: dict) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter
+    from purehr.cli.arguments import HelpFormatter
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument(

@@ -27,9 +27,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from purehr import reward_comparison
-from purehr.cli import HelpFormatter
-from purehr.reward_comparison import COMBINATIONS
+from purehr.cli.arguments import HelpFormatter
+from purehr.experiments import reward_comparison
+from purehr.experiments.reward_comparison import COMBINATIONS
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import jax
 
-from purehr.cli import MAX_HELDOUT_EPISODES as MAX_EPISODES
-from purehr.cli import HelpFormatter
+from purehr.cli.arguments import HelpFormatter
 from purehr.envs.base import Policy
+from purehr.ppo.config import MAX_HELDOUT_EPISODES as MAX_EPISODES
 from purehr.run import restore
 from purehr.tasks import TASK_NAMES, get_task
 

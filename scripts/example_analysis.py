@@ -13,7 +13,7 @@ from pathlib import Path
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter
+    from purehr.cli.arguments import HelpFormatter
     from purehr.tasks import TASK_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from purehr.run import restore
-    from purehr.run.run_dir import RunDirectory, read_csv
+    from purehr.run.files import read_csv
+    from purehr.run.run_dir import RunDirectory
     from purehr.tasks import get_task
 
     run_dir = RunDirectory(args.run_dir)

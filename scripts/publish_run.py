@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter
+    from purehr.cli.arguments import HelpFormatter
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("run_dir", type=Path, help="a finished run directory")
@@ -22,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from purehr.publish import publish_run
+    from purehr.reports.publish import publish_run
 
     try:
         written = publish_run(args.run_dir, args.record_dir)

@@ -14,7 +14,7 @@ import numpy as np
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter
+    from purehr.cli.arguments import HelpFormatter
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="MP4 path to write")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter
+    from purehr.cli.arguments import HelpFormatter
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--run-dir", type=Path, required=True, help="the run whose baselines to re-evaluate")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from purehr.cli import HelpFormatter
+from purehr.cli.arguments import HelpFormatter
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from purehr.run.run_dir import RunDirectoryError
+    from purehr.run.files import RunDirectoryError
     from purehr.viz.render import render_run
 
     try:

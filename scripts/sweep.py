@@ -26,10 +26,10 @@ from pathlib import Path
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter
+    from purehr.cli.arguments import HelpFormatter
+    from purehr.cli.ppo_flags import add_config_flags
+    from purehr.experiments.sweep import SHAPE_FIELDS
     from purehr.ppo.config import HYPERPARAMETERS
-    from purehr.ppo.flags import add_config_flags
-    from purehr.sweep import SHAPE_FIELDS
     from purehr.tasks import TASK_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
@@ -91,12 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
 
-    from purehr import sweep
-    from purehr.analysis import format_table, rank_settings
+    from purehr.cli.ppo_flags import config_values
     from purehr.envs.hrv import Curriculum
+    from purehr.experiments import sweep
     from purehr.ppo.config import HYPERPARAMETERS
-    from purehr.ppo.flags import config_values
-    from purehr.run.run_dir import environment_description
+    from purehr.reports.analysis import format_table, rank_settings
+    from purehr.run.machine import environment_description
     from purehr.tasks import get_task
     from purehr.viz.sweep_heatmap import heatmap_axes
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _protocol_defaults(name: str) -> str:
-    from purehr.ppo.config import HRV_DEFAULTS, SWING_DEFAULTS
+    from purehr.tasks import HRV_DEFAULTS, SWING_DEFAULTS
 
     def show(value):
         return " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
@@ -24,8 +24,8 @@ def _protocol_defaults(name: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli import HelpFormatter
-    from purehr.ppo.flags import FIELDS, add_config_flags
+    from purehr.cli.arguments import HelpFormatter
+    from purehr.cli.ppo_flags import FIELDS, add_config_flags
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument(
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="shard seeds (and environments, when devices outnumber seeds) over the first N "
-        "devices (default: all visible; see purehr.distributed)",
+        "devices (default: all visible; see purehr.devices.distributed)",
     )
     parser.add_argument(
         "--distributed",
@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def overrides_from_args(args) -> dict:
     """The PPOConfig fields given on the command line (--steps is total_timesteps)."""
-    from purehr.ppo.flags import config_values
+    from purehr.cli.ppo_flags import config_values
 
     overrides = config_values(args)
     if args.steps is not None:
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(value is not None for value in explicit.values()) and not args.distributed:
         parser.exit(2, "error: --coordinator-address, --num-processes and --process-id go with --distributed\n")
     if args.distributed:
-        from purehr.distributed import initialize_distributed
+        from purehr.devices.distributed import initialize_distributed
 
         try:
             initialize_distributed(**explicit)
@@ -237,7 +237,7 @@ def _follow(args, run_dir: Path, parser) -> int:
 def report(run_dir: Path) -> None:
     """The run's summary: wall time with rendering, the held-out table of the last checkpoints
     against the baselines, the goals, the figures and the commands to go on with."""
-    from purehr.summary import final_summary
+    from purehr.reports.summary import final_summary
 
     print("\n" + final_summary(run_dir, scripts_dir=ROOT / "scripts"), end="")
 

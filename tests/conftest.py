@@ -29,9 +29,9 @@ if _OWN_CACHE:  # a given directory (e.g. one CI keeps between runs) is used as 
 # per-op eager compilations (milliseconds each) out of the cache
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 
-from purehr.ppo.config import HRV_DEFAULTS  # noqa: E402
-from purehr.run.run_dir import checkpoint_columns, update_columns, write_csv  # noqa: E402  (after the cache setting)
-from purehr.tasks import get_task  # noqa: E402
+from purehr.run.columns import checkpoint_columns, update_columns  # noqa: E402  (after the cache setting)
+from purehr.run.files import write_csv  # noqa: E402
+from purehr.tasks import HRV_DEFAULTS, get_task  # noqa: E402
 
 # hrv in miniature for the curriculum and task-setup tests: 10 updates of 16 envs x 8 steps.
 HRV_TINY = HRV_DEFAULTS.replace(

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from purehr import HRWritingEnv, PPOModel, train_hr_ppo
-from purehr.ppo.config import HRV_DEFAULTS
+from purehr.tasks import HRV_DEFAULTS
 
 
 @pytest.fixture(scope="module")

@@ -24,11 +24,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purehr.api import DamagedModelError, PPOModel, train_hr_ppo
-from purehr.cli import HelpFormatter, parse_bool
+from purehr.cli.arguments import HelpFormatter, parse_bool
 from purehr.envs.hrv import HRWritingEnv
-from purehr.ppo.config import HRV_DEFAULTS
-from purehr.ppo.train import make_ppo
+from purehr.model.api import DamagedModelError, PPOModel, train_hr_ppo
+from purehr.ppo.algorithm import make_ppo
+from purehr.tasks import HRV_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "scripts").glob("*.py")) + sorted((ROOT / "benchmarks").glob("[!_]*.py"))  # not _common.py
@@ -122,7 +122,7 @@ def a_sweep(settings_of: Callable[[], dict] | None):
     """An existing sweep.json whose recorded settings are ``settings_of()`` (None: other ones)."""
 
     def setup(tmp: Path, model: PPOModel) -> None:
-        from purehr import sweep
+        from purehr.experiments import sweep
 
         settings = settings_of() if settings_of else {"task": "swing"}
         (tmp / "out").mkdir()
@@ -134,7 +134,7 @@ def a_sweep(settings_of: Callable[[], dict] | None):
 
 
 def settings_of_the_sweep_below() -> dict:
-    from purehr import sweep
+    from purehr.experiments import sweep
 
     base = HRV_DEFAULTS.replace(total_timesteps=2048)
     return sweep.sweep_settings("hrv", base, {"learning_rate": (1e-4,)}, {}, [0, 1, 2])
@@ -407,7 +407,7 @@ def test_boolean_flags_take_the_usual_spellings(text, value):
 @pytest.mark.parametrize("script", SCRIPTS, ids=[f"{p.parent.name}/{p.name}" for p in SCRIPTS])
 def test_every_flag_has_help_and_shows_its_default(script):
     parser = load_script(script).build_parser()
-    assert issubclass(parser.formatter_class, HelpFormatter), "defaults are shown by purehr.cli.HelpFormatter"
+    assert issubclass(parser.formatter_class, HelpFormatter), "defaults are shown by purehr.cli.arguments.HelpFormatter"
     formatter = parser._get_formatter()
     for action in parser._actions:
         if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction):

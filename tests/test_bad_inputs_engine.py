@@ -20,8 +20,9 @@ import pytest
 from purehr.envs.hrv import HRWritingEnv
 from purehr.envs.swing import SwingEnv
 from purehr.envs.wrappers import training_wrappers
+from purehr.ppo.algorithm import diverged_at_update, make_ppo
 from purehr.ppo.config import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, MAX_OPTIMIZER_STEPS, PPOConfig
-from purehr.ppo.train import diverged_at_update, host_env_steps, keys_for_seeds, make_ppo
+from purehr.ppo.trainer import host_env_steps, keys_for_seeds
 from purehr.run.runner import checkpoint_due, checkpoint_schedule, full_evaluation_due
 
 ROOT = Path(__file__).resolve().parents[1]

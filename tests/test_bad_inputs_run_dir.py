@@ -14,8 +14,9 @@ from pathlib import Path
 import jax
 import pytest
 
+from purehr.run.files import RunDirectoryError
 from purehr.run.protocol import PROTOCOL_TEXT, prepare_run_directory, restore_task
-from purehr.run.run_dir import RunDirectory, RunDirectoryError
+from purehr.run.run_dir import RunDirectory
 from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -324,7 +325,7 @@ def test_a_step_0_saved_but_never_listed_is_kept_when_it_holds_the_initial_state
     """Issue 10 item 9: killed while recording its first checkpoint. The intact initial state
     stays (the recorder writes its row when the program reaches step 0); a damaged one is
     quarantined as damaged, and nothing says "resume point None"."""
-    from purehr.ppo.train import keys_for_seeds
+    from purehr.ppo.trainer import keys_for_seeds
     from purehr.run.checkpoints import SeedCheckpoints
 
     run = RunDirectory(write_run(tmp_path / "run"))

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 from conftest import HRV_TINY as TINY
 
-from purehr.analysis import analyze_run
-from purehr.api import train_hr_ppo
 from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD, Curriculum, HRWritingEnv
-from purehr.ppo.train import keys_for_seeds, make_ppo, make_train
+from purehr.model.api import train_hr_ppo
+from purehr.ppo.algorithm import make_ppo
+from purehr.ppo.trainer import keys_for_seeds, make_train
+from purehr.reports.analysis import analyze_run
 from purehr.run import restore
 from purehr.run.protocol import build_setups, manifest_curricula, train_all_seeds
 

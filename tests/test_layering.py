@@ -1,15 +1,20 @@
 """The layering of the package holds: every ``purehr`` module's imports (module level and inside
-functions), parsed with ``ast``, point down the layers below, and no purehr module is imported
-inside a function unless the allow-list says why the import must be lazy.
+functions), parsed with ``ast``, point down the layers below, no two modules import each other
+(directly or around a circle), and no purehr module is imported inside a function unless the
+allow-list says why the import must be lazy. The map of the folders is docs/interfaces.md.
 
-    leaf utilities   purehr.cli, purehr.host_devices, purehr.stats   importable from anywhere
-    envs             purehr.envs...                          nothing of purehr above envs
-    ppo              purehr.ppo...                           envs
-    tasks            purehr.tasks (the one task registry)    envs, ppo
-    distributed      purehr.distributed                      envs, ppo
-    run              purehr.run...                           envs, ppo, tasks, distributed
-    top              analysis, viz, sweep, ablation, results_table, api, summary, publish, reward_comparison,
-                     purehr/__init__
+    leaf         purehr.types, purehr.devices.host, purehr.reports.stats   importable from anywhere
+    envs         purehr.envs...         environments, spaces, wrappers, adapters
+    ppo          purehr.ppo...          the algorithm                          envs
+    tasks        purehr.tasks...        the registry and each task             envs, ppo
+    devices      purehr.devices...      sharding, jax.distributed              envs, ppo
+    run          purehr.run...          the protocol                           envs, ppo, tasks, devices
+    model        purehr.model...        the seed API, the saved-model format   envs, ppo, tasks
+    viz          purehr.viz...          plotting from plain rows               envs, run
+    reports      purehr.reports...      analysis, tables, summary, publish     envs, ppo, tasks, devices, run, viz
+    experiments  purehr.experiments...  sweep, ablation, reward comparison     reports and everything below
+    cli          purehr.cli...          the scripts' command line              everything above but top
+    top          purehr/__init__        the public names                       everything
 """
 
 from __future__ import annotations
@@ -21,34 +26,36 @@ PACKAGE = Path(__file__).resolve().parents[1] / "purehr"
 
 # module (or package prefix) -> layer; the longest matching prefix wins
 LAYER_OF = {
-    "purehr.cli": "leaf",
-    "purehr.host_devices": "leaf",
-    "purehr.stats": "leaf",
+    "purehr.types": "leaf",
+    "purehr.devices.host": "leaf",
+    "purehr.reports.stats": "leaf",
     "purehr.envs": "envs",
     "purehr.ppo": "ppo",
     "purehr.tasks": "tasks",
-    "purehr.distributed": "distributed",
+    "purehr.devices": "devices",
     "purehr.run": "run",
+    "purehr.model": "model",
+    "purehr.viz": "viz",
+    "purehr.reports": "reports",
+    "purehr.experiments": "experiments",
+    "purehr.cli": "cli",
     "purehr": "top",  # purehr/__init__.py (PEP 562 exports)
-    "purehr.analysis": "top",
-    "purehr.viz": "top",
-    "purehr.sweep": "top",
-    "purehr.ablation": "top",
-    "purehr.results_table": "top",
-    "purehr.api": "top",
-    "purehr.summary": "top",
-    "purehr.publish": "top",
-    "purehr.reward_comparison": "top",
 }
-MAY_IMPORT = {
-    "leaf": {"leaf"},
-    "envs": {"leaf", "envs"},
-    "ppo": {"leaf", "envs", "ppo"},
-    "tasks": {"leaf", "envs", "ppo", "tasks"},
-    "distributed": {"leaf", "envs", "ppo", "distributed"},
-    "run": {"leaf", "envs", "ppo", "tasks", "distributed", "run"},
-    "top": {"leaf", "envs", "ppo", "tasks", "distributed", "run", "top"},
+BELOW = {
+    "leaf": set(),
+    "envs": set(),
+    "ppo": {"envs"},
+    "tasks": {"envs", "ppo"},
+    "devices": {"envs", "ppo"},
+    "run": {"envs", "ppo", "tasks", "devices"},
+    "model": {"envs", "ppo", "tasks"},
+    "viz": {"envs", "run"},
+    "reports": {"envs", "ppo", "tasks", "devices", "run", "viz"},
+    "experiments": {"envs", "ppo", "tasks", "devices", "run", "viz", "reports"},
+    "cli": {"envs", "ppo", "tasks", "devices", "run", "model", "viz", "reports", "experiments"},
+    "top": {"envs", "ppo", "tasks", "devices", "run", "model", "viz", "reports", "experiments", "cli"},
 }
+MAY_IMPORT = {layer: {"leaf", layer} | below for layer, below in BELOW.items()}
 # (importing module, imported module) -> why the import sits inside a function
 LAZY_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {}
 
@@ -146,4 +153,78 @@ def test_the_layering_check_sees_upward_and_lazy_imports(tmp_path, monkeypatch):
         "purehr/envs/bad.py:1: purehr.envs.bad (envs) imports purehr.ppo.train (ppo): envs may import only envs, leaf",
         "purehr/run/lazy.py:2: imports purehr.envs.bad inside a function: import it at the module top, or add it "
         "to LAZY_IMPORTS_ALLOWED with the reason it must be lazy",
+    ]
+
+
+def import_circles() -> list[list[str]]:
+    """The circles of the import graph of ``purehr`` (every import, lazy ones too): each a
+    strongly connected set of two or more modules, or a module importing itself."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        graph.setdefault(module_name(path), set()).update(module for _, module, _ in purehr_imports(path))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def connect(module: str) -> None:  # Tarjan's strongly connected components
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for imported in sorted(graph.get(module, ())):
+            if imported not in index:
+                connect(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1 or module in graph.get(module, ()):
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            connect(module)
+    return circles
+
+
+def test_no_import_circle():
+    assert import_circles() == []
+
+
+def _package(tmp_path, files: dict[str, str]) -> Path:
+    package = tmp_path / "purehr"
+    for name, text in {"__init__.py": "", **files}.items():
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text(text)
+        for parent in (package / name).relative_to(package).parents:
+            (package / parent / "__init__.py").touch()
+    return package
+
+
+def test_the_checks_see_a_circle_and_the_new_rooms_rules(tmp_path, monkeypatch):
+    """The checks themselves: a circle between two reports modules, a plot importing an
+    experiment's object (viz takes plain rows), and the library importing the command line."""
+    package = _package(
+        tmp_path,
+        {
+            "reports/analysis.py": "from purehr.reports import table\n",
+            "reports/table.py": "from purehr.reports import analysis\n",
+            "experiments/sweep.py": "",
+            "viz/heatmap.py": "from purehr.experiments.sweep import GroupResult\n",
+            "cli/arguments.py": "",
+            "model/facade.py": "from purehr.cli import arguments\n",
+        },
+    )
+    monkeypatch.setitem(globals(), "PACKAGE", package)
+    assert import_circles() == [["purehr.reports.analysis", "purehr.reports.table"]]
+    assert layering_violations() == [
+        "purehr/model/facade.py:1: purehr.model.facade (model) imports purehr.cli.arguments (cli): model may "
+        "import only envs, leaf, model, ppo, tasks",
+        "purehr/viz/heatmap.py:1: purehr.viz.heatmap (viz) imports purehr.experiments.sweep (experiments): viz "
+        "may import only envs, leaf, run, viz",
     ]

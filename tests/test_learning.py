@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from purehr.envs import hrv, swing
-from purehr.ppo import keys_for_seeds, make_train
-from purehr.ppo.config import HRV_DEFAULTS, SWING_DEFAULTS
+from purehr.ppo.trainer import keys_for_seeds, make_train
+from purehr.tasks import HRV_DEFAULTS, SWING_DEFAULTS
 
 SEEDS = (0, 1, 2)
 HRV_STEPS = 100_000

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from purehr.envs import HRWritingEnv
-from purehr.ppo.config import HRV_DEFAULTS
-from purehr.ppo.train import keys_for_seeds, make_train
-from purehr.run.restore import restore
+from purehr.ppo.trainer import keys_for_seeds, make_train
+from purehr.run.restoring import restore
+from purehr.tasks import HRV_DEFAULTS
 
 pytestmark = pytest.mark.slow  # training processes: subprocesses
 

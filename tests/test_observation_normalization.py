@@ -16,7 +16,7 @@ from purehr.ppo.networks import (
     ActorCritic,
     update_observation_statistics,
 )
-from purehr.ppo.train import keys_for_seeds, make_train
+from purehr.ppo.trainer import keys_for_seeds, make_train
 
 EPISODE = 5
 

@@ -11,7 +11,7 @@ from purehr.envs import spaces
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.distributions import MultiCategorical, TanhGaussian, make_distribution
 from purehr.ppo.gae import generalized_advantages
-from purehr.ppo.train import raw_seed_keys
+from purehr.ppo.trainer import raw_seed_keys
 
 
 def reference_gae(rewards, values, final_values, terminated, truncated, gamma, lam):

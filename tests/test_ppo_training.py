@@ -12,7 +12,7 @@ import pytest
 from purehr.envs.gymnax_adapter import GymnaxEnv
 from purehr.envs.rollout import run_episodes
 from purehr.ppo.config import PPOConfig
-from purehr.ppo.train import keys_for_seeds, make_train
+from purehr.ppo.trainer import keys_for_seeds, make_train
 
 TINY = PPOConfig(
     total_timesteps=4 * 64 * 3,
@@ -88,7 +88,7 @@ def test_vmapped_init_and_training_do_not_deadlock_on_the_default_thread_pool():
         import jax
         from purehr.envs.gymnax_adapter import GymnaxEnv
         from purehr.ppo.config import PPOConfig
-        from purehr.ppo.train import keys_for_seeds, make_train
+        from purehr.ppo.trainer import keys_for_seeds, make_train
         config = PPOConfig(total_timesteps=512, num_envs=4, num_steps=64, minibatch_size=64,
                            num_epochs=1, actor_hidden=(32, 32), critic_hidden=(32, 32))
         result = make_train(config, GymnaxEnv("CartPole-v1"))(keys_for_seeds(range(8)))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import PROTOCOL_SMALL
 
-from purehr.ppo.config import HRV_DEFAULTS, PPOConfig
+from purehr.ppo.config import PPOConfig
 from purehr.run.messages import budget_notice, start_banner
 from purehr.run.progress import (
     FallWatch,
@@ -23,6 +23,7 @@ from purehr.run.progress import (
     format_task,
     remaining_seconds,
 )
+from purehr.tasks import HRV_DEFAULTS
 
 # tests/test_run.py's protocol: batch 4 x 128 = 512, targets every 3,000 steps, 16,384 steps
 SMALL = PPOConfig(**PROTOCOL_SMALL)

@@ -9,7 +9,7 @@ import math
 import pytest
 from conftest import write_synthetic_run
 
-from purehr.results_table import final_checkpoint_metrics, goals_met, results_table
+from purehr.reports.results_table import final_checkpoint_metrics, goals_met, results_table
 from purehr.run.protocol import PROTOCOL_TEXT
 from purehr.tasks import get_task
 
@@ -107,7 +107,7 @@ def test_manifests_rebuild_their_environments():
 
 
 def test_final_summary_has_wall_time_results_figures_and_next_commands_for_this_run(tmp_path):
-    from purehr.summary import final_summary
+    from purehr.reports.summary import final_summary
 
     run = _write_run(tmp_path / "runs" / "quick")
     manifest = json.loads((run / "manifest.json").read_text())

@@ -18,8 +18,10 @@ import pytest
 from conftest import PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_configs
 
 from purehr.run.checkpoints import SeedCheckpoints
+from purehr.run.files import read_csv, write_csv
+from purehr.run.lock import RunDirectoryBusy
 from purehr.run.protocol import RunDiverged, RunFailed, train_all_seeds
-from purehr.run.run_dir import RunDirectory, RunDirectoryBusy, read_csv, write_csv
+from purehr.run.run_dir import RunDirectory
 from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -292,7 +294,7 @@ def test_one_update_is_the_same_computation_whatever_the_budget_unless_the_rate_
     update a run of 9,216 steps compiles is the one a run of 16,384 steps compiles, so the
     first 9,216 steps of both are the same; with anneal_lr they are not (extension is refused).
     Traced, not compiled."""
-    from purehr.ppo.train import make_ppo
+    from purehr.ppo.algorithm import make_ppo
 
     task = get_task("hrv")
     env = task.make_env()

@@ -11,10 +11,10 @@ from flax import struct
 from purehr.envs import spaces
 from purehr.envs.base import Environment
 from purehr.envs.wrappers import AutoResetWrapper
+from purehr.ppo.algorithm import make_ppo
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.distributions import Categorical, MultiCategorical, TanhGaussian, sampling_noise
 from purehr.ppo.networks import ActorCritic
-from purehr.ppo.train import make_ppo
 
 KEY = jax.random.PRNGKey(11)
 

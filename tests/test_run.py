@@ -23,8 +23,8 @@ from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_conf
 
 from purehr.run import restore
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
+from purehr.run.files import read_csv
 from purehr.run.protocol import RunDirectoryInUse, train_all_seeds
-from purehr.run.run_dir import read_csv
 from purehr.viz.render import render_trained_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -334,7 +334,7 @@ def test_corrupted_checkpoint_is_named_and_resume_falls_back(runs, tmp_path):
 
 
 def test_a_published_record_keeps_only_the_final_checkpoints_and_restores_them(runs, tmp_path):
-    from purehr.publish import publish_run
+    from purehr.reports.publish import publish_run
 
     source = runs["reference"].run_dir
     record = tmp_path / "record"

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from purehr import stats
-from purehr.run.run_dir import (
+from purehr.reports import stats
+from purehr.run.files import (
     RunDirectoryError,
     RunDirectoryNotFound,
     atomic_output,
@@ -23,11 +23,11 @@ from purehr.run.run_dir import (
     parse_row,
     read_csv,
     read_csv_columns,
-    read_manifest,
     read_npz,
     write_csv,
     write_npz,
 )
+from purehr.run.run_dir import read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ def test_the_run_directory_module_loads_without_jax():
         [
             sys.executable,
             "-c",
-            "import sys, purehr.run.run_dir, purehr.analysis, "
+            "import sys, purehr.run.run_dir, purehr.reports.analysis, "
             "purehr.viz.run_data; print(sorted(m for m in ('jax', 'scipy') if m in sys.modules))",
         ],
         capture_output=True,

@@ -12,15 +12,15 @@ import textwrap
 import numpy as np
 import pytest
 
-from purehr.distributed import make_mesh, mesh_shape, select_devices
+from purehr.devices.distributed import make_mesh, mesh_shape, select_devices
 
 SCRIPT = textwrap.dedent("""
     import json, os, sys, tempfile
     import jax, numpy as np
     from purehr.envs import HRWritingEnv
     from purehr.ppo.config import PPOConfig
-    from purehr.ppo.train import keys_for_seeds, make_train
-    from purehr.distributed import make_sharded_train
+    from purehr.ppo.trainer import keys_for_seeds, make_train
+    from purehr.devices.distributed import make_sharded_train
 
     assert len(jax.devices()) == 4, jax.devices()
     out = {}
@@ -69,10 +69,10 @@ CLI_SCRIPT = textwrap.dedent("""
     import json, os, runpy, sys, tempfile
     import jax, numpy as np
     from purehr.envs import HRWritingEnv
-    from purehr.ppo.config import HRV_DEFAULTS
-    from purehr.ppo.train import keys_for_seeds, make_train
-    from purehr.run.restore import restore
-    from purehr.run.run_dir import read_csv_columns
+    from purehr.tasks import HRV_DEFAULTS
+    from purehr.ppo.trainer import keys_for_seeds, make_train
+    from purehr.run.restoring import restore
+    from purehr.run.files import read_csv_columns
     from pathlib import Path
 
     assert len(jax.devices()) == 4, jax.devices()
@@ -141,7 +141,7 @@ def test_cli_on_4_devices_with_progress_and_checkpoints_equals_one_device():
 
 
 def test_prepare_host_devices_reserves_a_pool_thread_and_raises_the_collective_timeout():
-    from purehr.distributed import prepare_host_devices, requested_host_devices
+    from purehr.devices.distributed import prepare_host_devices, requested_host_devices
 
     environ = {"XLA_FLAGS": "--xla_force_host_platform_device_count=4", "PJRT_NPROC": "1"}
     assert requested_host_devices(environ) == 4
@@ -161,7 +161,7 @@ def test_prepare_host_devices_reserves_a_pool_thread_and_raises_the_collective_t
 
 
 def test_crowded_cpu_pool_is_refused_with_the_fix(monkeypatch):
-    from purehr.distributed import check_host_callback_threads
+    from purehr.devices.distributed import check_host_callback_threads
 
     class FakeDevice:
         platform, process_index = "cpu", 0

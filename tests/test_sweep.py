@@ -13,10 +13,11 @@ import jax
 import numpy as np
 import pytest
 
-from purehr import analysis, sweep
 from purehr.envs.hrv import HRWritingEnv
-from purehr.ppo.config import HRV_DEFAULTS
-from purehr.ppo.train import keys_for_seeds, make_train
+from purehr.experiments import sweep
+from purehr.ppo.trainer import keys_for_seeds, make_train
+from purehr.reports import analysis
+from purehr.tasks import HRV_DEFAULTS
 from purehr.viz import sweep_heatmap
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ def hrv_sweep():
 
 
 def load_cli():
-    """scripts/sweep.py as a module (its name would clash with purehr.sweep on sys.path)."""
+    """scripts/sweep.py as a module (its name would clash with purehr.experiments.sweep on sys.path)."""
     spec = importlib.util.spec_from_file_location("sweep_cli", ROOT / "scripts" / "sweep.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -25,8 +25,8 @@ from conftest import write_synthetic_run
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from purehr.run.run_dir import RunDirectoryError
-from purehr.stats import t_interval, t_quantile
+from purehr.reports.stats import t_interval, t_quantile
+from purehr.run.files import RunDirectoryError
 from purehr.viz.learning_curves import (
     aggregate_over_seeds,
     draw_baseline,

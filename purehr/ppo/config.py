@@ -45,6 +45,10 @@ RETIRED_FIELDS = ("progress_interval",)
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_OPTIMIZER_STEPS = 2**31 - 1
 """Largest count of an int32 counter: the limit on updates x epochs x minibatches per seed."""
+MAX_HELDOUT_EPISODES = 100_000
+"""The largest held-out evaluation scripts/evaluate.py and ``PPOModel.evaluate`` accept: every
+episode runs at once (vmapped), and 10^8 swing episodes asked XLA for 354 GB (about 3.5 kB
+each), so this bound keeps a request near 0.35 GB."""
 
 
 HYPERPARAMETERS = ("learning_rate", "clip_range", "ent_coef", "vf_coef", "gae_lambda", "gamma", "max_grad_norm")
@@ -227,35 +231,3 @@ class PPOConfig:
             raise ValueError(f"unknown PPOConfig field(s) {sorted(unknown)}")
         data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return cls(**data)
-
-
-# Per-task defaults, chosen by measurement (results/sweep, results/ablation; docs/protocol.md).
-# Wide batches learn both tasks and run several times faster per step than the first
-# defaults (8 envs x 256 steps, minibatch 256 / 64), which learned neither.
-# Swing: minibatch 256 (16 gradient steps per epoch) pumps faster than 1024, and with a
-# quarter of the training starts at the held-out scale (the task's environment, purehr/tasks.py)
-# it stays reliable: 10/10 seeds at held-out success 1.00, median time to rotation 12.9 s at 5M
-# steps (results/ablation/swing_speed.md). The swing checkpoints at all 101 targets of its 5M
-# steps; a full evaluation (100 starts x 1,600 steps) at each would cost about as much as the
-# training, so every tenth target (every 500k steps) is full and the ones between use 20 fixed
-# starts (docs/protocol.md).
-SWING_DEFAULTS = PPOConfig(
-    total_timesteps=5_000_000,
-    num_envs=32,
-    num_steps=128,
-    minibatch_size=256,
-    full_eval_interval=10,
-    quick_eval_episodes=20,
-)
-HRV_DEFAULTS = PPOConfig(
-    total_timesteps=300_000,
-    num_envs=64,
-    num_steps=32,
-    minibatch_size=512,
-    learning_rate=1e-3,
-    gamma=0.99,
-    ent_coef=0.01,
-    actor_hidden=(256, 128, 64),
-    critic_hidden=(256, 128),
-    activation="relu",
-)

@@ -1,6 +1,6 @@
 """What a protocol run tells its user before it starts: the plan (tasks, seeds, budgets, run
 directory, budgets rounded to whole updates). The summary after it ends is
-``purehr.summary`` (it reads the results table and the figures, which live above ``run``).
+``purehr.reports.summary`` (it reads the results table and the figures, which live above ``run``).
 
 Pure text builders: they read configs and return strings, so the command line and the tests use
 the same words.

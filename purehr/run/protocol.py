@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purehr.distributed import (
+from purehr.devices.distributed import (
     broadcast_json,
     broadcast_tree,
     check_host_callback_threads,
@@ -28,24 +28,18 @@ from purehr.distributed import (
     wait_for_all_processes,
 )
 from purehr.envs.hrv.curriculum import Curriculum
+from purehr.ppo.algorithm import diverged_at_update
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.loop import HostSlot
-from purehr.ppo.train import diverged_at_update, keys_for_seeds
+from purehr.ppo.trainer import keys_for_seeds
 from purehr.run.checkpoints import CorruptCheckpointError, SeedCheckpoints, tree_digest
+from purehr.run.files import RunDirectoryError, parse_row, read_csv
+from purehr.run.lock import RunDirectoryBusy
+from purehr.run.machine import environment_description
 from purehr.run.messages import start_banner
 from purehr.run.progress import Progress, TaskPlan, format_duration
 from purehr.run.recorder import RunRecorder, seed_slice
-from purehr.run.run_dir import (
-    MANIFEST_TEMPORARIES,
-    RunDirectory,
-    RunDirectoryBusy,
-    RunDirectoryError,
-    check_run_directory_path,
-    environment_description,
-    parse_row,
-    read_csv,
-    remove_run_files,
-)
+from purehr.run.run_dir import MANIFEST_TEMPORARIES, RunDirectory, check_run_directory_path, remove_run_files
 from purehr.run.runner import TaskSetup, make_train_all
 from purehr.run.task_setup import build_task_setup
 from purehr.tasks import TASK_NAMES, get_task
@@ -400,7 +394,7 @@ def plan_resume(
             raise ValueError(
                 f"--resume: --steps {after:,} is below the run's {task} budget of {before:,} steps "
                 "per seed; a run cannot be shortened (restore an earlier checkpoint with "
-                "purehr.run.restore(..., step=N) instead), omit --steps to continue it"
+                "purehr.run.restoring(..., step=N) instead), omit --steps to continue it"
             )
         if after > before:
             problem = extension_problem(task, saved[task], saved_curricula.get(task), before, after)
@@ -692,7 +686,7 @@ def train_all_seeds(
     different one is refused.
 
     ``devices`` (default: all visible) shards the seed axis, and the environment axis when
-    devices outnumber seeds, over a mesh (``purehr.distributed``); on one device nothing moves.
+    devices outnumber seeds, over a mesh (``purehr.devices.distributed``); on one device nothing moves.
     ``directory_option`` names how the user gave the directory (``--run-name``), for messages."""
     started = time.perf_counter()
     if resume and overwrite:

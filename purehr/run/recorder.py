@@ -11,7 +11,9 @@ import jax
 import numpy as np
 
 from purehr.run.checkpoints import SeedCheckpoints, tree_digest
-from purehr.run.run_dir import RunDirectory, checkpoint_columns, update_columns, write_csv, write_npz
+from purehr.run.columns import checkpoint_columns, update_columns
+from purehr.run.files import write_csv, write_npz
+from purehr.run.run_dir import RunDirectory
 
 
 def _scalar(value) -> float | int:

@@ -29,9 +29,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from purehr.envs.base import Environment
+from purehr.ppo.algorithm import PPO, RunnerState
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
-from purehr.ppo.train import PPO, RunnerState
 from purehr.tasks import Task
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
+from purehr.ppo.algorithm import make_ppo
 from purehr.ppo.config import PPOConfig
-from purehr.ppo.train import make_ppo
 from purehr.run.runner import TaskSetup
 from purehr.tasks import Task, curriculum_schedule, get_task, heldout_env_params
 

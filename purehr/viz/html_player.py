@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from purehr.run.run_dir import atomic_write_text
+from purehr.run.files import atomic_write_text
 
 _PAGE = """<!doctype html>
 <html lang="en">

@@ -1,7 +1,7 @@
 """Learning figures, the training-log figure and the final-metrics CSV of a run.
 
 The seed is the experimental unit: the figures show every seed as a thin line and the mean
-across seeds with a two-sided 95% Student-t interval (``purehr.stats.t_interval``).
+across seeds with a two-sided 95% Student-t interval (``purehr.reports.stats.t_interval``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
-from purehr.run.run_dir import atomic_output, write_csv
-from purehr.stats import t_interval
+from purehr.reports.stats import t_interval
+from purehr.run.files import atomic_output, write_csv
 from purehr.viz.run_data import RunData, SeedLog
 
 # Okabe & Ito (2008), a palette that stays distinguishable under the common colour-vision

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from purehr.stats import t_interval
+from purehr.reports.stats import t_interval
 from purehr.viz.learning_curves import OKABE_ITO, save_figure
 
 REFERENCE_POLICIES = ("oracle", "random", "no-op")

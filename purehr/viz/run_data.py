@@ -13,17 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from purehr.run.run_dir import (
-    CHECKPOINTS_CSV,
-    RENDERED_CHECKPOINT_COLUMNS,
-    RENDERED_UPDATE_COLUMNS,
-    Columns,
-    RunDirectoryError,
-    read_manifest,
-    read_seed_logs,
-    run_seed_directories,
-    seed_dir_name,
-)
+from purehr.run.columns import RENDERED_CHECKPOINT_COLUMNS, RENDERED_UPDATE_COLUMNS
+from purehr.run.files import Columns, RunDirectoryError
+from purehr.run.run_dir import CHECKPOINTS_CSV, read_manifest, read_seed_logs, run_seed_directories, seed_dir_name
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from purehr.viz.learning_curves import save_figure
 
 if TYPE_CHECKING:
-    from purehr.sweep import GroupResult
+    from purehr.experiments.sweep import GroupResult
 
 
 def heatmap_axes(axes: Mapping[str, Sequence[float]], chosen: Sequence[str] | None = None) -> list[str]:

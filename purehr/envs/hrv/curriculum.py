@@ -4,7 +4,7 @@ A ``Curriculum`` is a list of stages ``(fraction of the training budget, difficu
 target precision)``; ``Curriculum()`` is the default of the spec (0.3 / 0.1 for the first
 20% of updates, 0.6 / 0.05 for the next 40%, 0.9 / 0.02 for the last 40%).
 ``curriculum.schedule(num_updates)`` turns it into the ``env_params_schedule`` that
-``purehr.ppo.train.make_ppo`` evaluates from the integer update counter inside the jitted
+``purehr.ppo.algorithm.make_ppo`` evaluates from the integer update counter inside the jitted
 scan: the difficulty and precision are traced leaves of ``HRVParams``, so changing stage
 neither recompiles nor calls the host.
 

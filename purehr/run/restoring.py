@@ -14,10 +14,11 @@ import jax.numpy as jnp
 from purehr.envs.base import Environment, Policy
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.envs.spaces import observation_batch_size
+from purehr.ppo.algorithm import RunnerState
 from purehr.ppo.config import PPOConfig
-from purehr.ppo.train import RunnerState
 from purehr.run.checkpoints import SeedCheckpoints
-from purehr.run.run_dir import RunDirectory, parse_row, read_csv
+from purehr.run.files import parse_row, read_csv
+from purehr.run.run_dir import RunDirectory
 from purehr.run.task_setup import build_task_setup
 from purehr.tasks import get_task
 

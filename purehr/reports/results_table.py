@@ -14,14 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from purehr.run.run_dir import (
-    ANALYSED_CHECKPOINT_COLUMNS,
-    CHECKPOINTS_CSV,
-    read_csv_columns,
-    read_manifest,
-    seed_dir_name,
-)
-from purehr.stats import mean_confidence_interval
+from purehr.reports.stats import mean_confidence_interval
+from purehr.run.columns import ANALYSED_CHECKPOINT_COLUMNS
+from purehr.run.files import read_csv_columns
+from purehr.run.run_dir import CHECKPOINTS_CSV, read_manifest, seed_dir_name
 
 GOAL_METRIC = {
     "swing": ("time_to_rotation", "time to rotation (s)", 2),

@@ -21,11 +21,12 @@ import numpy as np
 from purehr.envs import hrv
 from purehr.envs.base import Environment
 from purehr.envs.swing import SwingEnv
-from purehr.ppo.config import HRV_DEFAULTS, SWING_DEFAULTS, PPOConfig
-from purehr.run.run_dir import atomic_write_json, atomic_write_text, load_average, write_csv
-from purehr.stats import mean_confidence_interval
-from purehr.sweep import train_group
-from purehr.tasks import get_task
+from purehr.experiments.sweep import train_group
+from purehr.ppo.config import PPOConfig
+from purehr.reports.stats import mean_confidence_interval
+from purehr.run.files import atomic_write_json, atomic_write_text, write_csv
+from purehr.run.machine import load_average
+from purehr.tasks import HRV_DEFAULTS, SWING_DEFAULTS, get_task
 
 SPEED_METRIC = {"swing": "time_to_rotation", "hrv": "episode_length"}
 """The held-out metric that says how fast a successful policy is, per task."""

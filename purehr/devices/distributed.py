@@ -1,7 +1,7 @@
 """Training past one device: the seed axis (and the environment axis when there are more
 devices than seeds) sharded with ``jax.sharding.NamedSharding`` over a ``Mesh``.
 
-    from purehr.distributed import make_sharded_train
+    from purehr.devices.distributed import make_sharded_train
     train = make_sharded_train(config, env, devices=None)      # None: every visible device
     result = train(keys_for_seeds(range(8)))                   # one jit, partitioned by XLA
 
@@ -41,13 +41,13 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from purehr.host_devices import (  # noqa: F401  (re-exported)
+from purehr.devices.host import (  # noqa: F401  (re-exported)
     COLLECTIVE_TERMINATE_FLAG,
     cpu_pool_threads,
     prepare_host_devices,
     requested_host_devices,
 )
-from purehr.ppo.train import make_train, raw_seed_keys
+from purehr.ppo.trainer import make_train, raw_seed_keys
 
 SEED_AXIS = "seeds"
 ENV_AXIS = "envs"
@@ -64,7 +64,7 @@ def check_host_callback_threads(devices: Sequence[jax.Device]) -> None:
             f"{len(local)} CPU devices in this process but XLA's CPU thread pool has only {len(local)} "
             f"threads (PJRT_NPROC={os.environ.get('PJRT_NPROC', 'unset')}, {cpu_pool_threads()} usable CPUs): "
             f"the checkpoint callbacks would deadlock. Set PJRT_NPROC={len(local) + 1} (or call "
-            "purehr.distributed.prepare_host_devices()) before JAX starts its backend"
+            "purehr.devices.distributed.prepare_host_devices()) before JAX starts its backend"
         )
 
 

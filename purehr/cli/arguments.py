@@ -4,15 +4,12 @@ next to its help, and one spelling rule for boolean values."""
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
+
+from purehr.run.files import check_output_file
 
 TRUE_WORDS = ("true", "yes", "1", "on")
 FALSE_WORDS = ("false", "no", "0", "off")
-MAX_HELDOUT_EPISODES = 100_000
-"""The largest held-out evaluation scripts/evaluate.py and ``PPOModel.evaluate`` accept: every
-episode runs at once (vmapped), and 10^8 swing episodes asked XLA for 354 GB (about 3.5 kB
-each), so this bound keeps a request near 0.35 GB."""
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -55,24 +52,6 @@ def parse_bool(text: str) -> bool:
 
 
 parse_bool.__name__ = "boolean"  # argparse names the type in some messages
-
-
-def check_output_file(path: str | Path) -> Path:
-    """A file a program will write at its end, checked before any work: not a directory, and
-    in a folder that exists (or can be created) and can be written. Raises ValueError."""
-    path = Path(path)
-    if str(path) == "" or path.is_dir():
-        raise ValueError(f"{path} is a directory; expected a file path to write")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise ValueError(f"{path} exists and cannot be written")
-    ancestor = path.parent.absolute()
-    while not ancestor.exists():
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise ValueError(f"{path} cannot be created: {ancestor} is a file, not a directory")
-    if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise ValueError(f"{path} cannot be created: {ancestor} is not writable")
-    return path
 
 
 def output_file(text: str) -> Path:

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from purehr.cli import parse_bool
+from purehr.cli.arguments import parse_bool
 from purehr.ppo.config import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, SIZES_FIELDS, PPOConfig
 
 PPO_FIELD_HELP = {

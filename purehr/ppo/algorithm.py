@@ -1,5 +1,6 @@
-"""PPO as pure functions: ``make_ppo`` builds the per-seed ``init`` and ``update`` closures,
-``make_train`` scans ``vmap(update)`` over all updates inside one jit.
+"""The PPO algorithm as pure functions: ``make_ppo`` builds the per-seed ``init``,
+``rollout`` and ``update`` closures (``purehr.ppo.trainer.make_train`` scans ``vmap(update)``
+over all updates inside one jit).
 
 Read top to bottom, ``make_ppo`` is the whole algorithm: rollout (a scan over steps with
 auto-reset), GAE (a reverse scan), then epochs (a scan) of minibatches (a scan over a
@@ -10,14 +11,12 @@ updates is outside and the vmap over seeds inside (see docs/protocol.md).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from flax import struct
 
@@ -27,7 +26,6 @@ from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.config import PPOConfig, PPOHyperparams
 from purehr.ppo.distributions import make_distribution, policy_output_size, sampling_noise
 from purehr.ppo.gae import generalized_advantages
-from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
 from purehr.ppo.loss import LOSS_STATISTICS, Batch, ppo_loss
 from purehr.ppo.networks import ActorCritic, update_observation_statistics
 from purehr.ppo.shuffle import random_permutation
@@ -395,137 +393,3 @@ def _rollout_metrics(trajectory: Transition) -> dict[str, jax.Array]:
         else:
             metrics[f"mean_{name}"] = values.mean()
     return metrics
-
-
-def raw_seed_keys(keys) -> jax.Array:
-    """Already-made PRNG keys (raw or typed), one per seed, checked and returned raw: uint32 of
-    shape (seeds, 2). Integer seeds go through ``keys_for_seeds`` first."""
-    keys = jnp.asarray(keys) if not isinstance(keys, jax.Array) else keys
-    if jnp.issubdtype(keys.dtype, jax.dtypes.prng_key):
-        keys = jax.random.key_data(keys)
-    if keys.ndim != 2 or keys.shape[-1] != 2 or keys.dtype != jnp.uint32:
-        raise ValueError(
-            f"keys of shape {tuple(keys.shape)} and dtype {keys.dtype}: expected a leading seed axis "
-            "of raw PRNG keys, shape (num_seeds, 2) uint32, e.g. "
-            "jax.vmap(jax.random.PRNGKey)(jnp.arange(5))"
-        )
-    return keys
-
-
-def keys_for_seeds(seeds) -> jax.Array:
-    """Integer seeds -> one raw PRNG key each, ``PRNGKey(seed)``: uint32 of shape (seeds, 2)."""
-    return jax.vmap(jax.random.PRNGKey)(jnp.asarray(list(seeds), jnp.uint32))
-
-
-def host_env_steps(update, config: PPOConfig) -> np.ndarray:
-    """Environment steps after each logged update, counted on the host in int64: the device
-    counts updates only (int32 would wrap past 2**31 steps; see ``PPOConfig._check_budget``).
-    A skipped update (update 0) has 0 steps."""
-    return np.asarray(update, np.int64) * config.batch_size
-
-
-@struct.dataclass
-class TrainResult:
-    runner: RunnerState  # leading seed axis
-    metrics: dict[str, jax.Array]  # [seed, update]; env_steps is numpy int64, from the host
-
-
-HostCallback = Callable[[dict[str, np.ndarray]], Any]
-
-
-class _CallbackHooks:
-    """``make_train``'s ``callback`` as the ``HostHooks`` its program calls: the metrics of
-    the update, with ``env_steps`` counted on the host."""
-
-    def __init__(self, callback: HostCallback, config: PPOConfig):
-        self.callback, self.config = callback, config
-
-    def on_update(self, loop: str, metrics: dict) -> bool | None:
-        return self.callback(dict(metrics, env_steps=host_env_steps(metrics["update"], self.config)))
-
-
-@dataclass(frozen=True)
-class Trainer:
-    """What ``make_train`` returns: ``trainer(keys) -> TrainResult``. ``jitted(raw_keys,
-    seed_hparams)`` is the jitted program itself (lower and compile it to time compilation),
-    ``ppo`` the per-seed pieces (``ppo.policy(params)`` acts with trained parameters)."""
-
-    config: PPOConfig
-    ppo: PPO
-    jitted: Callable[[jax.Array, PPOHyperparams | None], TrainResult]
-    hparams: PPOHyperparams | None = None
-
-    def __call__(self, keys) -> TrainResult:
-        keys = raw_seed_keys(keys)
-        seed_hparams = None
-        if self.hparams is not None:
-            leaves = jax.tree.leaves(self.hparams)
-            if any(jnp.shape(leaf) not in ((), (keys.shape[0],)) for leaf in leaves):
-                raise ValueError(
-                    f"hparams leaves must be scalars or have the seed axis {keys.shape[0]}; "
-                    f"got shapes {[jnp.shape(leaf) for leaf in leaves]}"
-                )
-            seed_hparams = jax.tree.map(
-                lambda x: jnp.broadcast_to(jnp.asarray(x, jnp.float32), (keys.shape[0],)), self.hparams
-            )
-        result = self.jitted(keys, seed_hparams)
-        if not getattr(result.metrics["update"], "is_fully_addressable", True):
-            return result  # spread over hosts (purehr.distributed): env_steps = update * batch_size
-        steps = host_env_steps(result.metrics["update"], self.config)
-        return result.replace(metrics=dict(result.metrics, env_steps=steps))
-
-
-def make_train(
-    config: PPOConfig,
-    env: Environment,
-    env_params=None,
-    *,
-    callback: HostCallback | None = None,
-    callback_interval: int = 1,
-    env_params_schedule: EnvParamsSchedule | None = None,
-    hparams: PPOHyperparams | None = None,
-    runner_constraint: Callable[[RunnerState], RunnerState] | None = None,
-) -> Trainer:
-    """Every seed of PPO on ``env`` in one jitted call: ``make_train(...)(keys)``.
-
-    Args:
-      config, env, env_params, env_params_schedule: as for ``make_ppo``.
-      callback: runs on the host every ``callback_interval`` updates with that update's
-        metrics (NumPy, [seeds], plus ``env_steps``); returning ``False`` stops training at
-        the next update and keeps the state reached.
-      hparams: ``PPOHyperparams`` whose leaves are scalars or [seeds] (a sweep); default the
-        config's.
-      runner_constraint: pins the seed-batched runner's layout inside the jit (see
-        ``purehr.distributed.make_sharded_train``, which shards seeds across devices).
-
-    Returns:
-      A ``Trainer``: ``trainer(keys)`` with keys [seeds, 2] uint32 (``keys_for_seeds``) returns
-      ``TrainResult(runner, metrics)``: the final ``RunnerState`` [seeds, ...] and every
-      update's metrics [seeds, num_updates] (NaN, or 0 for integers, after a stop).
-    """
-    if not isinstance(callback_interval, int) or callback_interval < 1:
-        raise ValueError(f"callback_interval={callback_interval!r}: expected a positive integer")
-    ppo = make_ppo(config, env, env_params, env_params_schedule)
-    hooks = ()
-    if callback is not None:
-        host = HostSlot(_CallbackHooks(callback, config))
-        call_back = functools.partial(host.on_update, "")
-        hooks = (
-            Hook(
-                every(callback_interval),
-                lambda runner, metrics: call_host(call_back, metrics, keep_going=True),
-                stops=True,
-            ),
-        )
-    constrain = runner_constraint if runner_constraint is not None else (lambda runner: runner)
-    loop = UpdateLoop(jax.vmap(ppo.update), ppo.num_updates, hooks, constrain)
-
-    def train_seeds(keys: jax.Array, seed_hparams: PPOHyperparams | None) -> TrainResult:
-        if seed_hparams is None:
-            runner = jax.vmap(ppo.init)(keys)
-        else:
-            runner = jax.vmap(ppo.init)(keys, seed_hparams)
-        (runner,), (output,) = run_updates([loop], [constrain(runner)], ppo.num_updates)
-        return TrainResult(runner, jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), output.metrics))
-
-    return Trainer(config, ppo, jax.jit(train_seeds), hparams)

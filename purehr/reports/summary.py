@@ -9,7 +9,7 @@ import math
 import shlex
 from pathlib import Path
 
-from purehr.results_table import goals_met, results_table
+from purehr.reports.results_table import goals_met, results_table
 from purehr.run.messages import spelled_duration
 from purehr.run.run_dir import FIGURES, RunDirectory
 

@@ -18,14 +18,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
-from purehr.cli import MAX_HELDOUT_EPISODES
 from purehr.envs import hrv, swing
 from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.envs.spaces import Dict as DictSpace
-from purehr.ppo.config import HRV_DEFAULTS, PPOConfig
-from purehr.ppo.train import PPO, diverged_at_update, keys_for_seeds, make_ppo, make_train
-from purehr.tasks import TASKS, Task, curriculum_schedule, task_of_env, task_of_env_class
+from purehr.ppo.algorithm import PPO, diverged_at_update, make_ppo
+from purehr.ppo.config import MAX_HELDOUT_EPISODES, PPOConfig
+from purehr.ppo.trainer import keys_for_seeds, make_train
+from purehr.tasks import HRV_DEFAULTS, TASKS, Task, curriculum_schedule, task_of_env, task_of_env_class
 
 MODEL_FORMAT = "purehr-ppo-model/1"
 MODEL_FILES = ("params.msgpack", "env_params.msgpack", "metrics.npz")

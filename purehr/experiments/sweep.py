@@ -26,13 +26,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purehr.analysis import run_rows
-from purehr.cli import check_output_file
 from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
+from purehr.ppo.algorithm import RunnerState
 from purehr.ppo.config import HYPERPARAMETERS, PPOConfig, PPOHyperparams
-from purehr.ppo.train import RunnerState, keys_for_seeds, make_train
-from purehr.run.run_dir import atomic_write_json, json_values, write_csv
+from purehr.ppo.trainer import keys_for_seeds, make_train
+from purehr.reports.analysis import run_rows
+from purehr.run.files import atomic_write_json, check_output_file, json_values, write_csv
 from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
 from purehr.viz.sweep_heatmap import heatmap_axes, plot_heatmap
 

@@ -14,14 +14,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from purehr.run.files import RunDirectoryError, read_csv
 from purehr.run.run_dir import (
     CHECKPOINTS_CSV,
     FIGURES,
     FINAL_METRICS_CSV,
     MANIFEST,
     UPDATES_CSV,
-    RunDirectoryError,
-    read_csv,
     read_manifest,
     seed_dir_name,
 )

@@ -26,17 +26,11 @@ import numpy as np
 
 from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD
 from purehr.ppo.loop import Hook, UpdateLoop, run_updates
-from purehr.ppo.train import keys_for_seeds
-from purehr.run.run_dir import (
-    atomic_write_json,
-    environment_description,
-    load_average,
-    parse_row,
-    read_csv,
-    write_csv,
-)
+from purehr.ppo.trainer import keys_for_seeds
+from purehr.reports.stats import mean_confidence_interval, tail_mean
+from purehr.run.files import atomic_write_json, parse_row, read_csv, write_csv
+from purehr.run.machine import environment_description, load_average
 from purehr.run.task_setup import build_task_setup
-from purehr.stats import mean_confidence_interval, tail_mean
 from purehr.tasks import get_task
 from purehr.viz.reward_comparison import REFERENCE_POLICIES, plot_reward_comparison
 

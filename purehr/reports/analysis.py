@@ -22,17 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from purehr.run.run_dir import (
-    ANALYSED_CHECKPOINT_COLUMNS,
-    ANALYSED_UPDATE_COLUMNS,
-    read_manifest,
-    read_seed_logs,
-    run_seed_directories,
-)
-from purehr.stats import TAIL_FRACTION, finite_values, mean_confidence_interval, tail_length, tail_mean
+from purehr.reports.stats import TAIL_FRACTION, finite_values, mean_confidence_interval, tail_length, tail_mean
+from purehr.run.columns import ANALYSED_CHECKPOINT_COLUMNS, ANALYSED_UPDATE_COLUMNS
+from purehr.run.run_dir import read_manifest, read_seed_logs, run_seed_directories
 
 if TYPE_CHECKING:
-    from purehr.sweep import GroupResult
+    from purehr.experiments.sweep import GroupResult
 
 ROBUSTNESS_COLUMN = "eval_noisy_success_rate"
 """checkpoints.csv column holding held-out success under observation noise (the hrv task's
@@ -301,7 +296,7 @@ def to_json_safe(value: Any) -> Any:
     return value
 
 
-# --- a sweep's ranking (purehr.sweep trains, this ranks) -----------------------------------------
+# --- a sweep's ranking (purehr.experiments.sweep trains, this ranks) -----------------------------------------
 
 RANKED_METRICS = ("success_rate", "return_mean")
 

@@ -1,0 +1,43 @@
+"""The columns of a run's CSV logs (docs/protocol.md): updates.csv and checkpoints.csv, and
+what the figures and the analysis read from them. No JAX here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+UPDATE_COLUMNS = [
+    "update",
+    "env_steps",
+    "elapsed_s",
+    "mean_step_reward",
+    "mean_episode_return",
+    "episodes_completed",
+    "train_success_rate",
+    "loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "grad_norm",
+]
+"""The fixed columns of every updates.csv (docs/protocol.md); a task's diagnostics follow."""
+CHECKPOINT_HEAD = ["target_steps", "actual_steps", "update", "elapsed_s"]
+CHECKPOINT_TAIL = ["checkpoint_path", "showcase_path", "state_digest"]
+"""checkpoints.csv: the head, then ``eval_<metric>`` per held-out metric, then the tail (text)."""
+
+RENDERED_UPDATE_COLUMNS = ("env_steps", "mean_episode_return")
+RENDERED_CHECKPOINT_COLUMNS = ("target_steps", "actual_steps", "elapsed_s", "showcase_path")
+"""What the figures and the replay read: a run lacking one cannot be rendered."""
+ANALYSED_UPDATE_COLUMNS = ("env_steps", "elapsed_s", "mean_episode_return", "train_success_rate")
+ANALYSED_CHECKPOINT_COLUMNS = ("actual_steps", "eval_success_rate")
+"""What the analysis and the results table compute from: each must hold numbers."""
+
+
+def update_columns(metric_names: Iterable[str]) -> list[str]:
+    """The fixed columns of docs/protocol.md, then the task's own diagnostics."""
+    return UPDATE_COLUMNS + sorted(set(metric_names) - set(UPDATE_COLUMNS))
+
+
+def checkpoint_columns(evaluation_names: Iterable[str]) -> list[str]:
+    return CHECKPOINT_HEAD + [f"eval_{name}" for name in evaluation_names] + CHECKPOINT_TAIL

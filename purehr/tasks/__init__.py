@@ -1,0 +1,22 @@
+"""Tasks: what each task trains on and is judged by (``task``), the built-in tasks (``swing``,
+``hrv``) and the one registry (``registry``)."""
+
+from purehr.tasks.hrv import HRV_DEFAULTS
+from purehr.tasks.registry import TASK_NAMES, TASKS, get_task, task_of_env, task_of_env_class
+from purehr.tasks.swing import SWING_DEFAULTS
+from purehr.tasks.task import Baseline, Evaluation, Task, curriculum_schedule, heldout_env_params
+
+__all__ = [
+    "Baseline",
+    "Evaluation",
+    "HRV_DEFAULTS",
+    "SWING_DEFAULTS",
+    "TASKS",
+    "TASK_NAMES",
+    "Task",
+    "curriculum_schedule",
+    "get_task",
+    "heldout_env_params",
+    "task_of_env",
+    "task_of_env_class",
+]

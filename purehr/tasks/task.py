@@ -1,0 +1,89 @@
+"""What a task is: its environment, PPO defaults, reference policies, held-out evaluation and
+showcase recorder, so the runner, the scripts and the API treat every task alike."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+
+from purehr.envs.base import Environment, Policy
+from purehr.envs.hrv.curriculum import Curriculum
+from purehr.ppo.algorithm import PPO, EnvParamsSchedule
+from purehr.ppo.config import PPOConfig
+
+Evaluation = Callable[..., dict[str, jax.Array]]
+"""``evaluation(env, env_params, policy, num_episodes=..., seed=...) -> metrics`` (pure, jittable)."""
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A reference policy, evaluated on the same held-out protocol as PPO."""
+
+    name: str  # as manifests and tables name it
+    flag: str  # as ``scripts/evaluate.py --policy`` names it
+    make_policy: Callable[[Environment, Any], Policy]  # make_policy(env, env_params)
+    definition: str = ""
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    env_class: type
+    make_env: Callable[..., Environment]  # make_env(**env_kwargs)
+    default_config: PPOConfig
+    baselines: tuple[Baseline, ...]
+    """The reference baseline first (structured controller, oracle), then the floors PPO must
+    beat by a wide margin (doing nothing, acting at random)."""
+    heldout_evaluation: Evaluation
+    """The protocol's held-out evaluation (checkpoints, baselines, sweeps)."""
+    env_evaluation: Evaluation
+    """The environment's own held-out evaluation (``PPOModel.evaluate``, ``scripts/evaluate.py``):
+    the same episodes, without the protocol's extra probes."""
+    record_showcase: Callable[[Environment, Any, Policy], dict[str, jax.Array]]
+    env_kwargs: Callable[[Environment], dict[str, Any]] = lambda env: {}
+    """What a run records in its manifest to rebuild the same environment (restore, resume)."""
+    legacy_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The environment of runs recorded before manifests named it (the first task designs)."""
+    unrecorded_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Keyword values a recorded environment had before the keyword existed: what a manifest or
+    saved model that does not name the keyword was trained with."""
+
+    @property
+    def baseline(self) -> Baseline:
+        return self.baselines[0]
+
+    @property
+    def floors(self) -> tuple[Baseline, ...]:
+        return self.baselines[1:]
+
+    def baseline_by_flag(self, flag: str) -> Baseline:
+        for baseline in self.baselines:
+            if baseline.flag == flag:
+                return baseline
+        raise ValueError(
+            f"{flag!r} is not a {self.name} policy; choose from {', '.join(b.flag for b in self.baselines)}"
+        )
+
+    def env_from_manifest(self, manifest: dict) -> Environment:
+        recorded = (manifest.get("environments") or {}).get(self.name)
+        return self.make_env(**(self.legacy_env_kwargs if recorded is None else self.recorded_kwargs(recorded)))
+
+    def recorded_kwargs(self, recorded: dict[str, Any]) -> dict[str, Any]:
+        """``make_env`` keywords of an environment recorded as ``recorded``."""
+        return {**self.unrecorded_env_kwargs, **recorded}
+
+
+def curriculum_schedule(curriculum: Curriculum | None, config: PPOConfig) -> EnvParamsSchedule | None:
+    """The ``env_params_schedule`` a curriculum gives a run of ``config`` (None: no schedule)."""
+    return None if curriculum is None else curriculum.schedule(config.num_updates)
+
+
+def heldout_env_params(ppo: PPO, hparams: Any, curriculum: Curriculum | None = None) -> Any:
+    """The params PPO is judged on: those of its last update (the env's discount is PPO's, for
+    potential shaping), at a curriculum's final stage. ``hparams`` may be traced (a sweep)."""
+    params = ppo.env_params_at(ppo.num_updates - 1, hparams)
+    return params if curriculum is None else curriculum.final_params(params)
