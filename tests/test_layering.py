@@ -9,7 +9,7 @@ allow-list says why the import must be lazy. The map of the folders is docs/inte
     tasks        purehr.tasks...        the registry and each task             envs, ppo
     devices      purehr.devices...      sharding, jax.distributed              envs, ppo
     run          purehr.run...          the protocol                           envs, ppo, tasks, devices
-    model        purehr.model...        the seed API, the saved-model format   envs, ppo, tasks
+    model        purehr.model...        the seed API, the saved-model format   envs, ppo, tasks, run
     viz          purehr.viz...          plotting from plain rows               envs, run
     reports      purehr.reports...      analysis, tables, summary, publish     envs, ppo, tasks, devices, run, viz
     experiments  purehr.experiments...  sweep, ablation, reward comparison     reports and everything below
@@ -48,7 +48,7 @@ BELOW = {
     "tasks": {"envs", "ppo"},
     "devices": {"envs", "ppo"},
     "run": {"envs", "ppo", "tasks", "devices"},
-    "model": {"envs", "ppo", "tasks"},
+    "model": {"envs", "ppo", "tasks", "run"},
     "viz": {"envs", "run"},
     "reports": {"envs", "ppo", "tasks", "devices", "run", "viz"},
     "experiments": {"envs", "ppo", "tasks", "devices", "run", "viz", "reports"},
@@ -224,7 +224,7 @@ def test_the_checks_see_a_circle_and_the_new_rooms_rules(tmp_path, monkeypatch):
     assert import_circles() == [["purehr.reports.analysis", "purehr.reports.table"]]
     assert layering_violations() == [
         "purehr/model/facade.py:1: purehr.model.facade (model) imports purehr.cli.arguments (cli): model may "
-        "import only envs, leaf, model, ppo, tasks",
+        "import only envs, leaf, model, ppo, run, tasks",
         "purehr/viz/heatmap.py:1: purehr.viz.heatmap (viz) imports purehr.experiments.sweep (experiments): viz "
         "may import only envs, leaf, run, viz",
     ]
