@@ -17,10 +17,10 @@ from purehr.devices.host import prepare_host_devices  # noqa: E402
 prepare_host_devices()
 
 _EXPORTS = {
-    "HRPPOModel": "purehr.model.api",
-    "PPOModel": "purehr.model.api",
-    "train_hr_ppo": "purehr.model.api",
-    "TrainingDiverged": "purehr.model.api",
+    "HRPPOModel": "purehr.model.facade",
+    "PPOModel": "purehr.model.facade",
+    "train_hr_ppo": "purehr.model.facade",
+    "TrainingDiverged": "purehr.model.facade",
     "HRWritingEnv": "purehr.envs.hrv",
     "SwingEnv": "purehr.envs.swing",
     "PPOConfig": "purehr.ppo.config",

@@ -24,10 +24,10 @@ from pathlib import Path
 import jax
 
 from purehr.cli.arguments import HelpFormatter
-from purehr.envs.base import Policy
 from purehr.ppo.config import MAX_HELDOUT_EPISODES as MAX_EPISODES
 from purehr.run import restore
 from purehr.tasks import TASK_NAMES, get_task
+from purehr.types import Policy
 
 POLICIES = {name: tuple(baseline.flag for baseline in get_task(name).baselines) for name in TASK_NAMES}
 

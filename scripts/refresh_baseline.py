@@ -25,9 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
 
-    from purehr.ppo.config import PPOConfig
-    from purehr.run.protocol import build_setups, evaluate_baselines
+    from purehr.run.baselines import evaluate_baselines
     from purehr.run.run_dir import RunDirectory
+    from purehr.run.task_setup import recorded_setup
     from purehr.viz.render import render_figures_only
 
     run_dir = RunDirectory(args.run_dir)
@@ -35,8 +35,9 @@ def main(argv: list[str] | None = None) -> int:
         manifest = run_dir.read_manifest()
     except (FileNotFoundError, ValueError) as error:
         parser.exit(2, f"error: {error}\n")
-    configs = {task: PPOConfig.from_dict(manifest["configs"][task]) for task in manifest["tasks"]}
-    baselines = evaluate_baselines(build_setups(manifest["tasks"], configs))
+    # each task as the run trained it: its config, environment and curriculum (the baselines are
+    # judged on the curriculum's final stage, as the run's own were)
+    baselines = evaluate_baselines([recorded_setup(manifest, task) for task in manifest["tasks"]])
     for task, baseline in baselines.items():
         before = manifest.get("baselines", {}).get(task, {}).get("metrics", {}).get("success_rate")
         print(f"{task}: {baseline['name']} success {baseline['metrics']['success_rate']:.3f} (was {before})")

@@ -70,20 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the heat map reduces the axes it does not show",
     )
     parser.add_argument("--top", type=int, default=20, help="rows of the ranking to print")
-    group = parser.add_argument_group("swept hyperparameters (vmapped: one compiled call for the whole grid)")
-    add_config_flags(
-        group,
-        HYPERPARAMETERS,
-        several=True,
-        default_note=lambda name: "; the values to sweep (default: the task's protocol value)",
-    )
-    group = parser.add_argument_group("shape choices (one compiled group per combination)")
-    add_config_flags(
-        group,
-        SHAPE_FIELDS,
-        several=True,
-        default_note=lambda name: "; the choices (default: the task's protocol value)",
-    )
+    for title, fields, what in (
+        ("swept hyperparameters (vmapped: one compiled call for the whole grid)", HYPERPARAMETERS, "values to sweep"),
+        ("shape choices (one compiled group per combination)", SHAPE_FIELDS, "choices"),
+    ):
+        note = f"; the {what} (default: the task's protocol value)"
+        group = parser.add_argument_group(title)
+        add_config_flags(group, fields, several=True, default_note=lambda name, note=note: note)
     return parser
 
 
@@ -94,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     from purehr.cli.ppo_flags import config_values
     from purehr.envs.hrv import Curriculum
     from purehr.experiments import sweep
+    from purehr.experiments.ranking import format_table, rank_settings
     from purehr.ppo.config import HYPERPARAMETERS
-    from purehr.reports.analysis import format_table, rank_settings
     from purehr.run.machine import environment_description
     from purehr.tasks import get_task
     from purehr.viz.sweep_heatmap import heatmap_axes

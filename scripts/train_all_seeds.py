@@ -127,6 +127,48 @@ def recorded_precision(run_dir: Path) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    run_dir = args.run_dir or ROOT / "artifacts" / args.run_name
+    directory_option = "--run-dir" if args.run_dir is not None else "--run-name"
+    _start_jax(args, parser, run_dir)
+    import jax
+
+    from purehr.run.outcome import RunDiverged, RunFailed
+    from purehr.run.preparation import RunAlreadyFinished
+    from purehr.run.protocol import train_all_seeds
+    from purehr.viz.render import render_trained_run
+
+    if jax.process_index() != 0:  # under jax.distributed: process 0 writes and reports
+        return _follow(args, run_dir, parser)
+    try:
+        # a resume continues with the run's tasks, seeds and settings; given ones must match them
+        summary = train_all_seeds(
+            run_dir,
+            **_run_request(args),
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+            command=sys.argv if argv is None else argv,
+            curricula=_curricula_from_args(args),
+            directory_option=directory_option,
+        )
+        if not args.no_render:
+            render_trained_run(summary.run_dir)
+    except RunAlreadyFinished:
+        return _finish_finished_run(args, run_dir)
+    except (ValueError, OSError) as error:  # FileExistsError, NotADirectoryError, PermissionError, ...
+        parser.exit(2, f"error: {error}\n")
+    except RunFailed as error:  # the manifest says "failed"; one line, not the callback's traceback
+        parser.exit(1, f"error: {error}\n")
+    except RunDiverged as error:  # the manifest says "diverged": not a finished result
+        if not args.no_render:
+            render_trained_run(run_dir, diverged=True)
+        parser.exit(1, f"error: {error}\n")
+    report(summary.run_dir)
+    return 0
+
+
+def _start_jax(args, parser, run_dir: Path) -> None:
+    """``jax.distributed`` and the precision, set before anything starts JAX's backend; a
+    resume continues in the precision its run was trained in."""
     explicit = {
         "coordinator_address": args.coordinator_address,
         "num_processes": args.num_processes,
@@ -141,8 +183,6 @@ def main(argv: list[str] | None = None) -> int:
             initialize_distributed(**explicit)
         except ValueError as error:
             parser.exit(2, f"error: {error}\n")
-    run_dir = args.run_dir or ROOT / "artifacts" / args.run_name
-    directory_option = "--run-dir" if args.run_dir is not None else "--run-name"
     if args.resume and not args.x64 and recorded_precision(run_dir) == "float64":
         print(f"--resume: {run_dir} was trained in float64: continuing in float64 (as with --x64)", file=sys.stderr)
         args.x64 = True
@@ -150,61 +190,40 @@ def main(argv: list[str] | None = None) -> int:
         import jax
 
         jax.config.update("jax_enable_x64", True)
-    import jax
 
-    from purehr.run.protocol import RunAlreadyFinished, RunDiverged, RunFailed, train_all_seeds
-    from purehr.viz.render import render_run, render_trained_run
 
-    if jax.process_index() != 0:  # under jax.distributed: process 0 writes and reports
-        return _follow(args, run_dir, parser)
-    try:
-        # a resume continues with the run's tasks, seeds and settings; given ones must match them
-        curricula = _curricula_from_args(args)
-        summary = train_all_seeds(
-            run_dir,
-            tasks=args.tasks,
-            seeds=args.seeds,
-            overrides=overrides_from_args(args),
-            resume=args.resume,
-            overwrite=args.overwrite,
-            progress=not args.no_progress,
-            command=sys.argv if argv is None else argv,
-            curricula=curricula,
-            devices=args.devices,
-            directory_option=directory_option,
-        )
-        if not args.no_render:
-            render_trained_run(summary.run_dir)
-    except RunAlreadyFinished:
-        # a run killed after training (before or while rendering) is finished: finish its files
-        from purehr.run.protocol import extension_hint
-        from purehr.run.run_dir import RunDirectory
+def _run_request(args) -> dict:
+    """What every process passes to ``train_all_seeds`` (process 0 alone writes and reports)."""
+    return dict(
+        tasks=args.tasks,
+        seeds=args.seeds,
+        overrides=overrides_from_args(args),
+        resume=args.resume,
+        devices=args.devices,
+    )
 
-        hint = extension_hint(RunDirectory(Path(run_dir)).read_manifest(), " ({})")
-        print(f"--resume: {run_dir} holds a finished run: nothing left to train{hint}", file=sys.stderr)
-        if missing_figures(run_dir):
-            if args.no_render:
-                print(
-                    f"its figures are missing: --resume without --no-render, or scripts/render.py --run-dir "
-                    f"{run_dir}, renders them",
-                    file=sys.stderr,
-                )
-            else:
-                print("rendering the figures it is missing", file=sys.stderr)
-                render_run(run_dir)
+
+def _finish_finished_run(args, run_dir: Path) -> int:
+    """A run killed after training (before or while rendering) is finished: finish its files."""
+    from purehr.run.resume import extension_hint
+    from purehr.run.run_dir import RunDirectory
+    from purehr.viz.render import render_run
+
+    hint = extension_hint(RunDirectory(Path(run_dir)).read_manifest(), " ({})")
+    print(f"--resume: {run_dir} holds a finished run: nothing left to train{hint}", file=sys.stderr)
+    if missing_figures(run_dir):
+        if args.no_render:
+            print(
+                f"its figures are missing: --resume without --no-render, or scripts/render.py --run-dir "
+                f"{run_dir}, renders them",
+                file=sys.stderr,
+            )
         else:
-            print("it has all its figures", file=sys.stderr)
-        report(run_dir)
-        return 0
-    except (ValueError, OSError) as error:  # FileExistsError, NotADirectoryError, PermissionError, ...
-        parser.exit(2, f"error: {error}\n")
-    except RunFailed as error:  # the manifest says "failed"; one line, not the callback's traceback
-        parser.exit(1, f"error: {error}\n")
-    except RunDiverged as error:  # the manifest says "diverged": not a finished result
-        if not args.no_render:
-            render_trained_run(run_dir, diverged=True)
-        parser.exit(1, f"error: {error}\n")
-    report(summary.run_dir)
+            print("rendering the figures it is missing", file=sys.stderr)
+            render_run(run_dir)
+    else:
+        print("it has all its figures", file=sys.stderr)
+    report(run_dir)
     return 0
 
 
@@ -212,18 +231,12 @@ def _follow(args, run_dir: Path, parser) -> int:
     """A process other than 0: its share of the training; process 0 prints the results."""
     import jax
 
-    from purehr.run.protocol import RunAlreadyFinished, RunFailed, train_all_seeds
+    from purehr.run.outcome import RunFailed
+    from purehr.run.preparation import RunAlreadyFinished
+    from purehr.run.protocol import train_all_seeds
 
     try:
-        train_all_seeds(
-            run_dir,
-            tasks=args.tasks,
-            seeds=args.seeds,
-            overrides=overrides_from_args(args),
-            resume=args.resume,
-            progress=False,
-            devices=args.devices,
-        )
+        train_all_seeds(run_dir, **_run_request(args), progress=False)
     except RunAlreadyFinished:
         return 0
     except (ValueError, OSError) as error:

@@ -10,6 +10,7 @@ import pytest
 from conftest import write_synthetic_run
 
 from purehr.reports import analysis
+from purehr.run.columns import UPDATE_COLUMNS
 
 RAMP_THEN_PLATEAU = np.concatenate([np.linspace(0.0, 1.0, 40), np.ones(60)])
 
@@ -67,23 +68,7 @@ def test_mean_confidence_interval_uses_student_t():
     assert math.isnan(analysis.mean_confidence_interval(np.array([5.0]))["ci_low"])
 
 
-UPDATE_HEADER = [
-    "update",
-    "env_steps",
-    "elapsed_s",
-    "mean_step_reward",
-    "mean_episode_return",
-    "episodes_completed",
-    "train_success_rate",
-    "loss",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "approx_kl",
-    "clip_fraction",
-    "grad_norm",
-    "mean_distance",
-]
+UPDATE_HEADER = [*UPDATE_COLUMNS, "mean_distance"]
 CHECKPOINT_HEADER = [
     "target_steps",
     "actual_steps",

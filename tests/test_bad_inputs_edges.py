@@ -26,7 +26,8 @@ import pytest
 
 from purehr.cli.arguments import HelpFormatter, parse_bool
 from purehr.envs.hrv import HRWritingEnv
-from purehr.model.api import DamagedModelError, PPOModel, train_hr_ppo
+from purehr.model.facade import PPOModel, train_hr_ppo
+from purehr.model.saved import DamagedModelError
 from purehr.ppo.algorithm import make_ppo
 from purehr.tasks import HRV_DEFAULTS
 

@@ -15,8 +15,10 @@ import jax
 import pytest
 
 from purehr.run.files import RunDirectoryError
-from purehr.run.protocol import PROTOCOL_TEXT, prepare_run_directory, restore_task
+from purehr.run.preparation import prepare_run_directory
 from purehr.run.run_dir import RunDirectory
+from purehr.run.status import PROTOCOL_TEXT
+from purehr.run.triage import restore_task
 from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -300,7 +302,7 @@ def test_overwrite_of_a_foreign_manifest_removes_nothing(tmp_path):
 
 
 def _tiny_setup():
-    from purehr.run.protocol import build_setups
+    from purehr.run.task_setup import build_setups
 
     config = get_task("hrv").default_config.replace(
         total_timesteps=4096, num_envs=4, num_steps=64, minibatch_size=64, actor_hidden=(8,), critic_hidden=(8,)

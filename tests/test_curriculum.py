@@ -13,12 +13,14 @@ import pytest
 from conftest import HRV_TINY as TINY
 
 from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD, Curriculum, HRWritingEnv
-from purehr.model.api import train_hr_ppo
+from purehr.model.facade import train_hr_ppo
 from purehr.ppo.algorithm import make_ppo
 from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.reports.analysis import analyze_run
 from purehr.run import restore
-from purehr.run.protocol import build_setups, manifest_curricula, train_all_seeds
+from purehr.run.protocol import train_all_seeds
+from purehr.run.record import manifest_curricula
+from purehr.run.task_setup import build_setups
 
 # --- validation -------------------------------------------------------------------------------
 
@@ -160,7 +162,7 @@ def test_a_curriculum_for_swing_or_an_absent_task_is_refused(tmp_path):
 def test_resume_with_a_different_curriculum_is_refused(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    from purehr.run.protocol import PROTOCOL_TEXT
+    from purehr.run.status import PROTOCOL_TEXT
 
     manifest = {
         "status": "running",

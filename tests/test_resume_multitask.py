@@ -20,7 +20,8 @@ from conftest import PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_configs
 from purehr.run.checkpoints import SeedCheckpoints
 from purehr.run.files import read_csv, write_csv
 from purehr.run.lock import RunDirectoryBusy
-from purehr.run.protocol import RunDiverged, RunFailed, train_all_seeds
+from purehr.run.outcome import RunDiverged, RunFailed
+from purehr.run.protocol import train_all_seeds
 from purehr.run.run_dir import RunDirectory
 from purehr.tasks import get_task
 
@@ -252,7 +253,7 @@ def test_resume_is_refused_while_another_process_still_trains_in_the_directory(r
 
 def test_resume_of_a_run_stopped_before_its_manifest_starts_it_and_anything_else_is_refused(tmp_path):
     """Killed while evaluating baselines: only the lock is there, nothing was trained."""
-    from purehr.run.protocol import prepare_run_directory
+    from purehr.run.preparation import prepare_run_directory
 
     started = RunDirectory(tmp_path / "started")
     started.lock().release()
@@ -267,7 +268,8 @@ def test_resume_of_a_run_stopped_before_its_manifest_starts_it_and_anything_else
 
 
 def test_a_finished_run_is_finished_only_when_its_index_matches_the_checkpoints(reference, tmp_path):
-    from purehr.run.protocol import build_setups, index_disagreements
+    from purehr.run.task_setup import build_setups
+    from purehr.run.triage import index_disagreements
 
     run = killed_copy(reference, tmp_path)
     setups = build_setups(TASKS, configs())

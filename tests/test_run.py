@@ -23,8 +23,10 @@ from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_conf
 
 from purehr.run import restore
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
+from purehr.run.columns import UPDATE_COLUMNS
 from purehr.run.files import read_csv
-from purehr.run.protocol import RunDirectoryInUse, train_all_seeds
+from purehr.run.preparation import RunDirectoryInUse
+from purehr.run.protocol import train_all_seeds
 from purehr.viz.render import render_trained_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,19 +104,7 @@ def test_run_directory_has_every_file(runs):
             seed_dir = root / task / f"seed_{seed}"
             updates = read_csv(seed_dir / "updates.csv")
             assert [int(r["update"]) for r in updates] == list(range(1, 33))
-            for column in (
-                "env_steps",
-                "elapsed_s",
-                "mean_step_reward",
-                "mean_episode_return",
-                "loss",
-                "policy_loss",
-                "value_loss",
-                "entropy",
-                "approx_kl",
-                "clip_fraction",
-                "grad_norm",
-            ):
+            for column in UPDATE_COLUMNS:
                 assert column in updates[0]
             diagnostic = "min_tension" if task == "swing" else "mean_distance"
             assert diagnostic in updates[0]

@@ -15,8 +15,9 @@ import pytest
 
 from purehr.envs.hrv import HRWritingEnv
 from purehr.experiments import sweep
+from purehr.experiments.group_result import GroupResult
+from purehr.experiments.ranking import format_table, rank_settings
 from purehr.ppo.trainer import keys_for_seeds, make_train
-from purehr.reports import analysis
 from purehr.tasks import HRV_DEFAULTS
 from purehr.viz import sweep_heatmap
 
@@ -100,7 +101,7 @@ def test_every_run_is_evaluated_on_the_heldout_protocol(hrv_sweep):
 def _synthetic_group(name, success, returns, seeds=(0, 1, 2)):
     axes = {"learning_rate": (1e-4, 1e-3), "clip_range": (0.2,)}
     settings = sweep.grid_settings(axes)
-    return sweep.GroupResult(
+    return GroupResult(
         name,
         TINY,
         settings,
@@ -114,7 +115,7 @@ def _synthetic_group(name, success, returns, seeds=(0, 1, 2)):
 def test_ranking_orders_by_success_then_return_with_t_intervals():
     group, axes = _synthetic_group("g", [0.5, 0.6, 0.7, 0.9, 0.9, 0.9], [1.0, 1.0, 1.0, 2.0, 3.0, 4.0])
     other, _ = _synthetic_group("h", [0.5, 0.6, 0.7, 0.5, 0.6, 0.7], [5.0, 5.0, 5.0, 1.0, 1.0, 1.0])
-    ranking = analysis.rank_settings([group, other], list(axes))
+    ranking = rank_settings([group, other], list(axes))
     assert [(row["group"], row["learning_rate"]) for row in ranking] == [
         ("g", 1e-3),
         ("h", 1e-4),
@@ -126,7 +127,7 @@ def test_ranking_orders_by_success_then_return_with_t_intervals():
     assert row["success_rate_mean"] == pytest.approx(0.6)
     assert row["success_rate_ci_high"] - 0.6 == pytest.approx(4.302653 * 0.1 / math.sqrt(3), rel=1e-5)
     assert ranking[0]["return_mean_ci_low"] == pytest.approx(3.0 - 4.302653 * 1.0 / math.sqrt(3), rel=1e-5)
-    text = analysis.format_table(ranking, list(axes))
+    text = format_table(ranking, list(axes))
     assert text.splitlines()[1].startswith("1 ") and "90.0% [90.0%, 90.0%]" in text
 
 
@@ -142,7 +143,7 @@ def test_outputs_are_written_and_a_second_sweep_is_refused(hrv_sweep, tmp_path, 
     out = tmp_path / "sweep"
     sweep.prepare_out_dir(out, overwrite=False)
     assert not out.exists()  # a check only: write_outputs creates it
-    ranking = analysis.rank_settings([hrv_sweep], list(AXES))
+    ranking = rank_settings([hrv_sweep], list(AXES))
     paths = sweep.write_outputs(out, [hrv_sweep], AXES, ranking, {"command": ["test"]}, ["learning_rate", "ent_coef"])
     assert {p.name for p in paths} == {"ranking.csv", "runs.csv", "heatmap.png", "heatmap.pdf", "sweep.json"}
     with open(out / "ranking.csv") as handle:

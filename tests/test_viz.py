@@ -26,6 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from purehr.reports.stats import t_interval, t_quantile
+from purehr.run.columns import UPDATE_COLUMNS
 from purehr.run.files import RunDirectoryError
 from purehr.viz.learning_curves import (
     aggregate_over_seeds,
@@ -40,22 +41,6 @@ from purehr.viz.run_data import load_run
 from purehr.viz.video import first_frame, video_stream
 
 REPO = Path(__file__).resolve().parents[1]
-UPDATE_COLUMNS = [
-    "update",
-    "env_steps",
-    "elapsed_s",
-    "mean_step_reward",
-    "mean_episode_return",
-    "episodes_completed",
-    "train_success_rate",
-    "loss",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "approx_kl",
-    "clip_fraction",
-    "grad_norm",
-]
 TASK_DIAGNOSTICS = {"swing": ["min_tension", "mean_command_speed"], "hrv": ["mean_distance"]}
 EVAL_KEYS = {
     "swing": [

@@ -11,34 +11,10 @@ from typing import Any
 from purehr.cli.arguments import parse_bool
 from purehr.ppo.config import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, SIZES_FIELDS, PPOConfig
 
-PPO_FIELD_HELP = {
-    "num_envs": "parallel environments per seed",
-    "num_steps": "rollout length per environment and update",
-    "num_epochs": "passes over each batch per update",
-    "minibatch_size": "transitions per gradient step (must divide num_envs * num_steps)",
-    "learning_rate": "Adam step size",
-    "anneal_lr": "decay the learning rate linearly to 0 over the budget (true/false, yes/no, 1/0, on/off)",
-    "gamma": "discount factor",
-    "gae_lambda": "GAE lambda",
-    "clip_range": "PPO ratio clipping",
-    "vf_coef": "value loss weight",
-    "ent_coef": "entropy bonus weight",
-    "max_grad_norm": "global gradient-norm clip (per element with --elementwise-grad-clip true)",
-    "elementwise_grad_clip": "clip each gradient element to +-max_grad_norm instead of the global norm (true/false)",
-    "actor_hidden": "policy network layer widths",
-    "critic_hidden": "value network layer widths",
-    "activation": "hidden activation (tanh, relu or swish)",
-    "log_std_init": "initial log standard deviation of the Gaussian policy (swing)",
-    "normalize_observations": "normalise observations by their running mean and variance (true/false)",
-    "checkpoint_interval": "environment steps between checkpoints",
-    "eval_episodes": "held-out episodes of a full evaluation",
-    "full_eval_interval": "every N-th checkpoint gets the full evaluation; the others the quick one",
-    "quick_eval_episodes": "held-out episodes of a quick evaluation",
-}
-"""Help of the generated flags; a PPOConfig field missing here fails tests/test_bad_inputs_edges.py."""
-
 DEST_PREFIX = "ppo_"
 FIELDS = tuple(field.name for field in dataclasses.fields(PPOConfig))
+FIELD_HELP = {field.name: field.metadata["help"] for field in dataclasses.fields(PPOConfig)}
+"""Each field's help, declared beside it in ``PPOConfig`` (``with_help``)."""
 
 
 def layer_sizes(text: str) -> tuple[int, ...]:
@@ -83,7 +59,7 @@ def add_config_flags(
             type=_value_type(name, several),
             nargs="+" if several or sizes else None,
             metavar=metavar,
-            help=f"{PPO_FIELD_HELP[name]}{example}{default_note(name)}",
+            help=f"{FIELD_HELP[name]}{example}{default_note(name)}",
         )
 
 

@@ -7,23 +7,15 @@ params (difficulty, physics constants) can change inside a training scan.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import jax
 import jax.numpy as jnp
 
+from purehr.types import StepResult
+
 StateT = TypeVar("StateT")
 ParamsT = TypeVar("ParamsT")
-
-# (observation, state, reward, terminated, truncated, info)
-StepResult = tuple[Any, Any, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]
-
-Policy = Callable[[Any, jax.Array, jax.Array], jax.Array]
-"""``policy(observation, t, key) -> action`` for one unbatched observation: ``t`` is the step
-index in the episode (int32), ``key`` a PRNG key for a stochastic policy (a deterministic one
-ignores it). Every baseline, held-out evaluation and showcase recorder takes this shape, and
-``PPO.policy(network_params)`` returns it; a pure function, so it runs under jit and vmap."""
 
 
 class Environment(Generic[StateT, ParamsT]):

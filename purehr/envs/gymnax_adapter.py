@@ -11,7 +11,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from purehr.envs import spaces
-from purehr.envs.base import Environment, StepResult
+from purehr.envs.base import Environment
+from purehr.types import StepResult
 
 
 def _convert_space(space):

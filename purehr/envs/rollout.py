@@ -6,7 +6,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from purehr.envs.base import Environment, Policy
+from purehr.envs.base import Environment
+from purehr.types import Policy
 
 
 def run_episodes(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -87,21 +88,59 @@ def flatten_observation(observation) -> jax.Array:
 
 
 def observation_batch_size(observation, space) -> int | None:
-    """None for one observation of ``space``, N for a batch of N (a leading axis of length N
-    on every leaf), so a policy can take either; anything else is refused with its size."""
-    leaves = [np.shape(leaf) for leaf in jax.tree.leaves(observation)]
-    expected = flat_dim(space)
-    total = sum(int(np.prod(shape)) for shape in leaves)
-    if total == expected:
+    """None for one observation of ``space``, N for a batch of N (a leading axis of length N on
+    every leaf), so a policy can take either; anything else (a missing key, a wrong length, leaves
+    that disagree on N) is refused with ``ValueError`` naming the leaf. Reads only shapes and
+    dtypes, so it also takes traced arrays."""
+    batches = {label: _leaf_batch(label, value, shape) for label, shape, value in _labelled_leaves(observation, space)}
+    if len(set(batches.values())) > 1:
+        raise ValueError(
+            f"observation leaves disagree on the batch: {batches} (None = a single observation); "
+            "expected every leaf single, or every leaf with the same leading batch size"
+        )
+    return next(iter(batches.values()))
+
+
+def _labelled_leaves(observation, space) -> list[tuple[str, tuple[int, ...], Any]]:
+    """(label, expected shape, value) per leaf of ``space``: ``observation`` or
+    ``observation['key']``; a dict observation must have exactly the space's keys."""
+    if not isinstance(space, Dict):
+        return [("observation", tuple(space.shape), observation)]
+    if not isinstance(observation, Mapping):
+        raise ValueError(
+            f"observation is a {type(observation).__name__}; expected a dict with keys {sorted(space.spaces)}"
+        )
+    missing = sorted(set(space.spaces) - set(observation))
+    extra = sorted(set(observation) - set(space.spaces))
+    if missing or extra:
+        values = sum(int(np.size(leaf)) for leaf in jax.tree.leaves(observation))
+        wrong = "; ".join(([f"missing {missing}"] if missing else []) + ([f"unexpected {extra}"] if extra else []))
+        raise ValueError(
+            f"observation has keys {sorted(observation)}: {wrong} ({values} values): expected one observation of "
+            f"{flat_dim(space)} values or a batch, with exactly the keys {sorted(space.spaces)}"
+        )
+    return [(f"observation[{name!r}]", tuple(sub.shape), observation[name]) for name, sub in space.spaces.items()]
+
+
+def _leaf_batch(label: str, value: Any, shape: tuple[int, ...]) -> int | None:
+    """None when ``value`` has ``shape``, N when it has (N, *shape); numbers only."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):  # an array, or a tracer: no conversion
+        array_shape, dtype = tuple(value.shape), np.dtype(value.dtype)
+    else:
+        try:
+            array = np.asarray(value)
+        except Exception:  # e.g. a ragged list
+            raise ValueError(f"{label} is not an array of numbers: {value!r}") from None
+        array_shape, dtype = array.shape, array.dtype
+    if dtype.kind not in "biuf":
+        raise ValueError(f"{label} has dtype {dtype}; expected numbers")
+    if array_shape == shape:
         return None
-    leading = {shape[0] for shape in leaves if len(shape) > 0}
-    if len(leading) == 1 and all(len(shape) > 0 for shape in leaves):
-        size = leading.pop()
-        if size > 0 and total == size * expected:
-            return size
+    if len(array_shape) == len(shape) + 1 and array_shape[1:] == shape:
+        return array_shape[0]
     raise ValueError(
-        f"observation with leaf shapes {leaves} ({total} values): expected one observation of "
-        f"{expected} values or a batch with a leading axis on every leaf ({space})"
+        f"{label} has shape {array_shape}; expected {shape} (one observation) "
+        f"or (N, {', '.join(map(str, shape))}) (a batch of N)"
     )
 
 

@@ -8,7 +8,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from purehr.envs.base import Environment, StepResult
+from purehr.envs.base import Environment
+from purehr.types import StepResult
 
 
 def _select(condition: jax.Array, when_true, when_false):

@@ -47,21 +47,14 @@ class Variant:
 
 
 def swing_variants(steps: int) -> list[Variant]:
+    """The swing's core variants, then the levers tried for its speed."""
     config = SWING_DEFAULTS.replace(total_timesteps=steps)
+    return _swing_core_variants(config) + _swing_speed_levers(config)
+
+
+def _swing_core_variants(config: PPOConfig) -> list[Variant]:
+    """The defaults, and each of their design changes turned off."""
     task_env = get_task("swing").make_env  # wide starts, a quarter at the held-out scale
-    before = config.replace(minibatch_size=1024)  # the defaults before the speed work, with SwingEnv
-
-    def small_starts(name: str, fraction: float, minibatch: int) -> Variant:
-        return Variant(
-            name,
-            f"minibatch {minibatch}, wide training starts with {fraction} of them at the "
-            "held-out scale (small_start_fraction, small_reset_noise 0.05)",
-            SwingEnv,
-            before.replace(minibatch_size=minibatch),
-            {"small_start_fraction": fraction},
-            core=False,
-        )
-
     return [
         Variant(
             "default",
@@ -96,42 +89,40 @@ def swing_variants(steps: int) -> list[Variant]:
             task_env,
             config.replace(num_envs=8, num_steps=256, minibatch_size=256),
         ),
-        # Levers tried for the time to rotation, each against the defaults before it (minibatch
-        # 1024, wide starts only): results/ablation/swing_speed.md.
-        Variant(
-            "gamma 0.998",
-            "minibatch 1024, wide starts; discount 0.998 in PPO and in the shaping",
-            SwingEnv,
-            before.replace(gamma=0.998),
-            {"gamma": 0.998},
-            core=False,
+    ]
+
+
+def _swing_speed_levers(config: PPOConfig) -> list[Variant]:
+    """Levers tried for the time to rotation, each against the defaults before it (minibatch
+    1024, wide starts only, with SwingEnv): results/ablation/swing_speed.md."""
+    before = config.replace(minibatch_size=1024)
+
+    def lever(name: str, change: str, lever_config: PPOConfig, overrides: dict[str, Any] | None = None) -> Variant:
+        return Variant(name, change, SwingEnv, lever_config, overrides or {}, core=False)
+
+    def discount(gamma: float) -> Variant:
+        change = f"minibatch 1024, wide starts; discount {gamma} in PPO and in the shaping"
+        return lever(f"gamma {gamma}", change, before.replace(gamma=gamma), {"gamma": gamma})
+
+    def small_starts(name: str, fraction: float, minibatch: int) -> Variant:
+        change = (
+            f"minibatch {minibatch}, wide training starts with {fraction} of them at the "
+            "held-out scale (small_start_fraction, small_reset_noise 0.05)"
+        )
+        return lever(name, change, before.replace(minibatch_size=minibatch), {"small_start_fraction": fraction})
+
+    return [
+        discount(0.998),
+        discount(0.999),
+        lever(
+            "success bonus 50", "minibatch 1024, wide starts; k_success 50 instead of 10", before, {"k_success": 50.0}
         ),
-        Variant(
-            "gamma 0.999",
-            "minibatch 1024, wide starts; discount 0.999 in PPO and in the shaping",
-            SwingEnv,
-            before.replace(gamma=0.999),
-            {"gamma": 0.999},
-            core=False,
-        ),
-        Variant(
-            "success bonus 50",
-            "minibatch 1024, wide starts; k_success 50 instead of 10",
-            SwingEnv,
-            before,
-            {"k_success": 50.0},
-            core=False,
-        ),
-        Variant(
+        lever(
             "minibatch 512",
             "wide starts; minibatch 512 (8 per epoch) instead of 1024",
-            SwingEnv,
             before.replace(minibatch_size=512),
-            core=False,
         ),
-        Variant(
-            "minibatch 256", "wide starts; minibatch 256 (16 per epoch) instead of 1024", SwingEnv, config, core=False
-        ),
+        lever("minibatch 256", "wide starts; minibatch 256 (16 per epoch) instead of 1024", config),
         small_starts("small starts 0.25", 0.25, 1024),
         small_starts("minibatch 256 small starts 0.25", 0.25, 256),
         small_starts("minibatch 256 small starts 0.5", 0.5, 256),

@@ -100,57 +100,14 @@ def run_combination(
     """Train and evaluate one combination (one compiled call); writes its folder under ``out``,
     ``final_metrics.csv`` last (it marks the combination done)."""
     name = f"{reward_form}/{similarity}"
-    folder = combination_dir(out, name)
     config = get_task("hrv").default_config.replace(total_timesteps=steps, eval_episodes=eval_episodes)
     keys = keys_for_seeds(seeds)
     env = get_task("hrv").make_env(similarity=similarity, reward_form=reward_form)
     train, ppo = make_comparison_program(env, config, eval_every, eval_episodes)
-    load_before = load_average()
-    started = time.perf_counter()
-    compiled = train.lower(keys).compile()
-    compile_s = time.perf_counter() - started
-    started = time.perf_counter()
-    _, metrics, evaluations = jax.block_until_ready(compiled(keys))
-    run_s = time.perf_counter() - started
     steps = ppo.num_updates * config.batch_size
-    timing = {
-        "compile_s": compile_s,
-        "train_and_eval_s": run_s,
-        "env_steps_per_seed": steps,
-        "env_steps_per_s_all_seeds": steps * len(seeds) / run_s,
-        "load_average_before": load_before,
-        "load_average_after": load_average(),
-    }
-    print(
-        f"[{name}] compile {compile_s:.1f} s, train+eval {run_s:.1f} s "
-        f"({steps * len(seeds) / run_s:.0f} steps/s over {len(seeds)} seeds), "
-        f"load {load_before} -> {timing['load_average_after']}",
-        file=sys.stderr,
-        flush=True,
-    )
-    evaluations = {k: np.asarray(v) for k, v in evaluations.items()}
-    metrics = {k: np.asarray(v) for k, v in metrics.items()}
-    evaluated = np.flatnonzero(np.isfinite(evaluations["success_rate"][:, 0]))
-    curves, finals = [], []
-    for index, seed in enumerate(seeds):
-        for row_index in evaluated:
-            row = {
-                "combination": name,
-                "reward_form": reward_form,
-                "similarity": similarity,
-                "seed": seed,
-                "update": int(row_index),
-                "env_steps": int(row_index) * config.batch_size,
-            }
-            row.update({f"eval_{m}": float(evaluations[m][row_index, index]) for m in EVAL_METRICS})
-            curves.append(row)
-        final = dict(curves[-1])
-        for column, key in (
-            ("train_final_return", "mean_episode_return"),
-            ("train_final_success_rate", "train_success_rate"),
-        ):
-            final[column] = tail_mean(metrics[key][:, index])
-        finals.append(final)
+    metrics, evaluations, timing = _timed_training(train, keys, steps, name)
+    curves, finals = _combination_rows(reward_form, similarity, seeds, config.batch_size, metrics, evaluations)
+    folder = combination_dir(out, name)
     folder.mkdir(parents=True, exist_ok=True)
     write_csv(folder / "curves.csv", None, curves)
     atomic_write_json(
@@ -172,6 +129,72 @@ def run_combination(
         },
     )
     write_csv(folder / FINAL_CSV, None, finals)  # last: marks the combination done
+
+
+def _timed_training(
+    train, keys: jax.Array, steps_per_seed: int, name: str
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, float]]:
+    """Compile and run ``train(keys)`` (seeds = len(keys)), logging the timing and load:
+    training metrics [update, seed], evaluations [update + 1, seed] and the timing."""
+    num_seeds = len(keys)
+    load_before = load_average()
+    started = time.perf_counter()
+    compiled = train.lower(keys).compile()
+    compile_s = time.perf_counter() - started
+    started = time.perf_counter()
+    _, metrics, evaluations = jax.block_until_ready(compiled(keys))
+    run_s = time.perf_counter() - started
+    timing = {
+        "compile_s": compile_s,
+        "train_and_eval_s": run_s,
+        "env_steps_per_seed": steps_per_seed,
+        "env_steps_per_s_all_seeds": steps_per_seed * num_seeds / run_s,
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+    }
+    print(
+        f"[{name}] compile {compile_s:.1f} s, train+eval {run_s:.1f} s "
+        f"({steps_per_seed * num_seeds / run_s:.0f} steps/s over {num_seeds} seeds), "
+        f"load {load_before} -> {timing['load_average_after']}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return {k: np.asarray(v) for k, v in metrics.items()}, {k: np.asarray(v) for k, v in evaluations.items()}, timing
+
+
+def _combination_rows(
+    reward_form: str,
+    similarity: str,
+    seeds: list[int],
+    batch_size: int,
+    metrics: dict[str, np.ndarray],
+    evaluations: dict[str, np.ndarray],
+) -> tuple[list[dict], list[dict]]:
+    """curves.csv (per seed, one row per evaluated update) and final_metrics.csv (per seed, its
+    last evaluation plus the final training return and success) rows of one combination."""
+    name = f"{reward_form}/{similarity}"
+    evaluated = np.flatnonzero(np.isfinite(evaluations["success_rate"][:, 0]))
+    curves, finals = [], []
+    for index, seed in enumerate(seeds):
+        for row_index in evaluated:
+            row = {
+                "combination": name,
+                "reward_form": reward_form,
+                "similarity": similarity,
+                "seed": seed,
+                "update": int(row_index),
+                "env_steps": int(row_index) * batch_size,
+            }
+            row.update({f"eval_{m}": float(evaluations[m][row_index, index]) for m in EVAL_METRICS})
+            curves.append(row)
+        final = dict(curves[-1])
+        for column, key in (
+            ("train_final_return", "mean_episode_return"),
+            ("train_final_success_rate", "train_success_rate"),
+        ):
+            final[column] = tail_mean(metrics[key][:, index])
+        finals.append(final)
+    return curves, finals
 
 
 def summarize(out: Path, no_figure: bool = False) -> None:

@@ -18,7 +18,6 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,10 @@ import numpy as np
 
 from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
-from purehr.ppo.algorithm import RunnerState
+from purehr.experiments.group_result import GroupResult
+from purehr.experiments.ranking import run_rows, setting_rows
 from purehr.ppo.config import HYPERPARAMETERS, PPOConfig, PPOHyperparams
 from purehr.ppo.trainer import keys_for_seeds, make_train
-from purehr.reports.analysis import run_rows
 from purehr.run.files import atomic_write_json, check_output_file, json_values, write_csv
 from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
 from purehr.viz.sweep_heatmap import heatmap_axes, plot_heatmap
@@ -100,31 +99,6 @@ def flatten_grid(
 
 
 # --- training and evaluation of one group -----------------------------------------------------
-
-
-@dataclass
-class GroupResult:
-    """One compiled group: ``config`` (its shape choices applied), the settings, and per run
-    (leading axis settings x seeds) the evaluation and the training metrics."""
-
-    name: str
-    config: PPOConfig
-    settings: list[dict[str, float]]
-    seeds: list[int]
-    runner: RunnerState
-    training_metrics: dict[str, np.ndarray]  # [run, update]
-    evaluation: dict[str, np.ndarray]  # [run]
-    timing: dict[str, float] = field(default_factory=dict)
-
-    @property
-    def num_runs(self) -> int:
-        return len(self.settings) * len(self.seeds)
-
-    def run_setting(self, run: int) -> dict[str, float]:
-        return self.settings[run // len(self.seeds)]
-
-    def run_seed(self, run: int) -> int:
-        return self.seeds[run % len(self.seeds)]
 
 
 def train_group(
@@ -347,7 +321,7 @@ def write_outputs(
     write_csv(out_dir / RANKING_CSV, None, ranking)
     write_csv(out_dir / RUNS_CSV, None, run_rows(groups, names))
     paths = [out_dir / RANKING_CSV, out_dir / RUNS_CSV]
-    paths += plot_heatmap(groups, axes, heatmap_axes(axes, heatmap), out_dir, reduce, HEATMAP_STEM)
+    paths += plot_heatmap(setting_rows(groups, names), axes, heatmap_axes(axes, heatmap), out_dir, reduce, HEATMAP_STEM)
     description = dict(
         description, groups=[{"name": g.name, "config": g.config.to_dict(), "timing": g.timing} for g in groups]
     )

@@ -26,12 +26,11 @@ from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.config import PPOConfig, PPOHyperparams
 from purehr.ppo.distributions import make_distribution, policy_output_size, sampling_noise
 from purehr.ppo.gae import generalized_advantages
-from purehr.ppo.loss import LOSS_STATISTICS, Batch, ppo_loss
+from purehr.ppo.loss import Batch, ppo_loss
+from purehr.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, ROLLOUT_METRICS
 from purehr.ppo.networks import ActorCritic, update_observation_statistics
 from purehr.ppo.shuffle import random_permutation
-
-# (params of the env, update index: int32, 0-based) -> params for this update
-EnvParamsSchedule = Callable[[Any, jax.Array], Any]
+from purehr.types import EnvParamsSchedule
 
 
 @struct.dataclass
@@ -322,7 +321,7 @@ def make_ppo(
             )
             return (params, opt_state, key, stat_sums), None
 
-        no_stats = {name: jnp.zeros((), jnp.float32) for name in LOSS_STATISTICS + ("grad_norm",)}
+        no_stats = {name: jnp.zeros((), jnp.float32) for name in LOSS_STATISTICS + GRADIENT_STATISTICS}
         (params, opt_state, key, stat_sums), _ = jax.lax.scan(
             epoch, (runner.params, runner.opt_state, key, no_stats), None, config.num_epochs
         )
@@ -380,13 +379,14 @@ def _rollout_metrics(trajectory: Transition) -> dict[str, jax.Array]:
     no_episode = episodes == 0
     metrics = {
         "mean_step_reward": trajectory.reward.mean(),
-        "episodes_completed": episodes,
         "mean_episode_return": jnp.where(no_episode, jnp.nan, trajectory.episode_return.sum() / safe),
+        "episodes_completed": episodes,
         "train_success_rate": jnp.where(no_episode, jnp.nan, trajectory.episode_success.sum() / safe),
-        "nan_actions": trajectory.nan_action.sum(),
-        "invalid_actions": trajectory.invalid_action.sum(),
-        "nonfinite_states": trajectory.nonfinite_state.sum(),
     }
+    assert tuple(metrics) == ROLLOUT_METRICS  # the names updates.csv has, in its order
+    metrics["nan_actions"] = trajectory.nan_action.sum()
+    metrics["invalid_actions"] = trajectory.invalid_action.sum()
+    metrics["nonfinite_states"] = trajectory.nonfinite_state.sum()
     for name, values in trajectory.diagnostics.items():
         if name.startswith("min_"):
             metrics[name] = values.min()

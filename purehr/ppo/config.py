@@ -2,8 +2,9 @@
 
 The split follows rejax: everything that changes array shapes or the compiled program
 (sizes, network widths) lives in `PPOConfig`, and so does every continuous hyperparameter;
-those named in `HYPERPARAMETERS` are also carried by the training state as `PPOHyperparams`,
-a pytree generated from that list, so a sweep is a `vmap` over it.
+the continuous ones the training state carries as traced values are the fields of
+`PPOHyperparams` (`HYPERPARAMETERS` names them), a pytree, so a sweep is a `vmap` over it.
+Each `PPOConfig` field's help (the text of its command-line flag) sits beside it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
@@ -51,59 +53,71 @@ episode runs at once (vmapped), and 10^8 swing episodes asked XLA for 354 GB (ab
 each), so this bound keeps a request near 0.35 GB."""
 
 
-HYPERPARAMETERS = ("learning_rate", "clip_range", "ent_coef", "vf_coef", "gae_lambda", "gamma", "max_grad_norm")
-"""The continuous ``PPOConfig`` fields the training state carries as traced values (what a
-sweep vmaps), in the leaf order of ``PPOHyperparams`` and so of every checkpoint."""
+@struct.dataclass
+class PPOHyperparams:
+    """The continuous ``PPOConfig`` fields the training state carries as traced values (what a
+    sweep vmaps), as float32 arrays: scalars, or with a leading seed axis in a sweep;
+    ``PPOConfig.hyperparams()`` builds one. The field order is the leaf order of every
+    checkpoint: reordering the fields would make the checkpoints on disk unreadable."""
 
-# Declared once, in PPOConfig (name, default, validation); the pytree is generated from the list.
-PPOHyperparams = struct.dataclass(
-    type(
-        "PPOHyperparams",
-        (),
-        {
-            "__module__": __name__,
-            "__annotations__": {name: "jax.Array" for name in HYPERPARAMETERS},
-            "__doc__": "The ``HYPERPARAMETERS`` of a ``PPOConfig`` as float32 arrays (scalars, or with a "
-            "leading seed axis in a sweep): ``PPOConfig.hyperparams()`` builds one.",
-        },
-    )
-)
+    learning_rate: jax.Array
+    clip_range: jax.Array
+    ent_coef: jax.Array
+    vf_coef: jax.Array
+    gae_lambda: jax.Array
+    gamma: jax.Array
+    max_grad_norm: jax.Array
+
+
+HYPERPARAMETERS = tuple(field.name for field in dataclasses.fields(PPOHyperparams))
+"""The names of the ``PPOHyperparams`` fields, in their (checkpoint leaf) order."""
+
+
+def with_help(default, help: str):
+    """A ``PPOConfig`` field whose help (the text of its command-line flag) sits beside it."""
+    return dataclasses.field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True)
 class PPOConfig:
-    total_timesteps: int = 1_000_000
-    num_envs: int = 8
-    num_steps: int = 256
-    num_epochs: int = 4
-    minibatch_size: int = 256
-    learning_rate: float = 3e-4
-    anneal_lr: bool = True
-    gamma: float = 0.995
-    gae_lambda: float = 0.95
-    clip_range: float = 0.2
-    vf_coef: float = 0.5
-    ent_coef: float = 0.001
-    max_grad_norm: float = 0.5
-    elementwise_grad_clip: bool = False
+    total_timesteps: int = with_help(1_000_000, "environment steps of training per seed")
+    num_envs: int = with_help(8, "parallel environments per seed")
+    num_steps: int = with_help(256, "rollout length per environment and update")
+    num_epochs: int = with_help(4, "passes over each batch per update")
+    minibatch_size: int = with_help(256, "transitions per gradient step (must divide num_envs * num_steps)")
+    learning_rate: float = with_help(3e-4, "Adam step size")
+    anneal_lr: bool = with_help(
+        True, "decay the learning rate linearly to 0 over the budget (true/false, yes/no, 1/0, on/off)"
+    )
+    gamma: float = with_help(0.995, "discount factor")
+    gae_lambda: float = with_help(0.95, "GAE lambda")
+    clip_range: float = with_help(0.2, "PPO ratio clipping")
+    vf_coef: float = with_help(0.5, "value loss weight")
+    ent_coef: float = with_help(0.001, "entropy bonus weight")
+    max_grad_norm: float = with_help(0.5, "global gradient-norm clip (per element with --elementwise-grad-clip true)")
+    elementwise_grad_clip: bool = with_help(
+        False, "clip each gradient element to +-max_grad_norm instead of the global norm (true/false)"
+    )
     """Clip each gradient element to +-max_grad_norm (``optax.clip``, what rejax does under the
     name max_grad_norm) instead of the gradients' global norm: with one optimiser over actor
     and critic, a global clip lets a large value-loss gradient shrink the actor's step too."""
-    actor_hidden: tuple[int, ...] = (64, 64)
-    critic_hidden: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    log_std_init: float = -0.5
-    normalize_observations: bool = False
+    actor_hidden: tuple[int, ...] = with_help((64, 64), "policy network layer widths")
+    critic_hidden: tuple[int, ...] = with_help((64, 64), "value network layer widths")
+    activation: str = with_help("tanh", "hidden activation (tanh, relu or swish)")
+    log_std_init: float = with_help(-0.5, "initial log standard deviation of the Gaussian policy (swing)")
+    normalize_observations: bool = with_help(
+        False, "normalise observations by their running mean and variance (true/false)"
+    )
     """Normalise the networks' inputs by the running mean and variance of every observation
     trained on so far (all environments of the batch), updated after each update's epochs and
     kept with the network parameters (``purehr.ppo.networks``); rejax's Pendulum setting."""
-    checkpoint_interval: int = 50_000
-    eval_episodes: int = 100
-    full_eval_interval: int = 1
+    checkpoint_interval: int = with_help(50_000, "environment steps between checkpoints")
+    eval_episodes: int = with_help(100, "held-out episodes of a full evaluation")
+    full_eval_interval: int = with_help(1, "every N-th checkpoint gets the full evaluation; the others the quick one")
     """Every ``full_eval_interval``-th checkpoint target (and the first and last) gets the full
     held-out evaluation and a showcase episode; the targets between evaluate only
     ``quick_eval_episodes`` fixed episodes. 1 = full evaluation at every checkpoint."""
-    quick_eval_episodes: int = 100
+    quick_eval_episodes: int = with_help(100, "held-out episodes of a quick evaluation")
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -231,3 +245,6 @@ class PPOConfig:
             raise ValueError(f"unknown PPOConfig field(s) {sorted(unknown)}")
         data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return cls(**data)
+
+
+assert set(HYPERPARAMETERS) <= set(FLOAT_FIELDS), "every PPOHyperparams field is a float PPOConfig field"

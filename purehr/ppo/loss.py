@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from purehr.ppo.config import PPOHyperparams
+from purehr.ppo.metrics import LOSS_STATISTICS
 
 
 class Batch(NamedTuple):
@@ -20,10 +21,6 @@ class Batch(NamedTuple):
     log_prob: jax.Array  # of ``action`` under the policy that collected it
     advantage: jax.Array  # normalised over the whole batch
     target: jax.Array  # value target: advantage + value (before normalisation)
-
-
-LOSS_STATISTICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-"""The statistics ``ppo_loss`` returns beside the loss, in order."""
 
 
 def ppo_loss(
@@ -51,4 +48,5 @@ def ppo_loss(
         "approx_kl": jnp.mean((ratio - 1.0) - log_ratio),
         "clip_fraction": jnp.mean((jnp.abs(ratio - 1.0) > hparams.clip_range).astype(jnp.float32)),
     }
+    assert tuple(stats) == LOSS_STATISTICS  # the names updates.csv has, in its order
     return total, stats

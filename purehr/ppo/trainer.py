@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -18,9 +17,10 @@ import numpy as np
 from flax import struct
 
 from purehr.envs.base import Environment
-from purehr.ppo.algorithm import PPO, EnvParamsSchedule, RunnerState, make_ppo
+from purehr.ppo.algorithm import PPO, RunnerState, make_ppo
 from purehr.ppo.config import PPOConfig, PPOHyperparams
 from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
+from purehr.types import EnvParamsSchedule, HostCallback
 
 
 def raw_seed_keys(keys) -> jax.Array:
@@ -54,9 +54,6 @@ def host_env_steps(update, config: PPOConfig) -> np.ndarray:
 class TrainResult:
     runner: RunnerState  # leading seed axis
     metrics: dict[str, jax.Array]  # [seed, update]; env_steps is numpy int64, from the host
-
-
-HostCallback = Callable[[dict[str, np.ndarray]], Any]
 
 
 class _CallbackHooks:

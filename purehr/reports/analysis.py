@@ -16,18 +16,15 @@ Conventions shared by all functions:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from purehr.reports.stats import TAIL_FRACTION, finite_values, mean_confidence_interval, tail_length, tail_mean
 from purehr.run.columns import ANALYSED_CHECKPOINT_COLUMNS, ANALYSED_UPDATE_COLUMNS
 from purehr.run.run_dir import read_manifest, read_seed_logs, run_seed_directories
-
-if TYPE_CHECKING:
-    from purehr.experiments.sweep import GroupResult
 
 ROBUSTNESS_COLUMN = "eval_noisy_success_rate"
 """checkpoints.csv column holding held-out success under observation noise (the hrv task's
@@ -294,77 +291,3 @@ def to_json_safe(value: Any) -> Any:
     if isinstance(value, np.integer):
         return int(value)
     return value
-
-
-# --- a sweep's ranking (purehr.experiments.sweep trains, this ranks) -----------------------------------------
-
-RANKED_METRICS = ("success_rate", "return_mean")
-
-
-def run_rows(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per trained run: group, setting, seed, every held-out metric, final training return."""
-    rows = []
-    for group in groups:
-        for run in range(group.num_runs):
-            row = {"group": group.name, **{a: group.run_setting(run)[a] for a in axes}, "seed": group.run_seed(run)}
-            row.update({f"eval_{k}": float(v[run]) for k, v in group.evaluation.items()})
-            row["train_final_return"] = tail_mean(group.training_metrics["mean_episode_return"][run])
-            rows.append(row)
-    return rows
-
-
-def rank_settings(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[str, Any]]:
-    """Per (group, setting): mean and two-sided 95% t interval over seeds of held-out success
-    and return (plus the mean noisy success when the task reports it), ranked by mean
-    success, then mean return (both descending)."""
-    table = []
-    for group in groups:
-        num_seeds = len(group.seeds)
-        for index, setting in enumerate(group.settings):
-            runs = slice(index * num_seeds, (index + 1) * num_seeds)
-            row = {"group": group.name, **{a: setting[a] for a in axes}, "seeds": num_seeds}
-            for metric in RANKED_METRICS + ("noisy_success_rate",):
-                if metric not in group.evaluation:
-                    continue
-                summary = mean_confidence_interval(group.evaluation[metric][runs])
-                row[f"{metric}_mean"] = summary["mean"]
-                if metric in RANKED_METRICS:
-                    row[f"{metric}_ci_low"] = summary["ci_low"]
-                    row[f"{metric}_ci_high"] = summary["ci_high"]
-            table.append(row)
-
-    def key(row):
-        success, ret = row.get("success_rate_mean", math.nan), row.get("return_mean_mean", math.nan)
-        return (-(success if math.isfinite(success) else -math.inf), -(ret if math.isfinite(ret) else -math.inf))
-
-    table.sort(key=key)
-    for rank, row in enumerate(table, start=1):
-        row["rank"] = rank
-    return [{"rank": row.pop("rank"), **row} for row in table]
-
-
-def format_table(rows: list[dict[str, Any]], axes: Sequence[str], limit: int | None = None) -> str:
-    """The ranking as aligned text: mean [95% t interval] of success and return."""
-
-    def interval(row, metric, fmt):
-        mean = row.get(f"{metric}_mean", math.nan)
-        low, high = row.get(f"{metric}_ci_low", math.nan), row.get(f"{metric}_ci_high", math.nan)
-        return f"{fmt(mean)} [{fmt(low)}, {fmt(high)}]"
-
-    pct = lambda v: "nan" if not math.isfinite(v) else f"{100 * v:.1f}%"  # noqa: E731
-    num = lambda v: "nan" if not math.isfinite(v) else f"{v:.3f}"  # noqa: E731
-    header = ["rank", "group", *axes, "seeds", "held-out success [95% CI]", "held-out return [95% CI]"]
-    lines = [header]
-    for row in rows[:limit]:
-        lines.append(
-            [
-                str(row["rank"]),
-                row["group"],
-                *(f"{row[a]:g}" for a in axes),
-                str(row["seeds"]),
-                interval(row, "success_rate", pct),
-                interval(row, "return_mean", num),
-            ]
-        )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)

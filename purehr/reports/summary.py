@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 
 from purehr.reports.results_table import goals_met, results_table
-from purehr.run.messages import spelled_duration
+from purehr.run.progress import spelled_duration
 from purehr.run.run_dir import FIGURES, RunDirectory
 
 

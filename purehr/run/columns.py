@@ -5,22 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-UPDATE_COLUMNS = [
-    "update",
-    "env_steps",
-    "elapsed_s",
-    "mean_step_reward",
-    "mean_episode_return",
-    "episodes_completed",
-    "train_success_rate",
-    "loss",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "approx_kl",
-    "clip_fraction",
-    "grad_norm",
-]
+from purehr.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, ROLLOUT_METRICS
+
+UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", *ROLLOUT_METRICS, *LOSS_STATISTICS, *GRADIENT_STATISTICS]
 """The fixed columns of every updates.csv (docs/protocol.md); a task's diagnostics follow."""
 CHECKPOINT_HEAD = ["target_steps", "actual_steps", "update", "elapsed_s"]
 CHECKPOINT_TAIL = ["checkpoint_path", "showcase_path", "state_digest"]

@@ -10,13 +10,14 @@ import io
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from purehr.run.columns import CHECKPOINT_TAIL
+from purehr.types import Columns
 
 
 class RunDirectoryError(ValueError):
@@ -78,6 +79,47 @@ def atomic_write_json(path: Path, data: Any) -> Path:
     return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, default=json_default) + "\n")
 
 
+def read_parsed(
+    path: Path,
+    parse: Callable[[Path], Any],
+    *,
+    missing: Callable[[], Exception],
+    unreadable: Callable[[Exception], Exception],
+    parse_errors: tuple[type[Exception], ...] = (Exception,),
+) -> Any:
+    """``parse(path)``, each failure raised as the caller's own exception so every file keeps its
+    words: ``missing()`` for a file that is not there, ``unreadable(error)`` for one ``parse``
+    refuses with one of ``parse_errors``."""
+    try:
+        return parse(path)
+    except FileNotFoundError:
+        raise missing() from None
+    except parse_errors as error:
+        raise unreadable(error) from None
+
+
+def read_json_object(
+    path: Path,
+    *,
+    missing: Callable[[], Exception],
+    not_json: Callable[[Exception], Exception],
+    not_object: Callable[[Any], Exception],
+) -> dict[str, Any]:
+    """The JSON object in ``path`` (a manifest, a model description); a missing file, text that
+    is not JSON (``not_json(decode_error)``) or JSON that is not an object (``not_object(value)``)
+    raises the caller's exception."""
+    value = read_parsed(
+        path,
+        lambda file: json.loads(file.read_text()),
+        missing=missing,
+        unreadable=not_json,
+        parse_errors=(UnicodeDecodeError, json.JSONDecodeError),
+    )
+    if not isinstance(value, dict):
+        raise not_object(value)
+    return value
+
+
 def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
     """Arrays as an uncompressed .npz (read back without pickle)."""
     buffer = io.BytesIO()
@@ -119,9 +161,6 @@ def csv_text(columns: Sequence[str] | None, rows: Iterable[dict[str, Any]]) -> s
 
 def write_csv(path: Path, columns: Sequence[str] | None, rows: Iterable[dict[str, Any]]) -> Path:
     return atomic_write_text(path, csv_text(columns, rows))
-
-
-Columns = dict[str, np.ndarray]
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

@@ -10,7 +10,8 @@ timed separately, because a checkpoint costs many updates and the swing's full o
 rare. A one-line note is written when a task's training return or held-out success falls
 markedly (``FallWatch``).
 
-The formatting functions are pure (numbers in, text out) so they can be tested alone.
+The formatting functions are pure (numbers in, text out) so they can be tested alone; the
+summary after a run (``purehr.reports.summary``) spells its durations with ``spelled_duration``.
 """
 
 from __future__ import annotations
@@ -50,14 +51,28 @@ def format_steps(steps: float) -> str:
     return text + unit
 
 
+def _clock(seconds: float) -> tuple[int, int, int]:
+    """(hours, minutes, seconds) of a duration rounded to whole seconds (negative: 0)."""
+    hours, rest = divmod(max(0, int(round(seconds))), 3600)
+    return (hours, *divmod(rest, 60))
+
+
 def format_duration(seconds: float) -> str:
-    """45 s / 8:05 / 1:02:03 (minutes:seconds, hours:minutes:seconds)."""
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
+    """45 s / 8:05 / 1:02:03 (minutes:seconds, hours:minutes:seconds): the progress line's
+    clock, compact and to the second because it is read while it changes."""
+    hours, minutes, secs = _clock(seconds)
+    if not hours and not minutes:
+        return f"{secs} s"
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def spelled_duration(seconds: float) -> str:
+    """32 s / 3 min 50 s / 1 h 02 min: a finished run's times in the summary, spelled out and
+    to the minute past an hour, because they are read once, in a sentence."""
+    hours, minutes, secs = _clock(seconds)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
 def format_task(

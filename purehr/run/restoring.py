@@ -11,16 +11,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from purehr.envs.base import Environment, Policy
-from purehr.envs.hrv.curriculum import Curriculum
+from purehr.envs.base import Environment
 from purehr.envs.spaces import observation_batch_size
 from purehr.ppo.algorithm import RunnerState
 from purehr.ppo.config import PPOConfig
 from purehr.run.checkpoints import SeedCheckpoints
 from purehr.run.files import parse_row, read_csv
 from purehr.run.run_dir import RunDirectory
-from purehr.run.task_setup import build_task_setup
+from purehr.run.task_setup import recorded_setup
 from purehr.tasks import get_task
+from purehr.types import Policy
 
 
 @dataclass(frozen=True)
@@ -44,25 +44,24 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     for) or ``"latest"``."""
     run = RunDirectory(Path(run_dir))
     manifest = run.read_manifest()
-    get_task(task)
+    definition = get_task(task)  # an unknown task is refused by name, before the run is searched
     if task not in manifest["tasks"]:
         raise ValueError(f"task {task!r} is not in the run {run.root} (it has {manifest['tasks']})")
     if seed not in manifest["seeds"]:
         raise ValueError(f"seed {seed!r} is not in the run {run.root} (it has {manifest['seeds']})")
-    if not run.checkpoints_csv(task, seed).exists():
+    index = run.checkpoints_csv(task, seed)
+    if not index.exists():
         raise FileNotFoundError(
-            f"{run.checkpoints_csv(task, seed)} is missing: it holds the digests that verify "
+            f"{index} is missing: it holds the digests that verify "
             f"the checkpoints in {run.checkpoint_dir(task, seed)}, which are not read without it"
         )
-    rows = [parse_row(r) for r in read_csv(run.checkpoints_csv(task, seed))]
+    rows = [parse_row(r) for r in read_csv(index)]
     if not rows:
-        raise FileNotFoundError(f"{run.checkpoints_csv(task, seed)} lists no checkpoint")
-    row = _choose_row(rows, step, run.checkpoints_csv(task, seed))
-    config = PPOConfig.from_dict(manifest["configs"][task])
-    # the schedule the run trained with (manifest "curricula"; absent = none): ppo.env_params_at
-    # follows it, and the held-out params are its final stage
-    curriculum = Curriculum.from_dict((manifest.get("curricula") or {}).get(task))
-    setup = build_task_setup(task, config, curriculum, manifest=manifest)
+        raise FileNotFoundError(f"{index} lists no checkpoint")
+    row = _choose_row(rows, step, index)
+    # the config, environment and schedule the run trained with: ppo.env_params_at follows the
+    # schedule, and the held-out params are its final stage
+    setup = recorded_setup(manifest, definition)
     env, ppo = setup.env, setup.ppo
     abstract = jax.eval_shape(ppo.init, jax.random.PRNGKey(0))
     checkpoints = SeedCheckpoints(run.checkpoint_dir(task, seed), read_only=True)
@@ -93,7 +92,7 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
         runner,
         policy,
         ppo.policy(runner.params),
-        config,
+        setup.config,
         env,
         setup.eval_env_params,
         row,

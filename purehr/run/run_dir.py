@@ -5,7 +5,6 @@ scripts' ``--help`` and the renderer import it."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,14 +14,15 @@ from typing import Any
 import numpy as np
 
 from purehr.run.files import (
-    Columns,
     RunDirectoryError,
     RunDirectoryNotFound,
     atomic_write_json,
     partial_name,
     read_csv_columns,
+    read_json_object,
 )
 from purehr.run.lock import RunLock, lock_holder, take_lock
+from purehr.types import Columns
 
 MANIFEST = "manifest.json"
 LOCK = ".lock"
@@ -60,18 +60,17 @@ def read_manifest(root: Path) -> dict[str, Any]:
             f"{root}: run directory not found (expected {MANIFEST} and <task>/seed_<n>/ logs, see docs/interfaces.md)"
         )
     path = root / MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise RunDirectoryNotFound(f"{root} is not a purehr run directory: no {MANIFEST}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RunDirectoryError(f"{path} is not valid JSON ({error}); {root} does not hold a purehr run") from None
-    if not isinstance(manifest, dict):
-        raise RunDirectoryError(
-            f"{path} is not a purehr run manifest (a JSON {type(manifest).__name__}, "
+    return read_json_object(
+        path,
+        missing=lambda: RunDirectoryNotFound(f"{root} is not a purehr run directory: no {MANIFEST}"),
+        not_json=lambda error: RunDirectoryError(
+            f"{path} is not valid JSON ({error}); {root} does not hold a purehr run"
+        ),
+        not_object=lambda value: RunDirectoryError(
+            f"{path} is not a purehr run manifest (a JSON {type(value).__name__}, "
             f"expected an object); {root} does not hold a purehr run"
-        )
-    return manifest
+        ),
+    )
 
 
 def run_seed_directories(

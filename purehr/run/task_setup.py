@@ -7,6 +7,7 @@ from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.algorithm import make_ppo
 from purehr.ppo.config import PPOConfig
+from purehr.run.record import task_record
 from purehr.run.runner import TaskSetup
 from purehr.tasks import Task, curriculum_schedule, get_task, heldout_env_params
 
@@ -30,3 +31,23 @@ def build_task_setup(
     ppo = make_ppo(config, env, env.default_params, curriculum_schedule(curriculum, config))
     eval_params = heldout_env_params(ppo, config.hyperparams(), curriculum)
     return TaskSetup(task, env, env.default_params, eval_params, config, ppo)
+
+
+def build_setups(
+    tasks: list[str],
+    configs: dict[str, PPOConfig],
+    curricula: dict[str, Curriculum | None] | None = None,
+    manifest: dict | None = None,
+) -> list[TaskSetup]:
+    """One setup per task, in order (a task without a config: the task's default). The
+    curricula were checked when the run was planned (``purehr.run.plan``); a resumed run
+    (``manifest``) rebuilds the environments it recorded."""
+    curricula = curricula or {}
+    return [build_task_setup(name, configs.get(name), curricula.get(name), manifest=manifest) for name in tasks]
+
+
+def recorded_setup(manifest: dict, task: Task | str) -> TaskSetup:
+    """``task``'s setup exactly as the run of ``manifest`` trained it: its recorded config,
+    curriculum and environment (a restored checkpoint, baselines evaluated again)."""
+    record = task_record(manifest, task)
+    return build_task_setup(record.task, record.config, record.curriculum, env=record.env)

@@ -4,11 +4,10 @@
 from purehr.tasks.hrv import HRV_DEFAULTS
 from purehr.tasks.registry import TASK_NAMES, TASKS, get_task, task_of_env, task_of_env_class
 from purehr.tasks.swing import SWING_DEFAULTS
-from purehr.tasks.task import Baseline, Evaluation, Task, curriculum_schedule, heldout_env_params
+from purehr.tasks.task import Baseline, Task, curriculum_schedule, heldout_env_params
 
 __all__ = [
     "Baseline",
-    "Evaluation",
     "HRV_DEFAULTS",
     "SWING_DEFAULTS",
     "TASKS",

@@ -10,13 +10,11 @@ from typing import Any
 
 import jax
 
-from purehr.envs.base import Environment, Policy
+from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
-from purehr.ppo.algorithm import PPO, EnvParamsSchedule
+from purehr.ppo.algorithm import PPO
 from purehr.ppo.config import PPOConfig
-
-Evaluation = Callable[..., dict[str, jax.Array]]
-"""``evaluation(env, env_params, policy, num_episodes=..., seed=...) -> metrics`` (pure, jittable)."""
+from purehr.types import EnvParamsSchedule, Evaluation, Policy
 
 
 @dataclass(frozen=True)

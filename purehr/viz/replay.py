@@ -286,52 +286,23 @@ def render_replay(
             env_params = SwingEnv().default_params
     logs = run.logs[task]
     showcase = logs[min(logs) if seed is None else seed]
-    max_steps = max(float(log.checkpoints["actual_steps"].max()) for log in logs.values())
-    frames_per_checkpoint = max(1, round(seconds_per_checkpoint * fps))
-    replay_canvas = _ReplayCanvas(size_px, draw_frame, env_params)
-
+    recorded = [row for row in range(showcase.num_checkpoints) if str(showcase.checkpoints["showcase_path"][row])]
     video_path, poster_path = out_dir / VIDEO_NAME, out_dir / POSTER_NAME
-    entries, frame_count, poster, poster_height = [], 0, None, -math.inf
     with atomic_output(video_path) as partial_video:
         with H264Writer(partial_video, fps=fps, crf=20, output_params=["-movflags", "+faststart"]) as writer:
-            recorded = [
-                row for row in range(showcase.num_checkpoints) if str(showcase.checkpoints["showcase_path"][row])
-            ]
-            replayed = [recorded[i] for i in replayed_rows(len(recorded), max_checkpoints)]
-            for row in replayed:
-                trace_path = str(showcase.checkpoints["showcase_path"][row])
-                trace = read_npz(run.run_dir / trace_path)
-                # rows after a success repeat it (recording.py): play the episode's own rows
-                indices = frame_indices(swing_drawing.episode_length(trace), frames_per_checkpoint)
-                episode_seconds = float(trace["time"][indices[-1]] - trace["time"][0])
-                speed_up = episode_seconds / (len(indices) / fps)
-                replay_canvas.start_checkpoint(run, task, showcase, row, max_steps)
-                is_last = row == replayed[-1]
-                for index in map(int, indices):
-                    frame = replay_canvas.frame(
-                        trace, index, f"episode time {float(trace['time'][index]):5.1f} s (played {speed_up:.2g}x)"
-                    )
-                    writer.append(frame)
-                    # poster: the last replayed checkpoint when the swing is highest
-                    if is_last and _swing_height(trace, index) > poster_height:
-                        poster, poster_height = frame, _swing_height(trace, index)
-                entries.append(_timeline_entry(showcase, row, frame_count, len(indices), fps))
-                frame_count += len(indices)
-
+            entries, frame_count, poster = _write_frames(
+                writer,
+                _ReplayCanvas(size_px, draw_frame, env_params),
+                run,
+                task,
+                showcase,
+                rows=[recorded[i] for i in replayed_rows(len(recorded), max_checkpoints)],
+                frames_per_checkpoint=max(1, round(seconds_per_checkpoint * fps)),
+                fps=fps,
+            )
     with atomic_output(poster_path) as partial_poster:
         iio.imwrite(partial_poster, poster, extension=".png")
-    # the poster shows the last replayed checkpoint: the player opens its slider there
-    timeline = {
-        "task": task,
-        "seed": showcase.seed,
-        "fps": fps,
-        "num_frames": frame_count,
-        "duration_s": frame_count / fps,
-        "video": VIDEO_NAME,
-        "num_checkpoints": showcase.num_checkpoints,
-        "poster_checkpoint": len(entries) - 1,
-        "checkpoints": entries,
-    }
+    timeline = _timeline(task, showcase, fps, frame_count, entries)
     timeline_path = atomic_write_text(out_dir / TIMELINE_NAME, json.dumps(timeline, indent=2))
     html_path = write_html_player(
         out_dir / HTML_NAME,
@@ -346,6 +317,60 @@ def render_replay(
         ),
     )
     return ReplayOutputs(video_path, poster_path, timeline_path, html_path)
+
+
+def _write_frames(
+    writer: H264Writer,
+    replay_canvas: _ReplayCanvas,
+    run: RunData,
+    task: str,
+    showcase: SeedLog,
+    *,
+    rows: list[int],
+    frames_per_checkpoint: int,
+    fps: int,
+) -> tuple[list[dict[str, Any]], int, np.ndarray | None]:
+    """Each replayed checkpoint row's showcase episode, sped up to its frames, into ``writer``:
+    the timeline entries, the number of frames and the poster (the last replayed checkpoint
+    when the swing is highest), a (height, width, 3) uint8 frame."""
+    max_steps = max(float(log.checkpoints["actual_steps"].max()) for log in run.logs[task].values())
+    entries, frame_count, poster, poster_height = [], 0, None, -math.inf
+    for row in rows:
+        trace = read_npz(run.run_dir / str(showcase.checkpoints["showcase_path"][row]))
+        # rows after a success repeat it (recording.py): play the episode's own rows
+        indices = frame_indices(swing_drawing.episode_length(trace), frames_per_checkpoint)
+        episode_seconds = float(trace["time"][indices[-1]] - trace["time"][0])
+        speed_up = episode_seconds / (len(indices) / fps)
+        replay_canvas.start_checkpoint(run, task, showcase, row, max_steps)
+        is_last = row == rows[-1]
+        for index in map(int, indices):
+            frame = replay_canvas.frame(
+                trace, index, f"episode time {float(trace['time'][index]):5.1f} s (played {speed_up:.2g}x)"
+            )
+            writer.append(frame)
+            if is_last and _swing_height(trace, index) > poster_height:
+                poster, poster_height = frame, _swing_height(trace, index)
+        entries.append(_timeline_entry(showcase, row, frame_count, len(indices), fps))
+        frame_count += len(indices)
+    return entries, frame_count, poster
+
+
+def _timeline(
+    task: str, showcase: SeedLog, fps: int, frame_count: int, entries: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """replay_timeline.json: the video's checkpoints and where each plays. The poster shows
+    the last replayed checkpoint: the player opens its slider there."""
+    return {
+        "task": task,
+        "seed": showcase.seed,
+        "fps": fps,
+        "num_frames": frame_count,
+        "duration_s": frame_count / fps,
+        "video": VIDEO_NAME,
+        "num_checkpoints": showcase.num_checkpoints,
+        "poster_checkpoint": len(entries) - 1,
+        "checkpoints": entries,
+    }
 
 
 def _finite_or_none(value: float) -> float | None:

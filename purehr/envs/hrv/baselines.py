@@ -6,7 +6,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from purehr.envs.base import Policy
 from purehr.envs.hrv.env import (
     CONTENT_CONDENSE,
     CONTENT_EXPAND,
@@ -19,6 +18,7 @@ from purehr.envs.hrv.env import (
     HRWritingEnv,
     context_gain,
 )
+from purehr.types import Policy
 
 
 def oracle_action(obs: dict[str, jax.Array], params: HRVParams) -> jax.Array:

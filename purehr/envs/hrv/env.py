@@ -22,7 +22,8 @@ import numpy as np
 from flax import struct
 
 from purehr.envs import spaces
-from purehr.envs.base import Environment, StepResult, all_finite, end_if_not_finite
+from purehr.envs.base import Environment, all_finite, end_if_not_finite
+from purehr.types import StepResult
 
 CONTEXT_DIM = 16
 """Length of the audience context vector (``generation_context``)."""

@@ -3,11 +3,14 @@ checkpoint evaluation (plus the noisy-observation probe) and the showcase episod
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 
-from purehr.envs.base import Policy, freeze_after_done
+from purehr.envs.base import freeze_after_done
 from purehr.envs.hrv.env import HRVParams, HRWritingEnv
+from purehr.types import Policy
 
 HRV_EVAL_SEED = 20260902
 """Seed of the 100 held-out evaluation episodes (targets, starts, audiences, noise). Fixed
@@ -54,59 +57,7 @@ def heldout_evaluation(
     """
     # raw uint32 keys: the policy receives them, and they work with every library's sampler
     episode_keys = jax.random.split(jax.random.PRNGKey(seed), num_episodes)
-
-    def run_episode(episode_key: jax.Array) -> dict[str, jax.Array]:
-        reset_key, rollout_key = jax.random.split(episode_key)
-        obs, state = env.reset(reset_key, env_params)
-        zero = jnp.zeros((), jnp.float32)
-        initial = (
-            obs,
-            state,
-            jnp.zeros((), bool),
-            zero,
-            jnp.zeros((), jnp.int32),
-            jnp.linalg.norm(state.current_hrv - state.target_hrv),
-            jnp.zeros((), bool),
-        )
-
-        def one_step(carry, per_step):
-            obs, state, done, episode_return, length, distance, success = carry
-            t, policy_key, step_key, noise = per_step
-            seen = dict(obs, current_hrv=obs["current_hrv"] + observation_noise * noise)
-            if "gap" in obs:  # the gap the policy sees is the one of the noisy reading
-                seen["gap"] = obs["gap"] - observation_noise * noise / env_params.step_size
-            action = policy(seen, t, policy_key)
-            next_obs, next_state, reward, terminated, truncated, info = env.step(step_key, state, action, env_params)
-            live = jnp.logical_not(done)
-            carry = (
-                freeze_after_done(done, obs, next_obs),
-                freeze_after_done(done, state, next_state),
-                done | terminated | truncated,
-                episode_return + jnp.where(live, reward, 0.0),
-                length + live.astype(jnp.int32),
-                jnp.where(live, info["distance"], distance),
-                jnp.where(live, info["success"], success),
-            )
-            return carry, None
-
-        # per-step keys and observation noise drawn up front: a smaller scan body compiles
-        # faster than one that splits keys every step
-        num_steps = env.max_episode_steps(env_params)
-        policy_keys, step_keys, noise_key = jnp.split(
-            jax.random.split(rollout_key, 2 * num_steps + 1), [num_steps, 2 * num_steps]
-        )
-        noise = jax.random.normal(noise_key[0], (num_steps, env.hrv_dim), jnp.float32)
-        per_step = (jnp.arange(num_steps, dtype=jnp.int32), policy_keys, step_keys, noise)
-        (_, state, _, episode_return, length, distance, success), _ = jax.lax.scan(one_step, initial, per_step)
-        return {
-            "return": episode_return,
-            "length": length,
-            "distance": distance,
-            "success": success,
-            "alignment": _pearson(state.current_hrv, state.target_hrv),
-        }
-
-    episodes = jax.vmap(run_episode)(episode_keys)
+    episodes = jax.vmap(lambda key: _run_episode(env, env_params, policy, observation_noise, key))(episode_keys)
     return {
         "success_rate": jnp.mean(episodes["success"].astype(jnp.float32)),
         "return_mean": jnp.mean(episodes["return"]),
@@ -115,6 +66,84 @@ def heldout_evaluation(
         "alignment": jnp.mean(episodes["alignment"]),
         "episode_length": jnp.mean(episodes["length"].astype(jnp.float32)),
     }
+
+
+EpisodeCarry = tuple
+"""(observation, state, done, return, length, distance, success) of one held-out episode."""
+
+
+def _run_episode(
+    env: HRWritingEnv, env_params: HRVParams, policy: Policy, observation_noise: float | jax.Array, key: jax.Array
+) -> dict[str, jax.Array]:
+    """One held-out episode from ``key``, scanned for the full horizon (scalars: return,
+    length, final distance, success, alignment)."""
+    reset_key, rollout_key = jax.random.split(key)
+    obs, state = env.reset(reset_key, env_params)
+    zero = jnp.zeros((), jnp.float32)
+    initial = (
+        obs,
+        state,
+        jnp.zeros((), bool),
+        zero,
+        jnp.zeros((), jnp.int32),
+        jnp.linalg.norm(state.current_hrv - state.target_hrv),
+        jnp.zeros((), bool),
+    )
+    per_step = _per_step_inputs(rollout_key, env.max_episode_steps(env_params), env.hrv_dim)
+    one_step = _episode_step(env, env_params, policy, observation_noise)
+    (_, state, _, episode_return, length, distance, success), _ = jax.lax.scan(one_step, initial, per_step)
+    return {
+        "return": episode_return,
+        "length": length,
+        "distance": distance,
+        "success": success,
+        "alignment": _pearson(state.current_hrv, state.target_hrv),
+    }
+
+
+def _per_step_inputs(rollout_key: jax.Array, num_steps: int, hrv_dim: int) -> tuple[jax.Array, ...]:
+    """(step index, policy key, step key, observation noise (hrv_dim,)) per step, each with a
+    leading (num_steps,) axis: drawn up front, a smaller scan body compiles faster than one
+    that splits keys every step."""
+    policy_keys, step_keys, noise_key = jnp.split(
+        jax.random.split(rollout_key, 2 * num_steps + 1), [num_steps, 2 * num_steps]
+    )
+    noise = jax.random.normal(noise_key[0], (num_steps, hrv_dim), jnp.float32)
+    return jnp.arange(num_steps, dtype=jnp.int32), policy_keys, step_keys, noise
+
+
+def _episode_step(
+    env: HRWritingEnv, env_params: HRVParams, policy: Policy, observation_noise: float | jax.Array
+) -> Callable[[EpisodeCarry, tuple[jax.Array, ...]], tuple[EpisodeCarry, None]]:
+    """The scan body: the policy acts on the (noisy) reading; an ended episode stays as it ended."""
+
+    def one_step(carry: EpisodeCarry, per_step: tuple[jax.Array, ...]) -> tuple[EpisodeCarry, None]:
+        obs, state, done, episode_return, length, distance, success = carry
+        t, policy_key, step_key, noise = per_step
+        action = policy(_noisy_reading(obs, observation_noise * noise, env_params), t, policy_key)
+        next_obs, next_state, reward, terminated, truncated, info = env.step(step_key, state, action, env_params)
+        live = jnp.logical_not(done)
+        carry = (
+            freeze_after_done(done, obs, next_obs),
+            freeze_after_done(done, state, next_state),
+            done | terminated | truncated,
+            episode_return + jnp.where(live, reward, 0.0),
+            length + live.astype(jnp.int32),
+            jnp.where(live, info["distance"], distance),
+            jnp.where(live, info["success"], success),
+        )
+        return carry, None
+
+    return one_step
+
+
+def _noisy_reading(obs: dict[str, jax.Array], hrv_noise: jax.Array, env_params: HRVParams) -> dict[str, jax.Array]:
+    """The observation with ``hrv_noise`` (hrv_dim,) added to ``current_hrv``; the gap the
+    policy sees, when observed, is the one of the noisy reading."""
+    seen = dict(obs, current_hrv=obs["current_hrv"] + hrv_noise)
+    if "gap" in obs:
+        seen["gap"] = obs["gap"] - hrv_noise / env_params.step_size
+    return seen
 
 
 def checkpoint_evaluation(

@@ -7,9 +7,10 @@ import jax.numpy as jnp
 from flax import struct
 
 from purehr.envs import spaces
-from purehr.envs.base import Environment, StepResult, all_finite, end_if_not_finite
+from purehr.envs.base import Environment, all_finite, end_if_not_finite
 from purehr.envs.swing import physics
 from purehr.envs.swing.physics import PlantState, SwingParams
+from purehr.types import StepResult
 
 OBSERVATION_SIZE = 11
 ACTION_SIZE = 2
@@ -88,7 +89,7 @@ class SwingEnv(Environment[SwingState, SwingParams]):
     name = "swing"
 
     def __init__(self, params: SwingParams | None = None):
-        self._default_params = physics.validate(params if params is not None else SwingParams())
+        self._default_params = physics.validated_default(params)
 
     @property
     def default_params(self) -> SwingParams:

@@ -13,9 +13,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purehr.envs.base import Policy, freeze_after_done
+from purehr.envs.base import freeze_after_done
 from purehr.envs.swing.env import ACTION_SIZE, SwingEnv
 from purehr.envs.swing.physics import SwingParams
+from purehr.types import Policy
 
 HELDOUT_SEED = 20260901
 START_ANGLE_DEG = 5.0

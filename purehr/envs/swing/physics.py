@@ -118,6 +118,12 @@ def validate(params: SwingParams) -> SwingParams:
     return params
 
 
+def validated_default(params: SwingParams | None) -> SwingParams:
+    """A swing environment's default params (``SwingEnv``, ``SwingRLEnv``): ``params``, or
+    ``SwingParams()`` when None, through ``validate``."""
+    return validate(SwingParams() if params is None else params)
+
+
 def training_start(key: jax.Array, params: SwingParams, dtype: jnp.dtype | None = None) -> tuple[jax.Array, jax.Array]:
     """(theta, theta_dot) of a training reset: N(0, reset_noise^2) each, or with probability
     ``small_start_fraction`` N(0, small_reset_noise^2) each.

@@ -5,10 +5,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from purehr.envs.base import Policy
 from purehr.envs.swing.env import SwingEnv
 from purehr.envs.swing.evaluation import rollout
 from purehr.envs.swing.physics import SwingParams
+from purehr.types import Policy
 
 # The keys of a swing showcase trace (docs/interfaces.md), one row per control step.
 TRACE_KEYS = (

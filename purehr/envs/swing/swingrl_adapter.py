@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from purehr.envs import spaces
-from purehr.envs.base import Environment, StepResult, all_finite, end_if_not_finite
+from purehr.envs.base import Environment, all_finite, end_if_not_finite
 from purehr.envs.swing import physics
 from purehr.envs.swing.env import (
     INFO_KEYS,
@@ -30,6 +30,7 @@ from purehr.envs.swing.env import (
     swing_reward,
 )
 from purehr.envs.swing.physics import SwingParams
+from purehr.types import StepResult
 
 INSTALL_HINT = (
     "SwingRLEnv needs the SwingRL library: pip install swing-rl "
@@ -73,7 +74,7 @@ class SwingRLEnv(Environment[SwingRLState, SwingParams]):
         missing = sorted(set(INFO_KEYS) - {"success"} - set(self.summary_fields))
         if missing:
             raise ValueError(f"SwingRL summary_fields {self.summary_fields} lack {missing}")
-        self._default_params = physics.validate(params if params is not None else SwingParams())
+        self._default_params = physics.validated_default(params)
 
     @property
     def default_params(self) -> SwingParams:

@@ -1,0 +1,205 @@
+"""The seed API: ``train_hr_ppo(HRWritingEnv(hrv_dim=8), timesteps=5000)`` returns a model.
+
+A thin, Stable-Baselines-shaped layer over ``make_train``: keyword names follow SB3
+(``batch_size`` is the minibatch size, ``clip_range``), the work is one jitted scan. The files
+a model saves to are ``purehr.model.saved``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from purehr.envs.base import Environment
+from purehr.envs.hrv.curriculum import Curriculum
+from purehr.envs.spaces import observation_batch_size
+from purehr.model.saved import ModelContents, read_model, write_model
+from purehr.ppo.algorithm import PPO, diverged_at_update, make_ppo
+from purehr.ppo.config import MAX_HELDOUT_EPISODES, PPOConfig
+from purehr.ppo.trainer import TrainResult, keys_for_seeds, make_train
+from purehr.tasks import HRV_DEFAULTS, Task, curriculum_schedule, task_of_env
+
+
+class PPOModel:
+    """A trained policy with its environment, config and training metrics."""
+
+    def __init__(
+        self, env: Environment, env_params, config: PPOConfig, params, metrics: dict[str, np.ndarray], seed: int
+    ):
+        self.env = env
+        self.env_params = env_params
+        self.config = config
+        self.params = params
+        self.metrics = metrics
+        self.seed = seed
+        self.curriculum = None  # the Curriculum trained with (train_hr_ppo sets it)
+        self._ppo: PPO = make_ppo(config, env, env_params)
+        self._act = jax.jit(
+            lambda p, obs, key, deterministic: self._ppo.policy(p, deterministic)(obs, 0, key), static_argnums=3
+        )
+
+    def predict(self, observation, deterministic: bool = True, key: jax.Array | None = None) -> np.ndarray:
+        """Action for one observation, or for a batch (a leading axis on every leaf). An
+        observation of the wrong shape or with missing keys is refused, naming the leaf."""
+        key = jax.random.PRNGKey(0) if key is None else key
+        batch = observation_batch_size(observation, self.env.observation_space(self.env_params))
+        if batch is None:
+            return np.asarray(self._act(self.params, observation, key, deterministic))
+        keys = jax.random.split(key, batch)
+        return np.asarray(
+            jax.vmap(self._act, in_axes=(None, 0, 0, None))(self.params, observation, keys, deterministic)
+        )
+
+    def evaluate(self, num_episodes: int = 100, seed: int | None = None, **kwargs) -> dict[str, float]:
+        """Held-out evaluation of the deterministic policy with the task's own protocol."""
+        if (
+            isinstance(num_episodes, bool)
+            or not isinstance(num_episodes, (int, np.integer))
+            or not 1 <= num_episodes <= MAX_HELDOUT_EPISODES
+        ):
+            raise ValueError(
+                f"num_episodes={num_episodes!r}: expected an integer from 1 to {MAX_HELDOUT_EPISODES:,} "
+                "(every episode is held on the device at once)"
+            )
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ValueError(f"seed={seed!r}: expected a non-negative integer or None (the task's held-out seed)")
+        evaluation = _task_of(self.env).env_evaluation
+        options = dict(num_episodes=num_episodes, **kwargs)
+        if seed is not None:
+            options["seed"] = seed
+        metrics = jax.jit(lambda p: evaluation(self.env, self.env_params, self._ppo.policy(p), **options))(self.params)
+        return {name: float(value) for name, value in metrics.items()}
+
+    def save(self, path: str | Path) -> Path:
+        """A directory of JSON and msgpack (no pickle); refuses to overwrite a saved model."""
+        contents = ModelContents(self.env, self.env_params, self.config, self.params, self.metrics, self.seed)
+        return write_model(path, contents)
+
+    @classmethod
+    def load(cls, path: str | Path) -> PPOModel:
+        """A model written by ``save``, checked as a checkpoint is (``purehr.model.saved.read_model``:
+        digests, model.json's fields, environment parameters, array shapes); anything wrong raises
+        ``ValueError`` (a ``DamagedModelError`` for changed files) naming the file and the value."""
+        return cls(*read_model(path))
+
+
+def _task_of(env: Environment) -> Task:
+    task = task_of_env(env)
+    if task is None:
+        raise TypeError(f"{type(env).__name__} has no held-out protocol; use purehr.envs.rollout.run_episodes")
+    return task
+
+
+def train_hr_ppo(
+    env: Environment,
+    timesteps: int = HRV_DEFAULTS.total_timesteps,
+    *,
+    learning_rate: float = HRV_DEFAULTS.learning_rate,
+    batch_size: int = HRV_DEFAULTS.minibatch_size,
+    gamma: float = HRV_DEFAULTS.gamma,
+    clip_range: float = HRV_DEFAULTS.clip_range,
+    ent_coef: float = HRV_DEFAULTS.ent_coef,
+    vf_coef: float = HRV_DEFAULTS.vf_coef,
+    seed: int = 0,
+    callback: Callable[[dict[str, float]], Any] | None = None,
+    env_params=None,
+    curriculum=None,
+    **config_overrides,
+) -> PPOModel:
+    """Train PPO with the HRV defaults of docs/protocol.md. ``callback(metrics)`` runs on the host
+    after every update; returning ``False`` ends training there, keeping the state reached.
+    ``curriculum`` (a ``purehr.envs.hrv.Curriculum``, e.g. ``Curriculum()`` for the stages
+    of docs/hrv_task.md) changes difficulty and precision inside the scan; the returned model's
+    ``env_params`` are then the final stage's (what ``model.evaluate`` uses).
+    Other ``PPOConfig`` fields can be passed by name (e.g. ``num_envs``)."""
+    _refuse_non_environment(env)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed={seed!r}: expected a non-negative integer")
+    aliased = {"total_timesteps": "timesteps", "minibatch_size": "batch_size"}.items()
+    for field, argument in aliased:  # the seed API names these two its own way
+        if field in config_overrides:
+            raise TypeError(f"train_hr_ppo got {field}=...; pass {argument}= (its name in this API) instead")
+    config = HRV_DEFAULTS.replace(
+        total_timesteps=timesteps,
+        learning_rate=learning_rate,
+        minibatch_size=batch_size,
+        gamma=gamma,
+        clip_range=clip_range,
+        ent_coef=ent_coef,
+        vf_coef=vf_coef,
+        **config_overrides,
+    )
+    env_params = env.default_params if env_params is None else env_params
+
+    seed_callback = None
+    if callback is not None:
+
+        def seed_callback(metrics):
+            return callback({name: value[0].item() for name, value in metrics.items()})
+
+    if curriculum is not None:
+        if not isinstance(curriculum, Curriculum):
+            raise TypeError(f"curriculum={curriculum!r}: expected a purehr.envs.hrv.Curriculum or None")
+        curriculum.check_params(env_params)
+    train = make_train(
+        config, env, env_params, callback=seed_callback, env_params_schedule=curriculum_schedule(curriculum, config)
+    )
+    result = train(keys_for_seeds([seed]))
+    if curriculum is not None:
+        env_params = curriculum.final_params(env_params)
+    return _trained_model(result, env, env_params, config, seed, curriculum)
+
+
+def _refuse_non_environment(env: Any) -> None:
+    """``TypeError`` unless ``env`` is an Environment instance (a class gets the hint to call it)."""
+    if isinstance(env, Environment):
+        return
+    shown = f"the class {env.__name__}" if isinstance(env, type) else f"the {type(env).__name__} {env!r}"
+    hint = (
+        f"an instance: {env.__name__}()"
+        if isinstance(env, type) and issubclass(env, Environment)
+        else "an Environment instance such as purehr.HRWritingEnv(hrv_dim=8)"
+    )
+    raise TypeError(f"env is {shown}; expected {hint}")
+
+
+def _trained_model(
+    result: TrainResult, env: Environment, env_params, config: PPOConfig, seed: int, curriculum: Curriculum | None
+) -> PPOModel:
+    """The one seed's model out of a training result, the metrics of the updates it completed
+    (a callback may have stopped it early); ``TrainingDiverged`` when it diverged."""
+    params = jax.tree.map(lambda x: x[0], result.runner.params)
+    metrics = {name: np.asarray(value[0]) for name, value in result.metrics.items()}
+    completed = metrics["update"] > 0
+    metrics = {name: value[completed] for name, value in metrics.items()}
+    model = PPOModel(env, env_params, config, params, metrics, seed)
+    model.curriculum = curriculum
+    first_diverged = int(np.asarray(diverged_at_update(result.runner, config))[0])
+    if first_diverged:
+        raise TrainingDiverged(
+            f"training diverged at update {first_diverged} ({first_diverged * config.batch_size:,} env steps): a "
+            f"loss or parameter became NaN or infinite (learning_rate={config.learning_rate}); the parameters "
+            f"stayed frozen at update {first_diverged - 1}. The frozen model is this error's .model; train "
+            "again with a smaller learning rate or other settings",
+            model,
+            first_diverged,
+        )
+    return model
+
+
+class TrainingDiverged(RuntimeError):
+    """``train_hr_ppo`` ended with non-finite losses or parameters: not a trained model. The
+    model frozen at the last finite update is kept in ``.model`` for inspection, and
+    ``.update`` is the first update that diverged."""
+
+    def __init__(self, message: str, model: PPOModel, update: int):
+        super().__init__(message)
+        self.model = model
+        self.update = update
+
+
+HRPPOModel = PPOModel

@@ -1,0 +1,236 @@
+"""The saved-model format: a folder of ``model.json`` (format tag, environment class and kwargs,
+config, seed, a SHA-256 per file), ``params.msgpack``, ``env_params.msgpack`` and ``metrics.npz``;
+no pickle. ``write_model`` writes one, ``read_model`` reads one back checked as a checkpoint is
+(docs/interfaces.md, "Saved models"). Environments are found through the task registry, so a
+registered task saves and loads with no change here."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import serialization
+
+from purehr.envs.base import Environment
+from purehr.ppo.algorithm import make_ppo
+from purehr.ppo.config import PPOConfig
+from purehr.run.files import read_json_object, read_parsed
+from purehr.tasks import TASKS, task_of_env, task_of_env_class
+
+MODEL_FORMAT = "purehr-ppo-model/1"
+MODEL_FILES = ("params.msgpack", "env_params.msgpack", "metrics.npz")
+"""The files of a saved model besides model.json, which records the SHA-256 of each
+(``digests``); a model saved before digests existed loads with a warning."""
+
+
+class DamagedModelError(ValueError):
+    """A saved model whose files changed since it was saved, or that contradict model.json."""
+
+
+class ModelContents(NamedTuple):
+    """What a saved model holds, in ``PPOModel``'s constructor order."""
+
+    env: Environment
+    env_params: Any
+    config: PPOConfig
+    params: Any
+    metrics: dict[str, np.ndarray]
+    seed: int
+
+
+def write_model(path: str | Path, contents: ModelContents) -> Path:
+    """A directory of JSON and msgpack (no pickle); refuses to overwrite a saved model."""
+    path = Path(path)
+    if (path / "model.json").exists():
+        raise FileExistsError(f"{path} already holds a saved model; choose a new path or delete it")
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "params.msgpack").write_bytes(serialization.to_bytes(contents.params))
+    (path / "env_params.msgpack").write_bytes(serialization.to_bytes(contents.env_params))
+    np.savez(path / "metrics.npz", **contents.metrics)
+    description = {
+        "format": MODEL_FORMAT,
+        "env": {"class": type(contents.env).__name__, "kwargs": _env_kwargs(contents.env)},
+        "config": contents.config.to_dict(),
+        "seed": contents.seed,
+        "digests": {name: file_digest(path / name) for name in MODEL_FILES},
+    }
+    (path / "model.json").write_text(json.dumps(description, indent=2))
+    return path
+
+
+def read_model(path: str | Path) -> ModelContents:
+    """A model written by ``write_model``, checked as a checkpoint is: every file against the
+    SHA-256 that model.json recorded, model.json's fields, the environment parameters
+    through the environment's own validation, and every saved array's shape against the
+    network that model.json describes. Anything wrong raises ``ValueError`` (a
+    ``DamagedModelError`` for changed files) naming the file and the value."""
+    path = Path(path)
+    description = _read_description(path)
+    _check_digests(path, description)
+    where = path / "model.json"
+    env_kwargs = dict(description["env"]["kwargs"])
+    task = task_of_env_class(description["env"]["class"])
+    if task is not None:
+        env_kwargs = task.recorded_kwargs(env_kwargs)  # keywords newer than the saved model
+    env = _make_env(description["env"]["class"], env_kwargs, where)
+    try:
+        config = PPOConfig.from_dict(description["config"])
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: config is not a valid PPOConfig: {error}") from None
+    env_params = _load_tree(
+        path / "env_params.msgpack",
+        env.default_params,
+        f"the {type(env).__name__} parameters of {where} ({_describe_kwargs(env_kwargs)})",
+    )
+    env_params = _validated_env_params(env, env_kwargs, env_params, path / "env_params.msgpack")
+    template = make_ppo(config, env, env_params).init(jax.random.PRNGKey(0)).params
+    params = _load_tree(
+        path / "params.msgpack",
+        template,
+        f"the network of {where} (actor_hidden={config.actor_hidden}, "
+        f"critic_hidden={config.critic_hidden}, {_describe_kwargs(env_kwargs)})",
+    )
+    try:
+        with np.load(path / "metrics.npz", allow_pickle=False) as data:
+            metrics = {name: data[name] for name in data.files}
+    except (OSError, ValueError) as error:
+        raise DamagedModelError(f"{path / 'metrics.npz'} cannot be read: {error}") from None
+    return ModelContents(env, env_params, config, params, metrics, description["seed"])
+
+
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def _read_description(path: Path) -> dict[str, Any]:
+    where = path / "model.json"
+    description = read_json_object(
+        where,
+        missing=lambda: FileNotFoundError(f"{path} holds no saved model (expected {where})"),
+        not_json=lambda error: DamagedModelError(f"{where} is not JSON ({error})"),
+        not_object=lambda value: ValueError(f"{where} holds a {type(value).__name__}; expected a JSON object"),
+    )
+    if description.get("format") != MODEL_FORMAT:
+        raise ValueError(f"{where} has format {description.get('format')!r}; expected {MODEL_FORMAT!r}")
+    env = description.get("env")
+    if not isinstance(env, dict) or not isinstance(env.get("class"), str) or not isinstance(env.get("kwargs"), dict):
+        raise ValueError(f'{where}: env is {env!r}; expected {{"class": name, "kwargs": {{...}}}}')
+    if not isinstance(description.get("config"), dict):
+        raise ValueError(
+            f"{where}: config is {description.get('config')!r}; expected a JSON object of PPOConfig fields"
+        )
+    seed = description.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"{where}: seed is {seed!r}; expected a non-negative integer")
+    digests = description.get("digests")
+    if digests is not None and (
+        not isinstance(digests, dict)
+        or set(digests) != set(MODEL_FILES)
+        or not all(isinstance(v, str) for v in digests.values())
+    ):
+        raise ValueError(f"{where}: digests is {digests!r}; expected a SHA-256 for each of {list(MODEL_FILES)}")
+    return description
+
+
+def _check_digests(path: Path, description: dict[str, Any]) -> None:
+    digests = description.get("digests")
+    if digests is None:
+        warnings.warn(
+            f"{path} was saved without file digests (by an earlier purehr), so damage to its files "
+            "cannot be detected; it is loaded with every other check. Save it again to add them.",
+            stacklevel=4,  # the caller of PPOModel.load
+        )
+        return
+    for name in MODEL_FILES:
+        if not (path / name).is_file():
+            raise DamagedModelError(f"{path / name} is missing; a saved model holds model.json and {list(MODEL_FILES)}")
+        if file_digest(path / name) != digests[name]:
+            raise DamagedModelError(
+                f"{path / name} does not match the SHA-256 recorded in {path / 'model.json'} "
+                "when the model was saved: the file changed or is damaged"
+            )
+
+
+def _load_tree(file: Path, template: Any, described: str) -> Any:
+    """``file``'s msgpack restored onto ``template``, refused unless every array is there with
+    the template's shape (flax would accept other shapes and fail later, inside the network)."""
+    state = read_parsed(
+        file,
+        lambda found: serialization.msgpack_restore(found.read_bytes()),
+        missing=lambda: DamagedModelError(f"{file} is missing"),
+        # msgpack raises several kinds for damaged bytes
+        unreadable=lambda error: DamagedModelError(f"{file} cannot be read: {type(error).__name__}: {error}"),
+    )
+    expected = serialization.to_state_dict(template)
+    saved_leaves = dict(_flat_state(state))
+    for name, leaf in _flat_state(expected):
+        if name not in saved_leaves:
+            raise ValueError(f"{file} lacks {name}, which {described} has")
+        shape, want = np.shape(saved_leaves[name]), np.shape(leaf)
+        if shape != want:
+            raise ValueError(f"{file}: {name} has shape {shape}, but {described} gives {want}")
+    extra = sorted(set(saved_leaves) - {name for name, _ in _flat_state(expected)})
+    if extra:
+        raise ValueError(f"{file} holds {extra}, which {described} does not have")
+    restored = serialization.from_state_dict(template, state)
+    return jax.tree.map(_like, restored, template)
+
+
+def _like(leaf: Any, like: Any) -> Any:
+    """``leaf`` (NumPy, as msgpack gives it) in the type of the template's leaf: a Python
+    number stays one, an array becomes a ``jax.Array`` of the template's dtype."""
+    if isinstance(like, (bool, int, float)):
+        return type(like)(np.asarray(leaf).item())
+    return jnp.asarray(leaf, dtype=jnp.asarray(like).dtype)
+
+
+def _flat_state(state: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    if isinstance(state, Mapping):
+        return [item for key, value in state.items() for item in _flat_state(value, f"{prefix}/{key}")]
+    return [(prefix.lstrip("/") or "(root)", state)]
+
+
+def _validated_env_params(env: Environment, env_kwargs: dict[str, Any], env_params: Any, file: Path) -> Any:
+    """The loaded parameters put through the environment's constructor, which refuses what it
+    would refuse from a user (``target_precision=nan``, ``step_size=-1``): the task's
+    ``make_env`` takes the environment's kwargs and every field of its parameters by name (the
+    fields override the kwargs). Parameters that are not a dataclass are kept as loaded."""
+    task = task_of_env(env)
+    if task is None or not dataclasses.is_dataclass(env_params):
+        return env_params
+    fields = {field.name: getattr(env_params, field.name) for field in dataclasses.fields(env_params)}
+    try:
+        return task.make_env(**{**env_kwargs, **fields}).default_params
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{file}: {error}") from None
+
+
+def _describe_kwargs(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value!r}" for name, value in kwargs.items()) or "default environment"
+
+
+def _env_kwargs(env: Environment) -> dict[str, Any]:
+    task = task_of_env(env)
+    return {} if task is None else task.env_kwargs(env)
+
+
+def _make_env(class_name: str, kwargs: dict[str, Any], where: Path | str = "saved model") -> Environment:
+    task = task_of_env_class(class_name)
+    if task is None:
+        raise ValueError(
+            f"{where} names environment class {class_name!r}; expected one of "
+            f"{sorted(task.env_class.__name__ for task in TASKS.values())}"
+        )
+    try:
+        return task.make_env(**kwargs)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: env kwargs {kwargs} are refused by {class_name}: {error}") from None

@@ -1,0 +1,152 @@
+"""What a run trains, settled once before anything is compiled or written: the ``RunPlan``.
+
+A new run's plan is the caller's request over the tasks' defaults (``new_run_plan``); a resumed
+run's is the manifest's record, which the request must agree with (``purehr.run.resume``). Both
+are checked here once (tasks, seeds, curricula, configs with the overrides merged in), and
+under ``jax.distributed`` process 0 sends the same plan to the other processes
+(``to_json`` / ``from_json``), so every process builds the same program from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from purehr.envs.hrv.curriculum import Curriculum
+from purehr.ppo.config import PPOConfig
+from purehr.run.runner import TaskSetup
+from purehr.run.task_setup import build_setups
+from purehr.tasks import TASK_NAMES, get_task
+
+DEFAULT_TASKS = TASK_NAMES
+DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What the caller of ``train_all_seeds`` asked for, each part checked on its own before
+    any directory is looked at. ``None``: not given (the defaults for a new run, the recorded
+    values on a resume); ``overrides`` apply to every task's config."""
+
+    tasks: list[str] | None = None
+    seeds: list[int] | None = None
+    configs: dict[str, PPOConfig] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)
+    curricula: dict[str, Curriculum | None] | None = None
+
+    @classmethod
+    def checked(cls, tasks=None, seeds=None, configs=None, overrides=None, curricula=None) -> RunRequest:
+        if tasks is not None:
+            tasks = validate_request(tasks, DEFAULT_SEEDS)[0]
+        if seeds is not None:
+            seeds = validate_request(DEFAULT_TASKS, seeds)[1]
+        return cls(tasks, seeds, dict(configs or {}), dict(overrides or {}), curricula)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Every task x seed a run trains and how. Lists, not tuples: they are written to the
+    manifest and printed as they are."""
+
+    run_dir: Path
+    tasks: list[str]
+    seeds: list[int]
+    configs: dict[str, PPOConfig]  # the overrides merged in; an extended task: its new budget
+    curricula: dict[str, Curriculum]  # checked; a task without one is absent
+    manifest: dict | None = None  # a resumed run's, as read (the run's manifest is written from a copy)
+    extended: dict[str, tuple[int, int]] = field(default_factory=dict)  # task -> (old, new budget)
+
+    @property
+    def resumed(self) -> bool:
+        return self.manifest is not None
+
+    def setups(self) -> list[TaskSetup]:
+        """The tasks' setups; a resumed run rebuilds the environments its manifest recorded."""
+        return build_setups(self.tasks, self.configs, self.curricula, self.manifest)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_dir": str(self.run_dir),
+            "tasks": self.tasks,
+            "seeds": self.seeds,
+            "configs": {name: config.to_dict() for name, config in self.configs.items()},
+            "curricula": {name: curriculum.to_dict() for name, curriculum in self.curricula.items()},
+            "manifest": self.manifest,
+            "extended": {name: list(budgets) for name, budgets in self.extended.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunPlan:
+        return cls(
+            Path(data["run_dir"]),
+            list(data["tasks"]),
+            list(data["seeds"]),
+            {name: PPOConfig.from_dict(config) for name, config in data["configs"].items()},
+            {name: Curriculum.from_dict(curriculum) for name, curriculum in data["curricula"].items()},
+            data["manifest"],
+            {name: (old, new) for name, (old, new) in data["extended"].items()},
+        )
+
+
+def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
+    """Tasks, seeds and every config of a new run (the request over the defaults), checked
+    before anything is touched."""
+    tasks = request.tasks or list(DEFAULT_TASKS)
+    curricula = validate_curricula(tasks, request.curricula)
+    unknown = set(request.configs) - set(tasks)
+    if unknown:
+        raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
+    defaults = {task: get_task(task).default_config for task in tasks}
+    configs = merged_configs(tasks, request, defaults)
+    return RunPlan(Path(run_dir), tasks, request.seeds or list(DEFAULT_SEEDS), configs, curricula)
+
+
+def merged_configs(tasks: list[str], request: RunRequest, base: dict[str, PPOConfig]) -> dict[str, PPOConfig]:
+    """Each task's config: the one given for it, else ``base`` (the task's default for a new
+    run, the recorded one on a resume), with the overrides applied."""
+    return {task: request.configs.get(task, base[task]).replace(**request.overrides) for task in tasks}
+
+
+def validate_request(tasks, seeds) -> tuple[list[str], list[int]]:
+    tasks = list(tasks)
+    if not tasks:
+        raise ValueError("tasks: expected at least one task")
+    for task in tasks:
+        get_task(task)
+    if len(set(tasks)) != len(tasks):
+        raise ValueError(f"tasks={tasks}: each task may appear once")
+    seeds = list(seeds)
+    if not seeds or any(not isinstance(s, (int, np.integer)) or s < 0 for s in seeds):
+        raise ValueError(f"seeds={seeds}: expected a non-empty list of non-negative integers")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds={seeds}: each seed may appear once")
+    return tasks, [int(s) for s in seeds]
+
+
+def validate_curricula(tasks: list[str], curricula: dict[str, Curriculum | None] | None) -> dict[str, Curriculum]:
+    """Drop ``None`` entries; refuse a curriculum for a task not trained or without the HRV
+    params (difficulty, target_precision)."""
+    curricula = {name: c for name, c in (curricula or {}).items() if c is not None}
+    for name, curriculum in curricula.items():
+        if name not in tasks:
+            raise ValueError(f"curriculum given for task {name!r}, which is not being trained ({tasks})")
+        if not isinstance(curriculum, Curriculum):
+            raise ValueError(f"curriculum for {name!r} is {curriculum!r}; expected a purehr.envs.hrv.Curriculum")
+        env = get_task(name).make_env()
+        try:
+            curriculum.check_params(env.default_params)
+        except TypeError:
+            raise ValueError(
+                f"task {name!r} has no difficulty schedule (its params lack difficulty / "
+                "target_precision); a curriculum applies to the hrv task"
+            ) from None
+    return curricula
+
+
+def current_precision() -> str:
+    """What the arrays of a run are: part of the run, since a resume in another precision
+    cannot continue it bit for bit."""
+    return "float64" if jax.config.jax_enable_x64 else "float32"
