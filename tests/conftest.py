@@ -6,7 +6,7 @@ session (and of every subprocess it starts, which inherits the environment) is w
 and read from one directory: a program compiled again (a fresh ``jit`` of the same train
 function, a script in a subprocess) is loaded instead of compiled. Programs with host
 callbacks (checkpoints, progress) are never cached by JAX: those are shared in-process
-(``run/protocol.py``'s program cache, the session fixture below)."""
+(``run/program.py``'s program cache, the session fixture below)."""
 
 from __future__ import annotations
 

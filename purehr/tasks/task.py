@@ -31,7 +31,9 @@ class Baseline:
 class Task:
     name: str
     env_class: type
-    make_env: Callable[..., Environment]  # make_env(**env_kwargs)
+    make_env: Callable[..., Environment]
+    """``make_env(**env_kwargs)``; it also takes the fields of the environment's params by name
+    (``PPOModel.load`` rebuilds a saved model's env params through it, so they are validated)."""
     default_config: PPOConfig
     baselines: tuple[Baseline, ...]
     """The reference baseline first (structured controller, oracle), then the floors PPO must
