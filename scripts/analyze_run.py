@@ -5,6 +5,9 @@
 Each metric is printed with its direction ("higher is better", ...) and a one-line meaning
 (``purehr.reports.analysis.METRIC_GUIDE``; under "metric_guide" with --json). The logs are read
 by the renderer's reader: a log that render.py refuses (a truncated row) is refused here too.
+An undefined value prints as "-"; a metric the task does not measure (hrv's distance,
+alignment and robustness for the swing) is left out of its table. Intervals are clipped to the
+metric's range; "*" marks one of fewer than 3 seeds (or as wide as the range).
 """
 
 from __future__ import annotations
@@ -15,17 +18,36 @@ import math
 import sys
 
 from purehr.reports.analysis import METRIC_GUIDE, analyze_run, to_json_safe
+from purehr.reports.stats import UNINFORMATIVE_NOTE
 
 
 def _format(value: float) -> str:
-    return "nan" if not math.isfinite(value) else f"{value:.4g}"
+    return "-" if not math.isfinite(value) else f"{value:.4g}"
+
+
+def format_bytes(count: float) -> str:
+    """1.818e+09 -> '1.82 GB' (decimal units, as the manifest's byte count is read)."""
+    if not math.isfinite(count):
+        return "not recorded"
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(count) >= size:
+            return f"{count / size:.3g} {unit}"
+    return f"{count:.0f} bytes"
+
+
+def _interval(summary: dict) -> str:
+    if not math.isfinite(summary["ci_low"]):
+        return "-"  # one seed: no interval
+    return f"[{_format(summary['ci_low'])}, {_format(summary['ci_high'])}]" + ("*" if summary["uninformative"] else "")
 
 
 def _print_table(analysis: dict) -> None:
+    wall = analysis["wall_time_s"]
     print(
-        f"run {analysis['run_dir']}: wall time {_format(analysis['wall_time_s'])} s, "
-        f"peak memory {_format(analysis['peak_memory_bytes'])} bytes"
+        f"run {analysis['run_dir']}: wall time {f'{wall:.4g} s' if math.isfinite(wall) else 'not recorded'}, "
+        f"peak memory {format_bytes(analysis['peak_memory_bytes'])}"
     )
+    marked = False
     for task, report in analysis["tasks"].items():
         seeds = list(report["seeds"])
         print(
@@ -36,15 +58,22 @@ def _print_table(analysis: dict) -> None:
         header = ["metric", "direction"] + [f"seed {seed}" for seed in seeds] + ["mean", "95% t interval", "meaning"]
         rows = [header]
         for name, summary in report["aggregate"].items():
+            if name in report.get("not_measured", ()):
+                continue
             direction, meaning = METRIC_GUIDE.get(name, ("", ""))
             rows.append(
                 [name, direction]
                 + [_format(report["seeds"][seed][name]) for seed in seeds]
-                + [_format(summary["mean"]), f"[{_format(summary['ci_low'])}, {_format(summary['ci_high'])}]", meaning]
+                + [_format(summary["mean"]), _interval(summary), meaning]
             )
+            marked = marked or rows[-1][-2].endswith("*")
         widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
         for row in rows:
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+        if report.get("not_measured"):
+            print(f"not measured for {task}: {', '.join(report['not_measured'])}")
+    if marked:
+        print(f"\n{UNINFORMATIVE_NOTE}")
 
 
 def build_parser() -> argparse.ArgumentParser:

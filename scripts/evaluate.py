@@ -17,6 +17,7 @@ import json
 import math
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +51,11 @@ def load_task(task: str) -> Evaluation:
 def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Policy, dict]:
     """The restored PPO policy, the environment (held-out params) it was trained for, and
     which checkpoint it is (``--step latest`` names no step: the output must)."""
-    restored = restore(args.checkpoint, task=args.task, seed=args.seed, step=args.step)
+    with warnings.catch_warnings(record=True) as caught:  # said as one line each, not as a source line
+        warnings.simplefilter("always")
+        restored = restore(args.checkpoint, task=args.task, seed=args.seed, step=args.step)
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
     evaluation = load_task(args.task)
     checkpoint = {
         "run_dir": str(args.checkpoint),
@@ -69,7 +74,7 @@ def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Policy, dict]
 def describe_policy(args: argparse.Namespace, checkpoint: dict | None) -> str:
     """What was evaluated, in words: a baseline's name, or the checkpoint's run, seed and step."""
     if checkpoint is None:
-        return args.policy
+        return args.policy if args.seed == 0 or args.policy != "random" else f"{args.policy} (seed {args.seed})"
     latest = ", the latest" if checkpoint["requested_step"] == "latest" else ""
     return (
         f"PPO checkpoint of {checkpoint['run_dir']}, seed {checkpoint['seed']}, step "
@@ -78,8 +83,13 @@ def describe_policy(args: argparse.Namespace, checkpoint: dict | None) -> str:
 
 
 def build_policy(args: argparse.Namespace, evaluation: Evaluation) -> Policy:
-    """The baseline policy that ``args`` names."""
-    return get_task(args.task).baseline_by_flag(args.policy).make_policy(evaluation.env, evaluation.env_params)
+    """The baseline policy that ``args`` names. The random policy draws from the episodes' keys:
+    ``--seed 0`` gives the protocol's draws (the manifest's ``random`` floor), another seed
+    other draws on the same held-out episodes."""
+    policy = get_task(args.task).baseline_by_flag(args.policy).make_policy(evaluation.env, evaluation.env_params)
+    if args.policy != "random" or args.seed == 0:
+        return policy
+    return lambda observation, t, key: policy(observation, t, jax.random.fold_in(key, args.seed))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,7 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RUN_DIR",
         help="evaluate the PPO policy saved in this run directory instead of --policy",
     )
-    parser.add_argument("--seed", type=int, default=0, help="with --checkpoint: the training seed")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="with --checkpoint: the training seed; with --policy random: its draws (0: the protocol's); "
+        "the other baselines are deterministic",
+    )
     parser.add_argument(
         "--step", default="latest", help="with --checkpoint: environment steps (actual or target) or 'latest'"
     )
@@ -125,6 +141,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(
             f"--policy {args.policy!r} is not a {args.task} policy; choose from {', '.join(POLICIES[args.task])}"
         )
+    if not 0 <= args.seed < 2**32:
+        parser.error(f"--seed {args.seed}: expected 0 to {2**32 - 1:,} (a seed is an unsigned 32-bit integer)")
     if not 1 <= args.num_episodes <= MAX_EPISODES:
         parser.error(
             f"--num-episodes {args.num_episodes}: expected 1 to {MAX_EPISODES:,} (every episode's "
@@ -146,6 +164,10 @@ def main(argv=None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
     else:
+        if args.seed != 0 and args.policy != "random":
+            print(
+                f"note: --seed {args.seed} changes nothing: the {args.policy} policy is deterministic", file=sys.stderr
+            )
         evaluation = load_task(args.task)
         policy = build_policy(args, evaluation)
     start = time.perf_counter()

@@ -1,6 +1,10 @@
 """Copy a finished run into a small record for results/ (final checkpoints only).
 
 python scripts/publish_run.py artifacts/protocol results/protocol
+
+Before anything is written, every path in the run's CSVs must stay inside the run directory and
+each seed's last checkpoint must restore and match its recorded state digest; otherwise nothing
+is copied and the message names the cell, file or checkpoint.
 """
 
 from __future__ import annotations
@@ -29,7 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileExistsError, FileNotFoundError) as error:
         parser.exit(2, f"error: {error}\n")
     size = sum(path.stat().st_size for path in written)
-    print(f"wrote {len(written)} files ({size / 1e6:.1f} MB) to {args.record_dir}")
+    print(
+        f"wrote {len(written)} files ({size / 1e6:.1f} MB) to {args.record_dir}; each seed's last checkpoint "
+        "verified against its state digest"
+    )
     return 0
 
 

@@ -80,16 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-
+def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple:
+    """Every input checked before any work (exit 2 naming the value): the seeds, the swept axes,
+    the groups' shape choices, the base config, the curriculum and the sweep's settings."""
     from purehr.cli.ppo_flags import config_values
     from purehr.envs.hrv import Curriculum
     from purehr.experiments import sweep
-    from purehr.experiments.ranking import format_table, rank_settings
     from purehr.ppo.config import HYPERPARAMETERS
-    from purehr.run.machine import environment_description
     from purehr.tasks import get_task
     from purehr.viz.sweep_heatmap import heatmap_axes
 
@@ -121,6 +118,23 @@ def main(argv: list[str] | None = None) -> int:
         sweep.prepare_out_dir(args.out, args.overwrite, settings)
     except (ValueError, FileExistsError) as error:
         parser.exit(2, f"error: {error}\n")
+    return seeds, axes, choices, base, curriculum, settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+
+    from purehr.experiments import sweep
+    from purehr.experiments.ranking import divergence_note, format_table, rank_settings
+    from purehr.run.machine import environment_description
+    from purehr.run.messages import budget_notice
+
+    seeds, axes, choices, base, curriculum, settings = checked_plan(parser, args)
+    for choice in sweep.shape_combinations(choices):  # the trainer's words: a budget runs whole updates
+        notice = budget_notice(args.task, base.replace(**choice))
+        if notice is not None:
+            print(notice, file=sys.stderr, flush=True)
 
     started = time.perf_counter()
     groups = sweep.run_task_sweep(
@@ -150,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     paths = sweep.write_outputs(args.out, groups, axes, ranking, description, args.heatmap, args.heatmap_reduce)
     print(format_table(ranking, names, args.top))
+    note = divergence_note(ranking)
+    if note:
+        print(f"\n{note}")
     print(
         f"\n{sum(g.num_runs for g in groups)} runs in {len(groups)} compiled group(s), wall time {wall:.1f} s; "
         f"wrote {', '.join(str(p) for p in paths)}"

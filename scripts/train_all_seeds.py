@@ -132,13 +132,25 @@ def main(argv: list[str] | None = None) -> int:
     _start_jax(args, parser, run_dir)
     import jax
 
+    from purehr.run.outcome import RunInterrupted
+
+    if jax.process_index() != 0:  # under jax.distributed: process 0 writes and reports
+        return _follow(args, run_dir, parser)
+    try:
+        return _train_and_report(args, parser, run_dir, directory_option, argv)
+    except RunInterrupted as interrupted:  # Ctrl-C: the manifest says "interrupted"
+        return _stopped_by_ctrl_c(f"{interrupted}", args, run_dir, directory_option, interrupted.at_once)
+    except KeyboardInterrupt:  # Ctrl-C before training, or while rendering or reporting
+        return _stopped_by_ctrl_c("interrupted (Ctrl-C)", args, run_dir, directory_option, at_once=False)
+
+
+def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: list[str] | None) -> int:
+    """Trains (or resumes), renders and prints the summary; the exit status."""
     from purehr.run.outcome import RunDiverged, RunFailed
     from purehr.run.preparation import RunAlreadyFinished
     from purehr.run.protocol import train_all_seeds
     from purehr.viz.render import render_trained_run
 
-    if jax.process_index() != 0:  # under jax.distributed: process 0 writes and reports
-        return _follow(args, run_dir, parser)
     try:
         # a resume continues with the run's tasks, seeds and settings; given ones must match them
         summary = train_all_seeds(
@@ -164,6 +176,28 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(1, f"error: {error}\n")
     report(summary.run_dir)
     return 0
+
+
+def _stopped_by_ctrl_c(message: str, args, run_dir: Path, directory_option: str, at_once: bool) -> int:
+    """Exit status 130 (as a shell reports Ctrl-C), no traceback: what stopped and the command
+    that continues the run, with the interpreter that ran this one. ``at_once``: the program
+    may still be running in this process, so the process ends now."""
+    import os
+    import shlex
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # one more Ctrl-C would only cut this message short
+    script = Path(__file__)
+    relative = os.path.relpath(script)
+    named = ["--run-dir", str(args.run_dir)] if directory_option == "--run-dir" else ["--run-name", args.run_name]
+    command = [sys.executable, relative if not relative.startswith("..") else str(script), *named, "--resume"]
+    print(f"\n{message}", file=sys.stderr)
+    if Path(run_dir).is_dir():
+        print(f"continue it with:\n  {shlex.join(command)}", file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    if at_once:
+        os._exit(130)
+    return 130
 
 
 def _start_jax(args, parser, run_dir: Path) -> None:

@@ -28,6 +28,10 @@ if _OWN_CACHE:  # a given directory (e.g. one CI keeps between runs) is used as 
 # the default (1 s) skips most programs of these tiny configurations; 0.2 s keeps the
 # per-op eager compilations (milliseconds each) out of the cache
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+# the baselines a run evaluates are cached by their definition (purehr.run.baselines); the
+# tests keep theirs in a fresh folder, never in the user's ~/.cache/purehr
+if "PUREHR_CACHE_DIR" not in os.environ:
+    os.environ["PUREHR_CACHE_DIR"] = tempfile.mkdtemp(prefix="purehr-cache-")
 
 from purehr.run.columns import checkpoint_columns, update_columns  # noqa: E402  (after the cache setting)
 from purehr.run.files import write_csv  # noqa: E402

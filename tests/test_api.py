@@ -1,5 +1,7 @@
 """The seed API exactly as the mission states it, and its model object."""
 
+import warnings
+
 import jax
 import numpy as np
 import pytest
@@ -14,8 +16,29 @@ def env():
 
 
 @pytest.fixture(scope="module")
-def model(env):
-    return train_hr_ppo(HRWritingEnv(hrv_dim=8), timesteps=5000)
+def trained(env):
+    """The mission's call, and the warnings it gave."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = train_hr_ppo(HRWritingEnv(hrv_dim=8), timesteps=5000)
+    return model, [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
+@pytest.fixture(scope="module")
+def model(trained):
+    return trained[0]
+
+
+def test_a_budget_too_small_to_finish_an_episode_says_so(trained):
+    """5,000 steps: 3 updates of 64 envs x 32 steps, 96 steps per environment, and an HRV
+    episode runs up to 100: every training return is NaN, which is named, not left silent."""
+    model, said = trained
+    assert np.isnan(model.metrics["mean_episode_return"]).all()
+    assert len(said) == 1, said
+    assert (
+        "no episode ended in 3 updates of 64 envs x 32 steps (timesteps=5000, 96 steps per environment; "
+        "an episode lasts up to 100 steps)" in said[0]
+    )
 
 
 def test_seed_api_trains_the_requested_budget(model):

@@ -25,10 +25,12 @@ import numpy as np
 import pytest
 
 from purehr.cli.arguments import HelpFormatter, parse_bool
+from purehr.envs.base import Environment
 from purehr.envs.hrv import HRWritingEnv
 from purehr.model.facade import PPOModel, train_hr_ppo
-from purehr.model.saved import DamagedModelError
+from purehr.model.saved import DamagedModelError, description_digest
 from purehr.ppo.algorithm import make_ppo
+from purehr.ppo.trainer import make_train
 from purehr.tasks import HRV_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,10 +83,31 @@ def saved(model: PPOModel, tmp: Path, **env_param_changes) -> Path:
     return copy.save(tmp / "model")
 
 
-def edit_description(path: Path, change: Callable[[dict], None]) -> None:
+def edit_description(path: Path, change: Callable[[dict], None], reseal: bool = True) -> None:
+    """``change`` model.json; ``reseal`` records the edited content's SHA-256 in it (a forged or
+    hand-fixed description), so the row reaches the checks behind that digest."""
     description = json.loads((path / "model.json").read_text())
     change(description)
+    if reseal and "model_json_sha256" in description:
+        description["model_json_sha256"] = description_digest(description)
     (path / "model.json").write_text(json.dumps(description))
+
+
+class DuckEnv:
+    """An environment by duck typing that forgot ``name`` (the docs say it needs one)."""
+
+    def __init__(self):
+        self.env = HRWritingEnv(hrv_dim=2)
+        self.default_params = self.env.default_params
+        for method in ("reset", "step", "observation_space", "action_space", "diagnostics"):
+            setattr(self, method, getattr(self.env, method))
+
+
+class HalfEnv(Environment):
+    """An ``Environment`` subclass that implements only its params."""
+
+    name = "half"
+    default_params = None
 
 
 def flip_byte(path: Path, offset: int | None = None) -> None:
@@ -109,6 +132,11 @@ class Case:
 def script_case(name, script, argv, message, setup=lambda tmp, model: None, exit_code=2):
     call = cli(script, *argv)
     return Case(name, lambda tmp, model: call(tmp), SystemExit, message, exit_code, setup)
+
+
+def save_case(name, message, setup=lambda tmp, model: None, raises=FileExistsError, **save_options):
+    """``model.save(<row dir>/model, **save_options)`` refused."""
+    return Case(name, lambda tmp, model: model.save(tmp / "model", **save_options), raises, message, setup=setup)
 
 
 def write(relative: str, text: str):
@@ -141,6 +169,32 @@ def settings_of_the_sweep_below() -> dict:
     return sweep.sweep_settings("hrv", base, {"learning_rate": (1e-4,)}, {}, [0, 1, 2])
 
 
+def a_finished_run(last_row: str = "64,64,hrv/seed_0/checkpoints/64,,", folders: tuple[str, ...] = ()):
+    """A finished hrv run of seed 0 in ``{tmp}/run``, built by hand: checkpoints.csv's last row is
+    ``last_row`` (target, actual, checkpoint_path, showcase_path, state_digest) and only the
+    checkpoint ``folders`` exist, empty (what publish checks before reading any checkpoint)."""
+
+    def setup(tmp: Path, model: PPOModel) -> None:
+        from purehr.run.status import PROTOCOL_TEXT
+
+        run = tmp / "run"
+        seed = run / "hrv" / "seed_0"
+        seed.mkdir(parents=True)
+        configs = {"hrv": TINY.to_dict()}
+        manifest = dict(status="finished", tasks=["hrv"], seeds=[0], configs=configs, protocol=PROTOCOL_TEXT)
+        (run / "manifest.json").write_text(json.dumps(manifest))
+        (seed / "updates.csv").write_text("update,env_steps\n1,64\n")
+        header = "target_steps,actual_steps,checkpoint_path,showcase_path,state_digest"
+        (seed / "checkpoints.csv").write_text(f"{header}\n0,0,hrv/seed_0/checkpoints/0,,\n{last_row}\n")
+        for folder in folders:
+            (seed / "checkpoints" / folder).mkdir(parents=True)
+        (tmp / "victim_src").mkdir()
+        (tmp / "victim_src" / "data.txt").write_text("not the run's\n")
+
+    return setup
+
+
+PUBLISH = ("scripts/publish_run.py", "{tmp}/run", "{tmp}/record")
 SWEEP = ("scripts/sweep.py", "--task", "hrv", "--learning-rate", "1e-4", "--steps", "2048", "--out", "{tmp}/out")
 EVALUATE = "scripts/evaluate.py"
 THROUGHPUT = "benchmarks/throughput.py"
@@ -173,6 +227,42 @@ CASES = [
         SWEEP[1:],
         "already holds a sweep of the same settings",
         a_sweep(settings_of_the_sweep_below),
+    ),
+    # scripts/publish_run.py: every path of the run's CSVs checked before anything is read or copied
+    script_case(
+        "publish checkpoint_path out of the run",
+        PUBLISH[0],
+        PUBLISH[1:],
+        "checkpoints.csv: checkpoint_path of the row at actual_steps 64 leads outside the run directory",
+        a_finished_run("64,64,../victim_src,,", folders=("0", "64")),
+    ),
+    script_case(
+        "publish checkpoint_path of another seed",
+        PUBLISH[0],
+        PUBLISH[1:],
+        "is 'hrv/seed_0/checkpoints/0'; expected this seed's checkpoint folder hrv/seed_0/checkpoints/64",
+        a_finished_run("64,64,hrv/seed_0/checkpoints/0,,", folders=("0", "64")),
+    ),
+    script_case(
+        "publish last checkpoint deleted",
+        PUBLISH[0],
+        PUBLISH[1:],
+        "the last checkpoint {tmp}/run/hrv/seed_0/checkpoints/64 is missing",
+        a_finished_run(folders=("0",)),
+    ),
+    script_case(
+        "publish showcase_path out of the run",
+        PUBLISH[0],
+        PUBLISH[1:],
+        "showcase_path of the row at actual_steps 64 leads outside the run directory",
+        a_finished_run("64,64,hrv/seed_0/checkpoints/64,/etc/hostname,", folders=("0", "64")),
+    ),
+    script_case(
+        "publish checkpoints.csv cut mid-row",
+        PUBLISH[0],
+        PUBLISH[1:],
+        "checkpoints.csv: line 3 ends after 1 of 5 fields (cut short?)",
+        a_finished_run("64"),
     ),
     # benchmarks/throughput.py: outputs and counts checked before the benchmark runs
     script_case("throughput json is a directory", THROUGHPUT, ["--quick", "--json", "{tmp}"], "is a directory"),
@@ -338,6 +428,67 @@ CASES = [
         "config is not a valid PPOConfig: unknown PPOConfig field(s) ['speed']",
         setup=lambda tmp, model: edit_description(saved(model, tmp), lambda d: d["config"].update(speed=1)),
     ),
+    # issue 27, defect 7: model.json itself is covered by its digest
+    Case(
+        "load model.json edited (activation tanh)",
+        lambda tmp, model: PPOModel.load(tmp / "model"),
+        DamagedModelError,
+        "model.json has changed since the model was saved (its content no longer matches the SHA-256",
+        setup=lambda tmp, model: edit_description(
+            saved(model, tmp), lambda d: d["config"].update(activation="tanh"), reseal=False
+        ),
+    ),
+    # issue 27, defect 8: saving writes over nothing it did not write
+    save_case(
+        "save over a user's params.msgpack",
+        "model holds ['params.msgpack'], which is not a saved model; save into a new or empty folder",
+        write("model/params.msgpack", "mine"),
+    ),
+    save_case(
+        "save over a saved model",
+        "model already holds a saved model; pass overwrite=True to replace it",
+        lambda tmp, model: saved(model, tmp),
+    ),
+    save_case("save onto a file", "model is a file; expected a new or empty folder", write("model", "mine")),
+    save_case("save overwrite='yes'", "overwrite='yes': expected True or False", overwrite="yes", raises=TypeError),
+    # issue 27: a dict as environment parameters, an environment without what training needs
+    Case(
+        "make_ppo with a dict as env params",
+        lambda tmp, model: make_ppo(TINY, model.env, {"step_size": 0.1}),
+        TypeError,
+        "env_params is a dict; expected the environment's parameters, a HRVParams "
+        "(e.g. env.default_params.replace(step_size=...))",
+    ),
+    Case(
+        "make_train with a dict as env params",
+        lambda tmp, model: make_train(TINY, model.env, {"step_size": 0.1}),
+        TypeError,
+        "env_params is a dict; expected the environment's parameters, a HRVParams",
+    ),
+    Case(
+        "PPOModel with a dict as env params",
+        lambda tmp, model: PPOModel(model.env, {"step_size": 0.1}, TINY, model.params, {}, 0),
+        TypeError,
+        "env_params is a dict; expected the environment's parameters, a HRVParams",
+    ),
+    Case(
+        "train_hr_ppo with a dict as env params",
+        lambda tmp, model: train_hr_ppo(model.env, timesteps=128, env_params={"step_size": 0.1}),
+        TypeError,
+        "env_params is a dict; expected the environment's parameters, a HRVParams",
+    ),
+    Case(
+        "make_ppo of a duck-typed env without name",
+        lambda tmp, model: make_ppo(TINY, DuckEnv()),
+        TypeError,
+        "DuckEnv lacks ['name'], which training needs of an environment (purehr.envs.base.Environment:",
+    ),
+    Case(
+        "make_ppo of an Environment that implements no step",
+        lambda tmp, model: make_ppo(TINY, HalfEnv()),
+        TypeError,
+        "HalfEnv does not implement ['action_space', 'observation_space', 'reset', 'step']",
+    ),
 ]
 
 
@@ -373,7 +524,7 @@ def test_bad_input_is_refused_clearly_and_writes_nothing(case: Case, model, tmp_
 
 def test_a_model_saved_without_digests_loads_with_a_warning(model, tmp_path):
     path = saved(model, tmp_path)
-    edit_description(path, lambda d: d.pop("digests"))
+    edit_description(path, lambda d: (d.pop("digests"), d.pop("model_json_sha256")))  # as an old purehr saved it
     with pytest.warns(UserWarning, match="saved without file digests"):
         loaded = PPOModel.load(path)
     for a, b in zip(jax.tree.leaves(model.params), jax.tree.leaves(loaded.params)):

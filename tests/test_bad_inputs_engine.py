@@ -51,6 +51,9 @@ CONFIG_ROWS = [
     (dict(activation=None), "activation=None: expected one of"),
     # item 7: a budget whose optimiser steps overflow the int32 counters
     (dict(total_timesteps=10**20), "total_timesteps=100,000,000,000,000,000,000: 48,828,125,000,000,000 updates"),
+    # issue 27: held-out episodes all run at once on the device (10^8 ran out of memory)
+    (dict(eval_episodes=10**8), "eval_episodes=100000000: expected at most 100,000 (every held-out episode"),
+    (dict(quick_eval_episodes=10**8), "quick_eval_episodes=100000000: expected at most 100,000"),
 ]
 
 
@@ -127,6 +130,11 @@ def cli(argv, capsys):
         (["--steps", "100000000000000000000"], "total_timesteps=100,000,000,000,000,000,000"),
         (["--learning-rate", "inf"], "learning_rate=inf: expected a finite number"),
         (["--ent-coef", "nan"], "ent_coef=nan: expected a finite number"),
+        # a seed is a uint32 PRNG seed: refused before the directory and its lock exist
+        (["--seeds", "0", "4294967296"], "4294967296 is above 4,294,967,295; expected seeds from 0 to 2**32 - 1"),
+        (["--distributed", "--coordinator-address", "notahost"], "coordinator address 'notahost': expected HOST:PORT"),
+        (["--distributed", "--coordinator-address", "10.0.0.2:99999"], "'10.0.0.2:99999': expected HOST:PORT"),
+        (["--eval-episodes", "100000000"], "eval_episodes=100000000: expected at most 100,000"),
     ],
 )
 def test_cli_refuses_before_the_run_directory_exists(flags, message, tmp_path, capsys):
@@ -292,3 +300,55 @@ def test_train_hr_ppo_raises_on_divergence_and_keeps_the_frozen_model():
     initial = jax.jit(jax.vmap(make_ppo(model.config, env).init))(keys_for_seeds([0])).params
     for leaf, expected in zip(jax.tree.leaves(model.params), jax.tree.leaves(initial)):
         assert np.array_equal(np.asarray(leaf), np.asarray(expected)[0])
+
+
+# --- issue 27: the Gymnasium wrapper checks an action's shape and flags fractional ones -----------
+GYMNASIUM_ACTION_ROWS = [
+    # (environment, action, the ValueError's message or None, invalid_action when stepped)
+    ("swing", 0.5, "action of shape (): expected shape (2,)", None),
+    ("swing", [0.5, -0.5, 0.1], "action of shape (3,): expected shape (2,)", None),
+    ("swing", [0.5, -0.5], None, False),
+    ("hrv", [1.7, 1, 1, 1, 1], None, True),  # was truncated to 1 and taken as valid
+    ("hrv", [2.0, 1, 1, 1, 1], None, False),  # a whole number in a float is a valid choice
+    ("hrv", np.array([2, 1, 1, 1, 1], np.int64), None, False),
+    ("hrv", [1, 1, 1], "action of shape (3,): expected shape (5,)", None),
+]
+
+
+@pytest.fixture(scope="module")
+def gymnasium_envs():
+    pytest.importorskip("gymnasium")
+    from purehr.envs import to_gymnasium
+
+    return {"swing": to_gymnasium(SwingEnv(), seed=0), "hrv": to_gymnasium(HRWritingEnv(hrv_dim=3), seed=0)}
+
+
+@pytest.mark.parametrize("name, action, refused, invalid", GYMNASIUM_ACTION_ROWS)
+def test_gymnasium_wrapper_checks_the_action(gymnasium_envs, name, action, refused, invalid):
+    env = gymnasium_envs[name]
+    env.reset(seed=1)
+    if refused is not None:
+        with pytest.raises(ValueError) as raised:
+            env.step(action)
+        assert refused in str(raised.value)
+        return
+    *_, info = env.step(action)
+    assert info["invalid_action"] is invalid
+
+
+# --- issue 27: a user callback's exception is the user's, not JaxRuntimeError: INTERNAL ---------
+def test_a_callback_that_raises_stops_training_and_its_exception_is_raised():
+    from purehr.ppo.trainer import make_train
+
+    seen = []
+
+    def callback(metrics):
+        seen.append(int(metrics["update"][0]))
+        if len(seen) == 2:
+            raise KeyError("my callback broke")
+
+    train = make_train(TINY, HRWritingEnv(hrv_dim=2), callback=callback)
+    with pytest.raises(KeyError, match="my callback broke") as raised:
+        train(keys_for_seeds([0]))
+    assert seen == [1, 2]  # the scan stopped at the update that raised
+    assert "raised by make_train's callback after update 2" in "".join(getattr(raised.value, "__notes__", []))

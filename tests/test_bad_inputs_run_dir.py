@@ -111,6 +111,63 @@ def not_empty(root: Path) -> Path:
     return root
 
 
+# hrv in miniature with real checkpoints: batch 4 x 64 = 256, 16 updates; checkpoints at updates 0, 4, 8
+TINY_CONFIG = dict(num_envs=4, num_steps=64, minibatch_size=64, actor_hidden=(8,), critic_hidden=(8,))
+TINY_STEPS = (0, 1024, 2048)
+
+
+def run_with_checkpoints(root: Path, saved: dict | None = None, **changes) -> Path:
+    """A run killed after its checkpoint at 2,048 steps: write_run's manifest (TINY_CONFIG and
+    ``changes``), each seed's initial state saved at TINY_STEPS (its update index advanced) with
+    the index files listing them. ``saved``: the config changes the checkpoints were saved with
+    (default: the manifest's)."""
+    from purehr.ppo.trainer import keys_for_seeds
+    from purehr.run.checkpoints import SeedCheckpoints
+    from purehr.run.columns import UPDATE_COLUMNS, checkpoint_columns
+    from purehr.run.files import write_csv
+    from purehr.run.task_setup import build_task_setup
+
+    write_run(root, **{**TINY_CONFIG, **changes})
+    config = get_task("hrv").default_config.replace(total_timesteps=4096, **{**TINY_CONFIG, **(saved or changes)})
+    setup = build_task_setup("hrv", config)
+    manifest = json.loads((root / "manifest.json").read_text())  # the environment, as a run records it
+    manifest["environments"] = {"hrv": get_task("hrv").env_kwargs(setup.env)}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    initial = jax.jit(jax.vmap(setup.ppo.init))(keys_for_seeds([0, 1]))
+    for index, seed in enumerate([0, 1]):
+        seed_dir = root / "hrv" / f"seed_{seed}"
+        manager = SeedCheckpoints(seed_dir / "checkpoints", asynchronous=False)
+        rows = []
+        for steps in TINY_STEPS:
+            state = jax.tree.map(lambda leaf: leaf[index], initial)
+            state = state.replace(update_index=state.update_index + steps // 256)
+            row = dict(target_steps=steps, actual_steps=steps, update=steps // 256, elapsed_s=steps / 1000)
+            row.update(eval_success_rate=steps / 4096, checkpoint_path=f"hrv/seed_{seed}/checkpoints/{steps}")
+            rows.append(dict(row, showcase_path="", state_digest=manager.save(steps, state)))
+        manager.finish()
+        write_csv(seed_dir / "checkpoints.csv", checkpoint_columns(["success_rate"]), rows)
+        updates = [
+            {c: u if c == "update" else u * 256 if c == "env_steps" else 0.5 for c in UPDATE_COLUMNS}
+            for u in range(1, 9)
+        ]
+        write_csv(seed_dir / "updates.csv", UPDATE_COLUMNS, updates)
+    return root
+
+
+def edit_line(relative: str, line: int, edit) -> callable:
+    """A builder: run_with_checkpoints, then line ``line`` (1: the header) of ``relative`` edited."""
+
+    def build(root: Path) -> Path:
+        run_with_checkpoints(root)
+        path = root / relative
+        lines = path.read_text().splitlines()
+        lines[line - 1] = edit(lines[line - 1])
+        path.write_text("\n".join(lines) + "\n")
+        return root
+
+    return build
+
+
 # (id, build the directory from a tmp path, arguments after --run-dir DIR, message fragments)
 ROWS = [
     ("run-dir is a file", a_file, [], ["is a file, not a directory"]),
@@ -191,6 +248,12 @@ ROWS = [
         ],
     ),
     (
+        "new run into an interrupted run",
+        lambda p: write_run(p, status="interrupted"),
+        TINY,
+        ["already holds a run stopped by Ctrl-C (interrupted) (tasks hrv", "--resume continues it"],
+    ),
+    (
         "new run into a finished run",
         lambda p: write_run(p, status="finished"),
         TINY,
@@ -202,6 +265,34 @@ ROWS = [
         lambda p: write_run(p, status="finished"),
         ["--overwrite", "--learning-rate", "-1", *TINY],
         ["PPOConfig.learning_rate=-1.0: expected a finite number > 0"],
+    ),
+    (
+        "--resume, checkpoints.csv cut mid-row",
+        edit_line("hrv/seed_1/checkpoints.csv", 4, lambda line: line[:12]),
+        ["--resume"],
+        ["--resume:", "hrv/seed_1/checkpoints.csv: line 4 ends after", "(cut short?)", "Nothing was changed"],
+    ),
+    (
+        "--resume, updates.csv cut mid-row",
+        edit_line("hrv/seed_0/updates.csv", 9, lambda line: line[:6]),
+        ["--resume"],
+        ["hrv/seed_0/updates.csv: line 9 ends after", "no value for column"],
+    ),
+    (
+        "--resume, a garbled cell",
+        edit_line("hrv/seed_0/checkpoints.csv", 3, lambda line: line.replace(",1024,", ",abc,", 1)),
+        ["--resume"],
+        ["hrv/seed_0/checkpoints.csv: line 3, column 'actual_steps': 'abc' is not an integer"],
+    ),
+    (
+        "--resume, the manifest's actor_hidden edited",
+        lambda p: run_with_checkpoints(p, saved=dict(actor_hidden=(8,)), actor_hidden=(16,)),
+        ["--resume"],
+        [
+            "manifest.json disagrees with the checkpoints of hrv",
+            "configs.hrv.actor_hidden is [16]",
+            "Nothing was changed",
+        ],
     ),
 ]
 
@@ -260,6 +351,16 @@ def test_run_name_is_named_when_the_user_gave_run_name(tmp_path, capsys, monkeyp
     assert "choose another --run-name" in err and "--run-dir" not in err
 
 
+def files_left_by_overwrite(run: Path, ours: list[str], users: list[str]) -> list[str]:
+    """Writes each of ``ours`` and ``users`` below ``run`` (a finished run), overwrites the run,
+    and returns the files left, sorted."""
+    for name in ours + users:
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_text("x\n")
+    assert prepare_run_directory(RunDirectory(run), resume=False, overwrite=True) is False
+    return sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file())
+
+
 def test_overwrite_removes_only_the_files_a_run_writes(tmp_path, capsys):
     run = write_run(tmp_path / "run", tasks=("swing", "hrv"), status="finished")
     ours = [
@@ -281,16 +382,34 @@ def test_overwrite_removes_only_the_files_a_run_writes(tmp_path, capsys):
         "hrv/seed_7/updates.csv",
         "analysis/table.csv",
     ]
-    for name in ours + users:
-        (run / name).parent.mkdir(parents=True, exist_ok=True)
-        (run / name).write_text("x\n")
     (run / "empty_folder_of_mine").mkdir()
-    assert prepare_run_directory(RunDirectory(run), resume=False, overwrite=True) is False
-    left = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file())
-    assert left == sorted(users)
+    assert files_left_by_overwrite(run, ours, users) == sorted(users)
     assert (run / "empty_folder_of_mine").is_dir() and not (run / "swing").exists()
     err = capsys.readouterr().err
     assert "removed the finished run" in err and "kept 6 entries a run does not write" in err
+
+
+def test_overwrite_keeps_user_files_inside_checkpoints_and_showcase(tmp_path, capsys):
+    """Issue 27 defect 6: --overwrite deleted checkpoints/USER.txt and showcase/sub/mine.txt."""
+    run = write_run(tmp_path / "run", status="finished")
+    ours = [
+        "hrv/seed_0/checkpoints/0/state",
+        "hrv/seed_0/checkpoints/2048.orbax-checkpoint-tmp-1764480000000000/state",
+        "hrv/seed_0/showcase/steps_0.npz",
+        "hrv/seed_0/showcase/.steps_2048.partial.npz",
+        "hrv/seed_0/quarantine/2048-20250101T000000/REASON.txt",
+        "hrv/seed_0/quarantine/0.orbax-checkpoint-tmp-1-20250101T000000-1.REASON.txt",
+    ]
+    users = [
+        "hrv/seed_0/checkpoints/USER.txt",
+        "hrv/seed_0/showcase/sub/mine.txt",
+        "hrv/seed_0/showcase/steps_0.mp4",
+        "hrv/seed_0/quarantine/notes.md",
+    ]
+    assert files_left_by_overwrite(run, ours, users) == sorted(users)
+    err = " ".join(capsys.readouterr().err.split())
+    assert "kept 4 entries a run does not write: hrv/seed_0/checkpoints/USER.txt" in err
+    assert "hrv/seed_0/showcase/sub" in err
 
 
 def test_overwrite_of_a_foreign_manifest_removes_nothing(tmp_path):

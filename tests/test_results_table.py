@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import write_synthetic_run
@@ -65,8 +67,8 @@ def test_the_last_checkpoint_of_every_seed_is_reported(tmp_path):
     metrics = final_checkpoint_metrics(run, "swing", [0, 1, 2, 3, 4])
     assert metrics["success_rate"].tolist() == SWING_SUCCESS and metrics["steps"].tolist() == [4096] * 5
     table = results_table(run)
-    # success mean 0.82; sample std 0.38026, t(0.975, 4) = 2.7764 -> half width 0.4722
-    assert "| swing | PPO, 5 seeds, 4,096 steps | 0.82 [0.35, 1.29] |" in table
+    # success mean 0.82; sample std 0.38026, t(0.975, 4) = 2.7764 -> half width 0.4722, clipped to 1
+    assert "| swing | PPO, 5 seeds, 4,096 steps | 0.82 [0.35, 1.00] |" in table
     assert "| swing | zero action | 0.00 | time to rotation (s): - | -1.66 | |" in table
     assert "| hrv | oracle | 1.00 | episode length (steps): 6.2 | 0.48 | |" in table
 
@@ -107,7 +109,7 @@ def test_manifests_rebuild_their_environments():
 
 
 def test_final_summary_has_wall_time_results_figures_and_next_commands_for_this_run(tmp_path):
-    from purehr.reports.summary import final_summary
+    from purehr.reports.summary import final_summary, interpreter
 
     run = _write_run(tmp_path / "runs" / "quick")
     manifest = json.loads((run / "manifest.json").read_text())
@@ -122,7 +124,7 @@ def test_final_summary_has_wall_time_results_figures_and_next_commands_for_this_
         "finished " + str(run) + " in 3 min 50 s wall time, including rendering "
         "(of which compilation 1 min 57 s, rendering 40 s)"
     )
-    assert "| swing | PPO, 5 seeds, 4,096 steps | 0.82 [0.35, 1.29] |" in text  # results_table's rows
+    assert "| swing | PPO, 5 seeds, 4,096 steps | 0.82 [0.35, 1.00] |" in text  # results_table's rows
     assert "| hrv | oracle | 1.00 | episode length (steps): 6.2 | 0.48 | |" in text
     assert "swing goal NOT met: seeds_at_0.95=4" in text
     figures = lines[lines.index("figures:") + 1 : lines.index("next:") - 1]
@@ -131,8 +133,10 @@ def test_final_summary_has_wall_time_results_figures_and_next_commands_for_this_
         "  runs/quick/figures/swing_learning.png",
         "  runs/quick/figures/replay.html   (the replay: open it in a browser)",
     ]
-    assert "  python scripts/analyze_run.py --run-dir runs/quick" in lines
-    assert "  python scripts/evaluate.py --checkpoint runs/quick --task swing --seed 0 --step latest" in lines
+    python = interpreter(tmp_path)  # the interpreter that ran, never a bare `python`
+    assert python != "python" and Path(python).samefile(sys.executable)
+    assert f"  {python} scripts/analyze_run.py --run-dir runs/quick" in lines
+    assert f"  {python} scripts/evaluate.py --checkpoint runs/quick --task swing --seed 0 --step latest" in lines
     assert "  from purehr.run import restore; r = restore('runs/quick', task='swing', seed=0, step='latest')" in lines
     # not rendered: the summary says how to draw the figures, and that its time is training only
     manifest.pop("render_s"), manifest.pop("wall_time_with_render_s")
@@ -141,4 +145,4 @@ def test_final_summary_has_wall_time_results_figures_and_next_commands_for_this_
         path.unlink()
     bare = final_summary(run, scripts_dir=tmp_path / "scripts", cwd=tmp_path)
     assert bare.splitlines()[0].endswith("in 3 min 10 s wall time, training only (of which compilation 1 min 57 s)")
-    assert "figures: not drawn yet; python scripts/render.py --run-dir runs/quick draws them" in bare
+    assert f"figures: not drawn yet; {python} scripts/render.py --run-dir runs/quick draws them" in bare

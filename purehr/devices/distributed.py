@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -77,6 +78,8 @@ def initialize_distributed(
     CPU collectives between processes go through gloo (``jax_cpu_collectives_implementation``,
     set explicitly here): without it a CPU mesh spanning processes cannot all-gather."""
     given = {"num_processes": num_processes, "process_id": process_id}
+    if coordinator_address is not None:
+        check_coordinator_address(coordinator_address)
     if (num_processes is None) != (process_id is None):
         raise ValueError(f"num_processes={num_processes}, process_id={process_id}: give both or neither")
     if num_processes is not None:
@@ -86,6 +89,26 @@ def initialize_distributed(
             raise ValueError(f"process_id={process_id!r}: expected 0 to {num_processes - 1}")
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address, **{k: v for k, v in given.items() if v is not None}, **kwargs)
+
+
+def check_coordinator_address(address: str) -> None:
+    """Refuses an address that is not HOST:PORT (``jax.distributed`` fails on it deep inside,
+    with an IndexError); an IPv6 host goes in brackets, ``[::1]:1234``."""
+    host, colon, port = str(address).rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not (colon and host and port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(
+            f"coordinator address {address!r}: expected HOST:PORT, process 0's host name or IP "
+            "address and a free port from 1 to 65535 (e.g. 10.0.0.2:1234, [::1]:1234)"
+        )
+    try:
+        socket.getaddrinfo(host, int(port))
+    except (socket.gaierror, UnicodeError) as error:
+        raise ValueError(
+            f"coordinator address {address!r}: the host {host!r} does not resolve ({error}); expected "
+            "HOST:PORT with process 0's host name or IP address"
+        ) from None
 
 
 def is_primary_process() -> bool:

@@ -7,6 +7,8 @@ params (difficulty, physics constants) can change inside a training scan.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 import jax
@@ -46,6 +48,62 @@ class Environment(Generic[StateT, ParamsT]):
     def diagnostics(self, info: dict[str, jax.Array]) -> dict[str, jax.Array]:
         """Task-specific per-step scalars to average into the training log (see docs/protocol.md)."""
         return {}
+
+
+TRAINING_NEEDS = ("name", "default_params", "reset", "step", "observation_space", "action_space", "diagnostics")
+"""What training reads of an environment (the wrappers, ``make_ppo``): ``check_environment``
+names what is missing before anything is traced."""
+_OWN_IMPLEMENTATION = ("default_params", "reset", "step", "observation_space", "action_space")
+"""What an ``Environment`` subclass must define itself (the base's versions raise)."""
+
+
+def check_environment(env: Any) -> None:
+    """``TypeError`` naming what ``env`` lacks of ``TRAINING_NEEDS`` (a duck-typed environment
+    without ``name`` used to fail deep in the wrappers), or, for a subclass of ``Environment``,
+    what it left unimplemented."""
+    shown = type(env).__name__
+    missing = [attribute for attribute in TRAINING_NEEDS if not _has(env, attribute)]
+    if missing:
+        raise TypeError(
+            f"{shown} lacks {missing}, which training needs of an environment (purehr.envs.base.Environment: "
+            f"{', '.join(TRAINING_NEEDS)}); subclass Environment to inherit name and diagnostics"
+        )
+    if isinstance(env, Environment):
+        unimplemented = sorted(
+            attribute
+            for attribute in _OWN_IMPLEMENTATION
+            if getattr(type(env), attribute, None) is getattr(Environment, attribute)
+        )
+        if unimplemented:
+            raise TypeError(f"{shown} does not implement {unimplemented} (purehr.envs.base.Environment leaves them)")
+    if not isinstance(env.name, str) or not env.name:
+        raise TypeError(f"{shown}.name is {env.name!r}; expected a non-empty string (the logs name the task by it)")
+
+
+def _has(env: Any, attribute: str) -> bool:
+    """Declared on the class (a property is not evaluated here), else found on the instance."""
+    if hasattr(type(env), attribute):
+        return True
+    try:
+        getattr(env, attribute)
+    except AttributeError:
+        return False
+    return True
+
+
+def check_env_params(env: Any, env_params: Any) -> None:
+    """``TypeError`` unless ``env_params`` is of the type of ``env.default_params`` (a dict of
+    fields is not: the environment reads them as attributes)."""
+    default = env.default_params
+    if default is None or isinstance(env_params, type(default)):
+        return
+    fields = [field.name for field in dataclasses.fields(default)] if dataclasses.is_dataclass(default) else []
+    given = [name for name in env_params if name in fields] if isinstance(env_params, Mapping) else []
+    example = f"env.default_params.replace({(given or fields)[0]}=...)" if fields else "env.default_params"
+    raise TypeError(
+        f"env_params is a {type(env_params).__name__}; expected the environment's parameters, a "
+        f"{type(default).__name__} (e.g. {example})"
+    )
 
 
 def freeze_after_done(done: jax.Array, before: Any, after: Any) -> Any:

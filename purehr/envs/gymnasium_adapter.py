@@ -10,8 +10,10 @@ episode (noise included) reproducible, as ``gymnasium.utils.env_checker.check_en
 Spaces convert as Box -> ``gymnasium.spaces.Box`` (float32), Discrete -> ``Discrete``,
 MultiDiscrete -> ``MultiDiscrete``, Dict -> ``gymnasium.spaces.Dict`` (or, with
 ``flatten=True``, one float32 Box in purehr's sorted-key order, the vector the PPO networks
-see). One environment, one step per Python call: this is the slow path that host-loop
-libraries need, not how purehr trains.
+see). An action must have the action space's shape (nothing is broadcast); a discrete action
+that is not a whole number reaches the environment as it is, which flags it
+(``info["invalid_action"]``). One environment, one step per Python call: this is the slow
+path that host-loop libraries need, not how purehr trains.
 """
 
 from __future__ import annotations
@@ -98,6 +100,24 @@ def _jitted_functions(env: Environment, flatten: bool):
     return _JITTED[cache_key][1:]
 
 
+def _functional_action(action, space) -> jax.Array:
+    """A Gymnasium action as the environment's ``step`` takes it, of the space's shape (a wrong
+    shape is refused, never broadcast). A discrete action that is not a whole number (1.7, NaN)
+    stays float, so the environment's own check flags it (``info["invalid_action"]``) instead
+    of a cast truncating it to a valid choice."""
+    array = np.asarray(action)
+    if array.shape != tuple(space.shape):
+        raise ValueError(
+            f"action of shape {array.shape}: expected shape {tuple(space.shape)} "
+            f"(the {type(space).__name__} action space's)"
+        )
+    if isinstance(space, spaces.Box):
+        return jnp.asarray(array, jnp.float32)
+    if np.issubdtype(array.dtype, np.inexact) and not np.all(np.isfinite(array) & (array == np.round(array))):
+        return jnp.asarray(array, jnp.float32)
+    return jnp.asarray(array, jnp.int32)
+
+
 def to_gymnasium(env: Environment, params=None, seed: int | None = None, *, flatten: bool = False):
     """A ``gymnasium.Env`` that runs ``env`` with ``params`` (default: its default params).
 
@@ -121,8 +141,7 @@ def to_gymnasium(env: Environment, params=None, seed: int | None = None, *, flat
             self._reset, self._step = _jitted_functions(env, flatten)
             self._state = None
             self._key = None
-            action_space = env.action_space(self.params)
-            self._action_dtype = jnp.float32 if isinstance(action_space, spaces.Box) else jnp.int32
+            self._functional_action_space = env.action_space(self.params)
 
         def reset(self, *, seed: int | None = None, options: dict | None = None):
             if seed is None and self._pending_seed is not None:
@@ -137,7 +156,7 @@ def to_gymnasium(env: Environment, params=None, seed: int | None = None, *, flat
         def step(self, action):
             if self._state is None:
                 raise RuntimeError("call reset() before step()")
-            action = jnp.asarray(np.asarray(action), self._action_dtype)
+            action = _functional_action(action, self._functional_action_space)
             self._key, observation, self._state, reward, terminated, truncated, info = self._step(
                 self._key, self._state, action, self.params
             )

@@ -23,7 +23,7 @@ from purehr.envs.base import Environment
 from purehr.envs.swing import SwingEnv
 from purehr.experiments.sweep import train_group
 from purehr.ppo.config import PPOConfig
-from purehr.reports.stats import mean_confidence_interval
+from purehr.reports.stats import UNINFORMATIVE_NOTE, mean_confidence_interval, metric_range
 from purehr.run.files import atomic_write_json, atomic_write_text, write_csv
 from purehr.run.machine import load_average
 from purehr.tasks import HRV_DEFAULTS, SWING_DEFAULTS, get_task
@@ -205,8 +205,8 @@ def summary_rows(task: str, results: list[dict[str, Any]]) -> list[dict[str, Any
     rows = []
     for result in results:
         evaluation = result["evaluation"]
-        success = mean_confidence_interval(evaluation["success_rate"])
-        pace = mean_confidence_interval(evaluation[speed])
+        success = mean_confidence_interval(evaluation["success_rate"], bounds=metric_range("success_rate"))
+        pace = mean_confidence_interval(evaluation[speed], bounds=metric_range(speed))
         rows.append(
             {
                 "variant": result["variant"].name,
@@ -215,6 +215,7 @@ def summary_rows(task: str, results: list[dict[str, Any]]) -> list[dict[str, Any
                 "success_mean": success["mean"],
                 "success_ci_low": success["ci_low"],
                 "success_ci_high": success["ci_high"],
+                "success_ci_uninformative": success["uninformative"],
                 "success_per_seed": " ".join(f"{v:.2f}" for v in evaluation["success_rate"]),
                 f"{speed}_per_seed": " ".join(f"{v:.2f}" for v in evaluation[speed]),
                 f"{speed}_median": float(np.nanmedian(evaluation[speed]))
@@ -223,6 +224,7 @@ def summary_rows(task: str, results: list[dict[str, Any]]) -> list[dict[str, Any
                 f"{speed}_mean": pace["mean"],
                 f"{speed}_ci_low": pace["ci_low"],
                 f"{speed}_ci_high": pace["ci_high"],
+                f"{speed}_ci_uninformative": pace["uninformative"],
                 "train_s": result["timing"]["train_run_s"],
                 "compile_s": result["timing"]["train_compile_s"],
             }
@@ -239,7 +241,7 @@ def format_markdown(task: str, rows: list[dict[str, Any]]) -> str:
         if not math.isfinite(mean):
             return "-"
         bounds = f" [{low:.{digits}f}, {high:.{digits}f}]" if math.isfinite(low) else ""
-        return f"{mean:.{digits}f}{bounds}"
+        return f"{mean:.{digits}f}{bounds}" + ("*" if bounds and row.get(f"{name}_ci_uninformative") else "")
 
     lines = [f"| variant | change | held-out success (95% t interval) | per seed | {speed} |", "|---|---|---|---|---|"]
     for row in rows:
@@ -247,6 +249,8 @@ def format_markdown(task: str, rows: list[dict[str, Any]]) -> str:
             f"| {row['variant']} | {row['change']} | {interval(row, 'success', 2)} | "
             f"{row['success_per_seed']} | {interval(row, speed, 1)} |"
         )
+    if any("*" in line for line in lines[2:]):
+        lines += ["", UNINFORMATIVE_NOTE]
     return "\n".join(lines) + "\n"
 
 

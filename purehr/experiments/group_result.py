@@ -14,7 +14,9 @@ from purehr.ppo.config import PPOConfig
 @dataclass
 class GroupResult:
     """One compiled group: ``config`` (its shape choices applied), the settings, and per run
-    (leading axis settings x seeds) the evaluation and the training metrics."""
+    (leading axis settings x seeds) the evaluation, the training metrics and ``diverged_at``:
+    the first update whose losses or parameters were not finite (0: healthy; None: not known).
+    A diverged run keeps its last finite parameters, so its evaluation is that frozen policy's."""
 
     name: str
     config: PPOConfig
@@ -24,6 +26,15 @@ class GroupResult:
     training_metrics: dict[str, np.ndarray]  # [run, update]
     evaluation: dict[str, np.ndarray]  # [run]
     timing: dict[str, float] = field(default_factory=dict)
+    diverged_at: np.ndarray | None = None  # [run], int
+
+    def run_diverged_at(self, run: int) -> int:
+        return 0 if self.diverged_at is None else int(self.diverged_at[run])
+
+    def diverged_seeds(self, index: int) -> list[int]:
+        """The seeds of setting ``index`` whose training diverged."""
+        runs = range(self.num_runs)[self.setting_runs(index)]
+        return [self.run_seed(run) for run in runs if self.run_diverged_at(run)]
 
     @property
     def num_runs(self) -> int:

@@ -27,7 +27,7 @@ import numpy as np
 from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD
 from purehr.ppo.loop import Hook, UpdateLoop, run_updates
 from purehr.ppo.trainer import keys_for_seeds
-from purehr.reports.stats import mean_confidence_interval, tail_mean
+from purehr.reports.stats import mean_confidence_interval, metric_range, tail_mean
 from purehr.run.files import atomic_write_json, parse_row, read_csv, write_csv
 from purehr.run.machine import environment_description, load_average
 from purehr.run.task_setup import build_task_setup
@@ -212,7 +212,8 @@ def summarize(out: Path, no_figure: bool = False) -> None:
         runs[name] = json.loads((folder / "run.json").read_text())
         entry = {"combination": name, "seeds": len(rows), "env_steps_per_seed": runs[name]["steps_per_seed"]}
         for metric in [f"eval_{m}" for m in EVAL_METRICS] + ["train_final_success_rate", "train_final_return"]:
-            ci = mean_confidence_interval(np.array([r[metric] for r in rows], float))
+            values = np.array([r[metric] for r in rows], float)
+            ci = mean_confidence_interval(values, bounds=metric_range(metric.removeprefix("train_final_")))
             entry.update(
                 {f"{metric}_mean": ci["mean"], f"{metric}_ci_low": ci["ci_low"], f"{metric}_ci_high": ci["ci_high"]}
             )

@@ -29,6 +29,7 @@ from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.experiments.group_result import GroupResult
 from purehr.experiments.ranking import run_rows, setting_rows
+from purehr.ppo.algorithm import diverged_at_update
 from purehr.ppo.config import HYPERPARAMETERS, PPOConfig, PPOHyperparams
 from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.run.files import atomic_write_json, check_output_file, json_values, write_csv
@@ -116,7 +117,7 @@ def train_group(
 
     ``evaluate(ppo, network_params, hparams) -> metrics`` (one run, pure) is vmapped over
     every run and jitted as one more call; omit it to skip evaluation. Timing records the
-    compile and run seconds of both calls."""
+    compile and run seconds of both calls; ``diverged_at`` the first non-finite update of each run."""
     settings = grid_settings(axes)
     keys, hparams = flatten_grid(config, settings, seeds)
     train = make_train(config, env, env_params, env_params_schedule=env_params_schedule, hparams=hparams)
@@ -150,6 +151,7 @@ def train_group(
         {k: np.asarray(v) for k, v in result.metrics.items()},
         evaluation,
         timing,
+        diverged_at=np.asarray(diverged_at_update(result.runner, config)),
     )
 
 
@@ -184,8 +186,7 @@ def run_task_sweep(
     for name in shape_choices:
         if name not in SHAPE_FIELDS:
             raise ValueError(f"shape choice {name!r}: expected one of {SHAPE_FIELDS}")
-    combinations = [dict(zip(shape_choices, values)) for values in itertools.product(*shape_choices.values())] or [{}]
-    configs = [(group_name(choice), base_config.replace(**choice)) for choice in combinations]  # validates all first
+    configs = [(group_name(c), base_config.replace(**c)) for c in shape_combinations(shape_choices)]  # validates all
     if curriculum is not None:
         curriculum.check_params(env.default_params)
     groups = []
@@ -210,8 +211,19 @@ def run_task_sweep(
             f"({t['env_steps_per_s']:.0f} steps/s over all runs), evaluation compile "
             f"{t['eval_compile_s']:.1f} s, run {t['eval_run_s']:.1f} s"
         )
+        diverged = int(np.count_nonzero(group.diverged_at))
+        if diverged:
+            log(
+                f"[sweep] group {name}: {diverged} of {group.num_runs} runs diverged "
+                "(their settings rank after every healthy one)"
+            )
         groups.append(group)
     return groups
+
+
+def shape_combinations(shape_choices: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """Every group's shape choice, the first field varying slowest ([{}]: one group, no choice)."""
+    return [dict(zip(shape_choices, values)) for values in itertools.product(*shape_choices.values())] or [{}]
 
 
 def group_name(choice: Mapping[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""The seed API: ``train_hr_ppo(HRWritingEnv(hrv_dim=8), timesteps=5000)`` returns a model.
+"""The seed API: ``train_hr_ppo(HRWritingEnv(hrv_dim=8), timesteps=50_000)`` returns a model.
 
 A thin, Stable-Baselines-shaped layer over ``make_train``: keyword names follow SB3
 (``batch_size`` is the minibatch size, ``clip_range``), the work is one jitted scan. The files
@@ -7,6 +7,8 @@ a model saves to are ``purehr.model.saved``'s.
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,13 +16,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from purehr.envs.base import Environment
+from purehr.envs.base import Environment, check_env_params
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.envs.spaces import observation_batch_size
 from purehr.model.saved import ModelContents, read_model, write_model
 from purehr.ppo.algorithm import PPO, diverged_at_update, make_ppo
 from purehr.ppo.config import MAX_HELDOUT_EPISODES, PPOConfig
 from purehr.ppo.trainer import TrainResult, keys_for_seeds, make_train
+from purehr.run.progress import Progress, TaskPlan
 from purehr.tasks import HRV_DEFAULTS, Task, curriculum_schedule, task_of_env
 
 
@@ -74,10 +77,12 @@ class PPOModel:
         metrics = jax.jit(lambda p: evaluation(self.env, self.env_params, self._ppo.policy(p), **options))(self.params)
         return {name: float(value) for name, value in metrics.items()}
 
-    def save(self, path: str | Path) -> Path:
-        """A directory of JSON and msgpack (no pickle); refuses to overwrite a saved model."""
+    def save(self, path: str | Path, overwrite: bool = False) -> Path:
+        """A directory of JSON and msgpack (no pickle), new or empty: a folder holding anything
+        (a saved model, your files) is refused unless ``overwrite=True``, which replaces the
+        model's files there and keeps every other file."""
         contents = ModelContents(self.env, self.env_params, self.config, self.params, self.metrics, self.seed)
-        return write_model(path, contents)
+        return write_model(path, contents, overwrite)
 
     @classmethod
     def load(cls, path: str | Path) -> PPOModel:
@@ -106,24 +111,64 @@ def train_hr_ppo(
     vf_coef: float = HRV_DEFAULTS.vf_coef,
     seed: int = 0,
     callback: Callable[[dict[str, float]], Any] | None = None,
+    progress: bool | None = None,
     env_params=None,
     curriculum=None,
     **config_overrides,
 ) -> PPOModel:
     """Train PPO with the HRV defaults of docs/protocol.md. ``callback(metrics)`` runs on the host
     after every update; returning ``False`` ends training there, keeping the state reached.
-    ``curriculum`` (a ``purehr.envs.hrv.Curriculum``, e.g. ``Curriculum()`` for the stages
-    of docs/hrv_task.md) changes difficulty and precision inside the scan; the returned model's
-    ``env_params`` are then the final stage's (what ``model.evaluate`` uses).
-    Other ``PPOConfig`` fields can be passed by name (e.g. ``num_envs``)."""
+    ``progress`` shows the protocol's progress bar on stderr once compilation is done (default:
+    when stderr is a terminal). ``curriculum`` (a ``purehr.envs.hrv.Curriculum``, e.g.
+    ``Curriculum()`` for the stages of docs/hrv_task.md) changes difficulty and precision inside
+    the scan; the returned model's ``env_params`` are then the final stage's (what
+    ``model.evaluate`` uses). Other ``PPOConfig`` fields can be passed by name (e.g.
+    ``num_envs``). A budget in which no episode ended warns (its returns are all NaN)."""
     _refuse_non_environment(env)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed={seed!r}: expected a non-negative integer")
+    if progress is not None and not isinstance(progress, bool):
+        raise TypeError(f"progress={progress!r}: expected True, False or None (None: when stderr is a terminal)")
+    config = _seed_api_config(
+        timesteps, learning_rate, batch_size, gamma, clip_range, ent_coef, vf_coef, config_overrides
+    )
+    env_params = env.default_params if env_params is None else env_params
+    check_env_params(env, env_params)
+    if curriculum is not None:
+        if not isinstance(curriculum, Curriculum):
+            raise TypeError(f"curriculum={curriculum!r}: expected a purehr.envs.hrv.Curriculum or None")
+        curriculum.check_params(env_params)
+    if progress is None:
+        progress = getattr(sys.stderr, "isatty", lambda: False)()
+    bar = _progress_bar(env, config) if progress else None
+    train = make_train(
+        config,
+        env,
+        env_params,
+        callback=_seed_callback(callback, bar, env.name),
+        env_params_schedule=curriculum_schedule(curriculum, config),
+    )
+    try:
+        result = train(keys_for_seeds([seed]))
+    finally:
+        if bar is not None:
+            bar.close()
+    if curriculum is not None:
+        env_params = curriculum.final_params(env_params)
+    model = _trained_model(result, env, env_params, config, seed, curriculum)
+    _warn_if_no_episode_ended(model)
+    return model
+
+
+def _seed_api_config(
+    timesteps, learning_rate, batch_size, gamma, clip_range, ent_coef, vf_coef, config_overrides
+) -> PPOConfig:
+    """The HRV defaults with the seed API's arguments, under their ``PPOConfig`` names."""
     aliased = {"total_timesteps": "timesteps", "minibatch_size": "batch_size"}.items()
     for field, argument in aliased:  # the seed API names these two its own way
         if field in config_overrides:
             raise TypeError(f"train_hr_ppo got {field}=...; pass {argument}= (its name in this API) instead")
-    config = HRV_DEFAULTS.replace(
+    return HRV_DEFAULTS.replace(
         total_timesteps=timesteps,
         learning_rate=learning_rate,
         minibatch_size=batch_size,
@@ -133,25 +178,55 @@ def train_hr_ppo(
         vf_coef=vf_coef,
         **config_overrides,
     )
-    env_params = env.default_params if env_params is None else env_params
 
-    seed_callback = None
-    if callback is not None:
 
-        def seed_callback(metrics):
+def _progress_bar(env: Environment, config: PPOConfig) -> Progress:
+    """The protocol run's progress line for one seed of ``env`` (no checkpoints here)."""
+    plan = TaskPlan(config.batch_size, config.num_updates, config.num_updates * config.batch_size, (), ())
+    return Progress({env.name: plan}, num_seeds=1)
+
+
+def _seed_callback(callback: Callable | None, bar: Progress | None, task_name: str) -> Callable | None:
+    """``make_train``'s host callback: the progress bar (started at the first update, once the
+    program is compiled), then the user's callback with the one seed's metrics as floats."""
+    if callback is None and bar is None:
+        return None
+
+    def on_update(metrics):
+        if bar is not None:
+            if bar.started is None:
+                bar.start()
+            bar.on_update(task_name, metrics)
+        if callback is not None:
             return callback({name: value[0].item() for name, value in metrics.items()})
+        return None
 
-    if curriculum is not None:
-        if not isinstance(curriculum, Curriculum):
-            raise TypeError(f"curriculum={curriculum!r}: expected a purehr.envs.hrv.Curriculum or None")
-        curriculum.check_params(env_params)
-    train = make_train(
-        config, env, env_params, callback=seed_callback, env_params_schedule=curriculum_schedule(curriculum, config)
+    return on_update
+
+
+def _warn_if_no_episode_ended(model: PPOModel) -> None:
+    """A ``UserWarning`` naming the numbers when the whole budget trained and no episode ended
+    (every training return NaN): too few steps per environment for one episode."""
+    config, returns = model.config, model.metrics["mean_episode_return"]
+    if len(returns) != config.num_updates or not np.isnan(returns).all():
+        return  # an episode ended, or the user's callback stopped training early
+    steps_per_env = config.num_updates * config.num_steps
+    try:
+        longest = int(model.env.max_episode_steps(model.env_params))
+    except NotImplementedError:
+        longest = None
+    lasts, enough = "", ""
+    if longest:
+        lasts = f"; an episode lasts up to {longest} steps"
+        enough = f" (every environment ends one by timesteps={-(-longest // config.num_steps) * config.batch_size:,})"
+    warnings.warn(
+        f"no episode ended in {config.num_updates} updates of {config.num_envs} envs x {config.num_steps} steps "
+        f"(timesteps={config.total_timesteps}, {steps_per_env} steps per environment{lasts}): "
+        f"mean_episode_return and train_success_rate are NaN and the policy has hardly trained; give a larger "
+        f"timesteps{enough}",
+        UserWarning,
+        stacklevel=3,  # the caller of train_hr_ppo
     )
-    result = train(keys_for_seeds([seed]))
-    if curriculum is not None:
-        env_params = curriculum.final_params(env_params)
-    return _trained_model(result, env, env_params, config, seed, curriculum)
 
 
 def _refuse_non_environment(env: Any) -> None:

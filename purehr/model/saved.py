@@ -1,8 +1,8 @@
 """The saved-model format: a folder of ``model.json`` (format tag, environment class and kwargs,
-config, seed, a SHA-256 per file), ``params.msgpack``, ``env_params.msgpack`` and ``metrics.npz``;
-no pickle. ``write_model`` writes one, ``read_model`` reads one back checked as a checkpoint is
-(docs/interfaces.md, "Saved models"). Environments are found through the task registry, so a
-registered task saves and loads with no change here."""
+config, seed, a SHA-256 per file and one of its own content), ``params.msgpack``,
+``env_params.msgpack`` and ``metrics.npz``; no pickle. ``write_model`` writes one, ``read_model``
+reads one back checked as a checkpoint is (docs/interfaces.md, "Saved models"). Environments are
+found through the task registry, so a registered task saves and loads with no change here."""
 
 from __future__ import annotations
 
@@ -22,13 +22,24 @@ from flax import serialization
 from purehr.envs.base import Environment
 from purehr.ppo.algorithm import make_ppo
 from purehr.ppo.config import PPOConfig
-from purehr.run.files import read_json_object, read_parsed
+from purehr.run.files import (
+    atomic_write_bytes,
+    atomic_write_text,
+    json_values,
+    read_json_object,
+    read_parsed,
+    write_npz,
+)
 from purehr.tasks import TASKS, task_of_env, task_of_env_class
 
 MODEL_FORMAT = "purehr-ppo-model/1"
 MODEL_FILES = ("params.msgpack", "env_params.msgpack", "metrics.npz")
 """The files of a saved model besides model.json, which records the SHA-256 of each
 (``digests``); a model saved before digests existed loads with a warning."""
+SELF_DIGEST = "model_json_sha256"
+"""model.json's field holding the SHA-256 of its own content (``description_digest``): an edit
+of the environment, config or seed is detected as an edit of a file is. A top-level field, so
+an older purehr still reads a model saved by this one."""
 
 
 class DamagedModelError(ValueError):
@@ -46,24 +57,57 @@ class ModelContents(NamedTuple):
     seed: int
 
 
-def write_model(path: str | Path, contents: ModelContents) -> Path:
-    """A directory of JSON and msgpack (no pickle); refuses to overwrite a saved model."""
+def write_model(path: str | Path, contents: ModelContents, overwrite: bool = False) -> Path:
+    """A directory of JSON and msgpack (no pickle), into a new or empty folder. A folder that
+    holds anything (a saved model, a user's files) is refused unless ``overwrite``; then the
+    model's four files are replaced and every other file there is left as it was. Each file is
+    written whole before it is renamed into place, model.json last."""
     path = Path(path)
-    if (path / "model.json").exists():
-        raise FileExistsError(f"{path} already holds a saved model; choose a new path or delete it")
+    _check_destination(path, overwrite)
     path.mkdir(parents=True, exist_ok=True)
-    (path / "params.msgpack").write_bytes(serialization.to_bytes(contents.params))
-    (path / "env_params.msgpack").write_bytes(serialization.to_bytes(contents.env_params))
-    np.savez(path / "metrics.npz", **contents.metrics)
-    description = {
-        "format": MODEL_FORMAT,
-        "env": {"class": type(contents.env).__name__, "kwargs": _env_kwargs(contents.env)},
-        "config": contents.config.to_dict(),
-        "seed": contents.seed,
-        "digests": {name: file_digest(path / name) for name in MODEL_FILES},
-    }
-    (path / "model.json").write_text(json.dumps(description, indent=2))
+    atomic_write_bytes(path / "params.msgpack", serialization.to_bytes(contents.params))
+    atomic_write_bytes(path / "env_params.msgpack", serialization.to_bytes(contents.env_params))
+    write_npz(path / "metrics.npz", contents.metrics)
+    description = json_values(
+        {
+            "format": MODEL_FORMAT,
+            "env": {"class": type(contents.env).__name__, "kwargs": _env_kwargs(contents.env)},
+            "config": contents.config.to_dict(),
+            "seed": contents.seed,
+            "digests": {name: file_digest(path / name) for name in MODEL_FILES},
+        }
+    )
+    description[SELF_DIGEST] = description_digest(description)
+    atomic_write_text(path / "model.json", json.dumps(description, indent=2))
     return path
+
+
+def _check_destination(path: Path, overwrite: bool) -> None:
+    """``FileExistsError`` for a file, or a folder holding anything, unless ``overwrite``."""
+    if not isinstance(overwrite, bool):
+        raise TypeError(f"overwrite={overwrite!r}: expected True or False")
+    if path.exists() and not path.is_dir():
+        raise FileExistsError(f"{path} is a file; expected a new or empty folder for the saved model")
+    found = sorted(entry.name for entry in path.iterdir()) if path.is_dir() else []
+    if not found or overwrite:
+        return
+    if "model.json" in found:
+        raise FileExistsError(
+            f"{path} already holds a saved model; pass overwrite=True to replace it, or choose a new path"
+        )
+    shown = found if len(found) <= 5 else [*found[:5], f"... ({len(found)} entries)"]
+    raise FileExistsError(
+        f"{path} holds {shown}, which is not a saved model; save into a new or empty folder "
+        f"(overwrite=True replaces {['model.json', *MODEL_FILES]} there and keeps the rest)"
+    )
+
+
+def description_digest(description: dict[str, Any]) -> str:
+    """SHA-256 of model.json's content without its own digest field: its JSON with sorted keys
+    and no spaces, so a file written out again in another layout keeps its digest."""
+    content = {name: value for name, value in description.items() if name != SELF_DIGEST}
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def read_model(path: str | Path) -> ModelContents:
@@ -74,7 +118,7 @@ def read_model(path: str | Path) -> ModelContents:
     ``DamagedModelError`` for changed files) naming the file and the value."""
     path = Path(path)
     description = _read_description(path)
-    _check_digests(path, description)
+    _check_file_digests(path, description)
     where = path / "model.json"
     env_kwargs = dict(description["env"]["kwargs"])
     task = task_of_env_class(description["env"]["class"])
@@ -119,6 +163,7 @@ def _read_description(path: Path) -> dict[str, Any]:
         not_json=lambda error: DamagedModelError(f"{where} is not JSON ({error})"),
         not_object=lambda value: ValueError(f"{where} holds a {type(value).__name__}; expected a JSON object"),
     )
+    _check_self_digest(where, description)
     if description.get("format") != MODEL_FORMAT:
         raise ValueError(f"{where} has format {description.get('format')!r}; expected {MODEL_FORMAT!r}")
     env = description.get("env")
@@ -141,7 +186,21 @@ def _read_description(path: Path) -> dict[str, Any]:
     return description
 
 
-def _check_digests(path: Path, description: dict[str, Any]) -> None:
+def _check_self_digest(where: Path, description: dict[str, Any]) -> None:
+    """model.json against the SHA-256 of its content it recorded, before any of its values is
+    used; one saved before that digest existed is read on (``_check_file_digests`` warns)."""
+    recorded = description.get(SELF_DIGEST)
+    if recorded is None:
+        return
+    if recorded != description_digest(description):
+        raise DamagedModelError(
+            f"{where} has changed since the model was saved (its content no longer matches the SHA-256 "
+            f"recorded in its {SELF_DIGEST!r} field): it was edited or is damaged; save the model again "
+            "from its source rather than editing model.json"
+        )
+
+
+def _check_file_digests(path: Path, description: dict[str, Any]) -> None:
     digests = description.get("digests")
     if digests is None:
         warnings.warn(
@@ -150,6 +209,13 @@ def _check_digests(path: Path, description: dict[str, Any]) -> None:
             stacklevel=4,  # the caller of PPOModel.load
         )
         return
+    if SELF_DIGEST not in description:
+        warnings.warn(
+            f"{path} was saved without a digest of model.json itself (by an earlier purehr), so an edit "
+            "of its environment, config or seed cannot be detected; its other files are checked against "
+            "their digests. Save it again to add it.",
+            stacklevel=4,
+        )
     for name in MODEL_FILES:
         if not (path / name).is_file():
             raise DamagedModelError(f"{path / name} is missing; a saved model holds model.json and {list(MODEL_FILES)}")

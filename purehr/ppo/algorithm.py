@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from purehr.envs.base import Environment, all_finite
+from purehr.envs.base import Environment, all_finite, check_env_params, check_environment
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.config import PPOConfig, PPOHyperparams
@@ -148,8 +148,13 @@ def make_ppo(
       ``PPO`` with ``init(key [2] uint32, hparams=None) -> RunnerState`` and
       ``update(RunnerState) -> (RunnerState, metrics)``: one rollout of E environments x T
       steps, GAE, then ``num_epochs`` epochs of B / M minibatches; metrics are scalars.
+
+    Raises ``TypeError`` before any tracing for an environment without what training needs
+    (``purehr.envs.base.check_environment``) or parameters not of its params type.
     """
+    check_environment(env)
     env_params = env.default_params if env_params is None else env_params
+    check_env_params(env, env_params)
     action_space = env.action_space(env_params)
     observation_size = flat_dim(env.observation_space(env_params))
     network = ActorCritic(

@@ -48,9 +48,10 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_OPTIMIZER_STEPS = 2**31 - 1
 """Largest count of an int32 counter: the limit on updates x epochs x minibatches per seed."""
 MAX_HELDOUT_EPISODES = 100_000
-"""The largest held-out evaluation scripts/evaluate.py and ``PPOModel.evaluate`` accept: every
-episode runs at once (vmapped), and 10^8 swing episodes asked XLA for 354 GB (about 3.5 kB
-each), so this bound keeps a request near 0.35 GB."""
+"""The largest held-out evaluation that scripts/evaluate.py, ``PPOModel.evaluate`` and a
+config's ``eval_episodes`` / ``quick_eval_episodes`` accept: every episode runs at once
+(vmapped), and 10^8 swing episodes asked XLA for 354 GB (about 3.5 kB each), so this bound
+keeps a request near 0.35 GB."""
 
 
 @struct.dataclass
@@ -125,6 +126,12 @@ class PPOConfig:
             value = getattr(self, name)
             if value <= 0:
                 raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer")
+        for name in ("eval_episodes", "quick_eval_episodes"):
+            if getattr(self, name) > MAX_HELDOUT_EPISODES:
+                raise ValueError(
+                    f"PPOConfig.{name}={getattr(self, name)!r}: expected at most {MAX_HELDOUT_EPISODES:,} "
+                    "(every held-out episode runs at once on the device)"
+                )
         if self.full_eval_interval > 1 and self.quick_eval_episodes > self.eval_episodes:
             raise ValueError(
                 f"PPOConfig.quick_eval_episodes={self.quick_eval_episodes}: expected at most "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
@@ -58,13 +58,28 @@ class TrainResult:
 
 class _CallbackHooks:
     """``make_train``'s ``callback`` as the ``HostHooks`` its program calls: the metrics of
-    the update, with ``env_steps`` counted on the host."""
+    the update, with ``env_steps`` counted on the host. An exception the callback raises is
+    kept and stops the scan (raised inside the io_callback it would reach the caller as an
+    XLA ``INTERNAL`` error); ``Trainer.__call__`` raises it once the program has returned."""
 
     def __init__(self, callback: HostCallback, config: PPOConfig):
         self.callback, self.config = callback, config
+        self.error: BaseException | None = None
 
     def on_update(self, loop: str, metrics: dict) -> bool | None:
-        return self.callback(dict(metrics, env_steps=host_env_steps(metrics["update"], self.config)))
+        try:
+            return self.callback(dict(metrics, env_steps=host_env_steps(metrics["update"], self.config)))
+        except BaseException as error:  # kept whole: Trainer.__call__ raises it
+            error.add_note(
+                f"raised by make_train's callback after update {int(metrics['update'][0])}; training stopped there"
+            )
+            self.error = error
+            return False
+
+    def raise_kept_error(self) -> None:
+        error, self.error = self.error, None
+        if error is not None:
+            raise error
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,9 @@ class Trainer:
     ppo: PPO
     jitted: Callable[[jax.Array, PPOHyperparams | None], TrainResult]
     hparams: PPOHyperparams | None = None
+    callback_hooks: _CallbackHooks | None = field(default=None, repr=False, compare=False)
+    """Where the callback's exception waits for ``__call__`` (calling ``jitted`` yourself, read
+    ``callback_hooks.error`` after it)."""
 
     def __call__(self, keys) -> TrainResult:
         keys = raw_seed_keys(keys)
@@ -92,6 +110,10 @@ class Trainer:
                 lambda x: jnp.broadcast_to(jnp.asarray(x, jnp.float32), (keys.shape[0],)), self.hparams
             )
         result = self.jitted(keys, seed_hparams)
+        if self.callback_hooks is not None:
+            jax.block_until_ready(result)
+            jax.effects_barrier()  # every callback of the program has run
+            self.callback_hooks.raise_kept_error()
         if not getattr(result.metrics["update"], "is_fully_addressable", True):
             return result  # spread over hosts (purehr.devices.distributed): env_steps = update * batch_size
         steps = host_env_steps(result.metrics["update"], self.config)
@@ -115,7 +137,8 @@ def make_train(
       config, env, env_params, env_params_schedule: as for ``make_ppo``.
       callback: runs on the host every ``callback_interval`` updates with that update's
         metrics (NumPy, [seeds], plus ``env_steps``); returning ``False`` stops training at
-        the next update and keeps the state reached.
+        the next update and keeps the state reached. An exception it raises stops training
+        there too and is raised by ``trainer(keys)`` (with a note naming the update).
       hparams: ``PPOHyperparams`` whose leaves are scalars or [seeds] (a sweep); default the
         config's.
       runner_constraint: pins the seed-batched runner's layout inside the jit (see
@@ -130,8 +153,10 @@ def make_train(
         raise ValueError(f"callback_interval={callback_interval!r}: expected a positive integer")
     ppo = make_ppo(config, env, env_params, env_params_schedule)
     hooks = ()
+    callback_hooks = None
     if callback is not None:
-        host = HostSlot(_CallbackHooks(callback, config))
+        callback_hooks = _CallbackHooks(callback, config)
+        host = HostSlot(callback_hooks)
         call_back = functools.partial(host.on_update, "")
         hooks = (
             Hook(
@@ -151,4 +176,4 @@ def make_train(
         (runner,), (output,) = run_updates([loop], [constrain(runner)], ppo.num_updates)
         return TrainResult(runner, jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), output.metrics))
 
-    return Trainer(config, ppo, jax.jit(train_seeds), hparams)
+    return Trainer(config, ppo, jax.jit(train_seeds), hparams, callback_hooks)

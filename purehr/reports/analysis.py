@@ -22,7 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from purehr.reports.stats import TAIL_FRACTION, finite_values, mean_confidence_interval, tail_length, tail_mean
+from purehr.reports.stats import (
+    FRACTION,
+    NON_NEGATIVE,
+    TAIL_FRACTION,
+    UNBOUNDED,
+    finite_values,
+    mean_confidence_interval,
+    tail_length,
+    tail_mean,
+)
 from purehr.run.columns import ANALYSED_CHECKPOINT_COLUMNS, ANALYSED_UPDATE_COLUMNS
 from purehr.run.run_dir import read_manifest, read_seed_logs, run_seed_directories
 
@@ -74,6 +83,29 @@ METRIC_GUIDE: dict[str, tuple[str, str]] = {
 }
 """Per metric: (direction, meaning), printed beside each value by scripts/analyze_run.py so a
 number that is correct by its definition cannot be read the wrong way round."""
+
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    "convergence_rate": FRACTION,
+    "stability_score": FRACTION,
+    "decline_from_best": NON_NEGATIVE,
+    "training_success_rate": FRACTION,
+    "heldout_success_rate": FRACTION,
+    "heldout_final_distance": NON_NEGATIVE,
+    "hrv_alignment": (-1.0, 1.0),
+    "generalisation": NON_NEGATIVE,
+    "robustness": NON_NEGATIVE,
+    "samples_per_second": NON_NEGATIVE,
+    "training_time_s": NON_NEGATIVE,
+    "env_steps": NON_NEGATIVE,
+}
+"""The values each metric can take by its definition (the rest are unbounded): the aggregate's
+t interval is clipped to them."""
+MEASURED_FROM: dict[str, str] = {
+    "heldout_final_distance": "eval_final_distance",
+    "hrv_alignment": "eval_alignment",
+    "robustness": ROBUSTNESS_COLUMN,
+}
+"""Metrics a task measures only when its checkpoints.csv has this column (hrv's, not swing's)."""
 
 Columns = Mapping[str, np.ndarray]
 
@@ -243,9 +275,11 @@ def analyze_run(run_dir: str | Path) -> dict[str, Any]:
     Tasks are ``manifest["tasks"]`` (else every folder holding ``seed_<n>`` folders).
     Returns ``{"run_dir", "wall_time_s", "peak_memory_bytes", "curricula" (the manifest's
     difficulty schedules, {} for none), "tasks": {task: {"seeds":
-    {seed: seed_metrics}, "aggregate": {metric: mean_confidence_interval}, "consistency",
-    "samples_per_second_all_seeds"}}}``; ``samples_per_second_all_seeds`` is the task's
-    steps over all seeds divided by the longest seed's elapsed time (seeds train together).
+    {seed: seed_metrics}, "aggregate": {metric: mean_confidence_interval, clipped to
+    METRIC_RANGES}, "not_measured": [metrics the task's logs have no column for, NaN by
+    construction], "consistency", "samples_per_second_all_seeds"}}}``;
+    ``samples_per_second_all_seeds`` is the task's steps over all seeds divided by the longest
+    seed's elapsed time (seeds train together).
     """
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
@@ -257,19 +291,26 @@ def analyze_run(run_dir: str | Path) -> dict[str, Any]:
         "tasks": {},
     }
     for task, seed_dirs in run_seed_directories(run_dir, manifest).items():
-        per_seed = {
-            seed: seed_metrics(
-                *read_seed_logs(seed_dir, ANALYSED_UPDATE_COLUMNS, ANALYSED_CHECKPOINT_COLUMNS, numeric=True)
-            )
+        logs = {
+            seed: read_seed_logs(seed_dir, ANALYSED_UPDATE_COLUMNS, ANALYSED_CHECKPOINT_COLUMNS, numeric=True)
             for seed, seed_dir in seed_dirs.items()
         }
+        per_seed = {seed: seed_metrics(*seed_logs) for seed, seed_logs in logs.items()}
         metric_names = next(iter(per_seed.values())).keys()
         result["tasks"][task] = {
             "seeds": per_seed,
             "aggregate": {
-                name: mean_confidence_interval(np.array([metrics[name] for metrics in per_seed.values()]))
+                name: mean_confidence_interval(
+                    np.array([metrics[name] for metrics in per_seed.values()]),
+                    bounds=METRIC_RANGES.get(name, UNBOUNDED),
+                )
                 for name in metric_names
             },
+            "not_measured": [
+                name
+                for name, column in MEASURED_FROM.items()
+                if not any(column in checkpoints for _, checkpoints in logs.values())
+            ],
             "consistency": consistency(np.array([metrics["final_reward"] for metrics in per_seed.values()])),
             "samples_per_second_all_seeds": _ratio(
                 sum(metrics["env_steps"] for metrics in per_seed.values()),

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from purehr.reports.stats import mean_confidence_interval
+from purehr.reports.stats import UNINFORMATIVE_NOTE, mean_confidence_interval, metric_range
 from purehr.run.columns import ANALYSED_CHECKPOINT_COLUMNS
 from purehr.run.files import read_csv_columns
 from purehr.run.run_dir import CHECKPOINTS_CSV, read_manifest, seed_dir_name
@@ -40,14 +40,15 @@ def final_checkpoint_metrics(run_dir: Path, task: str, seeds: list[int]) -> dict
     return {name: np.asarray([row[name] for row in per_seed], np.float64) for name in per_seed[0]}
 
 
-def _interval(values: np.ndarray, digits: int) -> str:
-    stats = mean_confidence_interval(values)
+def _interval(values: np.ndarray, metric: str, digits: int) -> str:
+    """``mean [low, high]`` clipped to the metric's range, ``*`` when it says little (few seeds)."""
+    stats = mean_confidence_interval(values, bounds=metric_range(metric))
     if not math.isfinite(stats["mean"]):
         return "-"
     text = f"{stats['mean']:.{digits}f}"
     if math.isfinite(stats["ci_low"]):
         text += f" [{stats['ci_low']:.{digits}f}, {stats['ci_high']:.{digits}f}]"
-    return text
+    return text + ("*" if stats["uninformative"] else "")
 
 
 def _single(metrics: dict[str, Any], name: str, digits: int) -> str:
@@ -69,9 +70,10 @@ def results_table(run_dir: str | Path) -> str:
         metric, label, digits = GOAL_METRIC.get(task, ("return_mean", "return", 2))
         ppo = final_checkpoint_metrics(run_dir, task, seeds)
         steps = int(ppo["steps"][0])
+        success = _interval(ppo["success_rate"], "success_rate", 2)
         lines.append(
-            f"| {task} | PPO, {len(seeds)} seeds, {steps:,} steps | {_interval(ppo['success_rate'], 2)} | "
-            f"{label}: {_interval(ppo[metric], digits)} | {_interval(ppo['return_mean'], 2)} | "
+            f"| {task} | PPO, {len(seeds)} seeds, {steps:,} steps | {success} | "
+            f"{label}: {_interval(ppo[metric], metric, digits)} | {_interval(ppo['return_mean'], 'return_mean', 2)} | "
             f"{', '.join(f'{v:.2f} ({p:.{digits}f})' for v, p in zip(ppo['success_rate'], ppo[metric]))} |"
         )
         baseline = manifest.get("baselines", {}).get(task, {})
@@ -82,6 +84,8 @@ def results_table(run_dir: str | Path) -> str:
                 f"| {task} | {name} | {_single(metrics, 'success_rate', 2)} | "
                 f"{label}: {_single(metrics, metric, digits)} | {_single(metrics, 'return_mean', 2)} | |"
             )
+    if any("*" in line for line in lines):
+        lines += ["", UNINFORMATIVE_NOTE]
     return "\n".join(lines) + "\n"
 
 

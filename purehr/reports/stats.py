@@ -51,11 +51,64 @@ def t_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[np.ndarray
     return mean, mean - half_width, mean + half_width
 
 
-def mean_confidence_interval(values: np.ndarray, confidence: float = 0.95) -> dict[str, float]:
+def mean_confidence_interval(
+    values: np.ndarray, confidence: float = 0.95, bounds: tuple[float, float] | None = None
+) -> dict[str, float]:
     """Mean and two-sided Student-t interval over seeds of one number per seed (NaN entries
-    are dropped; NaN bounds for one seed)."""
+    are dropped; NaN bounds for one seed). With ``bounds`` (the metric's range, see
+    ``metric_range``) the interval is clipped to it; ``uninformative`` says when it tells
+    little either way (``interval_uninformative``)."""
     finite = finite_values(values)
     if not len(finite):
-        return {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n": 0}
+        return {"mean": math.nan, "ci_low": math.nan, "ci_high": math.nan, "n": 0, "uninformative": True}
     mean, low, high = (float(bound) for bound in t_interval(finite, confidence))
-    return {"mean": mean, "ci_low": low, "ci_high": high, "n": len(finite)}
+    uninformative = interval_uninformative(len(finite), low, high, bounds)
+    if bounds is not None:
+        low, high = (float(bound) for bound in clip_to_range(low, high, bounds))
+    return {"mean": mean, "ci_low": low, "ci_high": high, "n": len(finite), "uninformative": uninformative}
+
+
+# --- the range a metric can take --------------------------------------------------------------
+
+UNBOUNDED = (-math.inf, math.inf)
+FRACTION = (0.0, 1.0)
+NON_NEGATIVE = (0.0, math.inf)
+METRIC_RANGES: dict[str, tuple[float, float]] = {
+    "success_rate": FRACTION,
+    "noisy_success_rate": FRACTION,
+    "negative_tension_rate": FRACTION,
+    "alignment": (-1.0, 1.0),
+    "episode_length": NON_NEGATIVE,
+    "time_to_rotation": NON_NEGATIVE,
+    "effort": NON_NEGATIVE,
+    "final_distance": NON_NEGATIVE,
+}
+"""The values a held-out metric can take by its definition (``eval_`` prefix or not); a t
+interval of few seeds runs past them (``0.99 [0.86, 1.12]``), so reports clip to them."""
+MIN_INFORMATIVE_SEEDS = 3
+"""Below this many seeds a t interval is too wide to tell settings apart (t(0.975, 1) = 12.7)."""
+UNINFORMATIVE_NOTE = (
+    f"intervals clipped to the metric's range; * marks one of fewer than {MIN_INFORMATIVE_SEEDS} seeds "
+    "or as wide as the range: it says little"
+)
+
+
+def metric_range(name: str) -> tuple[float, float]:
+    """The range of a metric named as in the evaluation (``success_rate``) or a checkpoints.csv
+    column (``eval_success_rate``); unbounded when unknown (a return)."""
+    return METRIC_RANGES.get(name.removeprefix("eval_"), UNBOUNDED)
+
+
+def clip_to_range(low, high, bounds: tuple[float, float]):
+    """The interval's bounds (numbers or arrays) clipped to ``bounds``; NaN stays NaN."""
+    return np.clip(low, *bounds), np.clip(high, *bounds)
+
+
+def interval_uninformative(n: int, low: float, high: float, bounds: tuple[float, float] | None = None) -> bool:
+    """True when the interval says little: fewer than ``MIN_INFORMATIVE_SEEDS`` seeds, or (for a
+    metric bounded on both sides) an unclipped interval at least as wide as the whole range."""
+    if n < MIN_INFORMATIVE_SEEDS or not (math.isfinite(low) and math.isfinite(high)):
+        return True
+    if bounds is None or not all(math.isfinite(bound) for bound in bounds):
+        return False
+    return high - low >= bounds[1] - bounds[0]

@@ -6,7 +6,9 @@ run directory's files and returns a string, so the command line and the tests us
 from __future__ import annotations
 
 import math
+import os
 import shlex
+import sys
 from pathlib import Path
 
 from purehr.reports.results_table import goals_met, results_table
@@ -96,4 +98,18 @@ def _quoted(path: Path, cwd) -> str:
 
 def _script(scripts_dir, name: str, cwd) -> str:
     scripts = Path(scripts_dir) if scripts_dir is not None else Path(__file__).resolve().parents[1] / "scripts"
-    return f"python {_quoted(scripts / name, cwd)}"
+    return f"{interpreter(cwd)} {_quoted(scripts / name, cwd)}"
+
+
+def interpreter(cwd: str | Path | None = None, executable: str | None = None) -> str:
+    """The Python that runs this (``sys.executable``), as a command: relative to the working
+    directory when inside it (``.venv/bin/python``), else absolute. Bare ``python`` fails outside
+    an activated virtual environment. Symlinks are kept: a venv's python is a link out of it."""
+    executable = executable or sys.executable
+    if not executable:  # an embedded interpreter that cannot say
+        return "python"
+    path = os.path.abspath(executable)
+    base = os.path.abspath(Path.cwd() if cwd is None else cwd)
+    relative = os.path.relpath(path, base)
+    shown = path if relative.startswith(os.pardir) else relative
+    return shlex.quote(shown if os.sep in shown else os.path.join(os.curdir, shown))

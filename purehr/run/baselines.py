@@ -1,37 +1,144 @@
 """The reference points of every task: its baseline (structured controller, oracle) and its
 floor policies (doing nothing, acting at random), evaluated on the held-out protocol PPO is
-judged on, so a run's manifest says what its PPO policies must beat."""
+judged on, so a run's manifest says what its PPO policies must beat.
+
+Evaluating them takes tens of seconds (a compilation per policy), while their numbers depend
+only on their definition (``baseline_definition``: the task and its policies, the environment,
+the held-out params and episode count, the code, the precision and the backend). So each
+task's are kept by a digest of that definition: in this process, and in a small JSON file under
+the user's cache directory (``PUREHR_CACHE_DIR``, else ``$XDG_CACHE_HOME/purehr``, else
+``~/.cache/purehr``; ``PUREHR_CACHE_DIR=""`` keeps none). A changed definition is another key."""
 
 from __future__ import annotations
 
+import copy
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
 
+from purehr.run.checkpoints import tree_digest
+from purehr.run.files import atomic_write_json, json_values
 from purehr.run.runner import TaskSetup
 
+CACHE_FORMAT = 1
+_EVALUATED: dict[str, dict[str, Any]] = {}  # key -> one task's baselines, this process
 
-def evaluate_baselines(setups: list[TaskSetup]) -> dict[str, Any]:
+
+def evaluate_baselines(
+    setups: list[TaskSetup], say: Callable[[str], None] | None = None, cache_dir: Path | None = None
+) -> dict[str, Any]:
     """task -> {"name", "definition", "metrics", "floors": {floor name: metrics}}, every metric
-    a float (the manifest's ``baselines``)."""
+    a float (the manifest's ``baselines``); those of a definition evaluated before are reused.
+    ``say`` hears which are reused (default: nothing is said)."""
+    say = say or (lambda message: None)
+    folder = baseline_cache_dir() if cache_dir is None else cache_dir
     baselines = {}
     for setup in setups:
-
-        def heldout(policy):
-            metrics = jax.jit(
-                lambda: setup.task.heldout_evaluation(
-                    setup.env, setup.eval_env_params, policy, num_episodes=setup.config.eval_episodes
-                )
-            )()
-            return {k: float(v) for k, v in metrics.items()}
-
-        baseline = setup.task.baseline
-        baselines[setup.name] = {
-            "name": baseline.name,
-            "definition": baseline.definition,
-            "metrics": heldout(baseline.make_policy(setup.env, setup.eval_env_params)),
-            "floors": {
-                floor.name: heldout(floor.make_policy(setup.env, setup.eval_env_params)) for floor in setup.task.floors
-            },
-        }
+        definition = baseline_definition(setup)
+        key = baseline_key(definition)
+        found = _EVALUATED.get(key) or _read_cached(folder, key)
+        if found is None:
+            found = _evaluate(setup)
+            _write_cached(folder, key, definition, found)
+        else:
+            where = "" if folder is None else f", kept in {folder}"
+            say(f"{setup.name}: reused, as evaluated before for the same definition{where}")
+        _EVALUATED[key] = found
+        baselines[setup.name] = copy.deepcopy(found)
     return baselines
+
+
+def _evaluate(setup: TaskSetup) -> dict[str, Any]:
+    def heldout(policy):
+        metrics = jax.jit(
+            lambda: setup.task.heldout_evaluation(
+                setup.env, setup.eval_env_params, policy, num_episodes=setup.config.eval_episodes
+            )
+        )()
+        return {k: float(v) for k, v in metrics.items()}
+
+    baseline = setup.task.baseline
+    return {
+        "name": baseline.name,
+        "definition": baseline.definition,
+        "metrics": heldout(baseline.make_policy(setup.env, setup.eval_env_params)),
+        "floors": {
+            floor.name: heldout(floor.make_policy(setup.env, setup.eval_env_params)) for floor in setup.task.floors
+        },
+    }
+
+
+def baseline_definition(setup: TaskSetup) -> dict[str, Any]:
+    """Everything a task's baseline numbers depend on. The held-out episodes' keys are fixed in
+    the task's code, which ``source`` covers (any edit of purehr is a new definition)."""
+    params = setup.eval_env_params
+    return {
+        "format": CACHE_FORMAT,
+        "task": setup.name,
+        "policies": [[b.name, b.flag, b.definition] for b in setup.task.baselines],
+        "environment": f"{type(setup.env).__module__}.{type(setup.env).__qualname__}",
+        "env_kwargs": json_values(setup.task.env_kwargs(setup.env)),
+        "eval_params": {
+            "fields": [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]],
+            "digest": tree_digest(params),
+        },
+        "eval_episodes": setup.config.eval_episodes,
+        "x64": bool(jax.config.jax_enable_x64),
+        "backend": jax.default_backend(),
+        "device_kind": jax.devices()[0].device_kind,
+        "jax": jax.__version__,
+        "source": purehr_source_digest(),
+    }
+
+
+def baseline_key(definition: dict[str, Any]) -> str:
+    """The digest a definition is kept by (the same definition: the same key)."""
+    return hashlib.sha256(json.dumps(definition, sort_keys=True).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def purehr_source_digest() -> str:
+    """SHA-256 over purehr's Python files (paths and contents): the code that computes the numbers."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def baseline_cache_dir() -> Path | None:
+    """Where evaluated baselines are kept between processes (None: nowhere)."""
+    given = os.environ.get("PUREHR_CACHE_DIR")
+    if given is not None:
+        return Path(given) / "baselines" if given else None
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "purehr" / "baselines"
+
+
+def _read_cached(folder: Path | None, key: str) -> dict[str, Any] | None:
+    """The kept baselines of ``key``, or None (none kept, or a file that is not one: re-evaluated)."""
+    if folder is None:
+        return None
+    try:
+        record = json.loads((folder / f"{key}.json").read_text())
+        baselines = record["baselines"]
+        whole = record["key"] == key and all(isinstance(baselines[part], dict) for part in ("metrics", "floors"))
+        return baselines if whole else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_cached(folder: Path | None, key: str, definition: dict[str, Any], baselines: dict[str, Any]) -> None:
+    """Kept for the next process; a cache that cannot be written is only a slower next run."""
+    if folder is None:
+        return
+    try:
+        atomic_write_json(folder / f"{key}.json", {"key": key, "definition": definition, "baselines": baselines})
+    except OSError:
+        pass

@@ -4,6 +4,7 @@ corrupted one is detected even when Orbax would restore it without complaint."""
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import time
 from pathlib import Path
@@ -13,9 +14,19 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from purehr.run.run_dir import is_orbax_entry
+
+DIGEST = re.compile(r"^[0-9a-f]{64}$")
+"""A ``state_digest`` cell: the SHA-256 of ``tree_digest``, in hex."""
+
 
 class CorruptCheckpointError(RuntimeError):
-    """A checkpoint that is missing, half-written, unreadable or whose contents changed."""
+    """A checkpoint that is missing, half-written, unreadable, unverifiable or whose contents changed."""
+
+
+class CheckpointNotShipped(CorruptCheckpointError):
+    """A published record lists the checkpoint (with its metrics) but does not ship it: nothing
+    is damaged, the record keeps each seed's last checkpoint only."""
 
 
 def tree_digest(tree: Any) -> str:
@@ -37,24 +48,62 @@ def verify_readable(path: Path) -> None:
     the one useful error). Read here with blocking TensorStore calls, damage (a checksum
     failure, a truncated or missing file) surfaces as one clear error and Orbax only ever
     reads a checkpoint that reads. A checkpoint in another layout is left to Orbax."""
-    import tensorstore as ts
-
-    root = Path(path).absolute() / "default"
-    if not (root / "manifest.ocdbt").is_file():
-        return
-    base = {"driver": "ocdbt", "base": f"file://{root}/"}
     try:
-        keys = ts.KvStore.open(base).result().list().result()
-        arrays = sorted(
-            {key.decode().rsplit("/", 1)[0] for key in keys if key.endswith(b"/.zarray") or key.endswith(b"/zarr.json")}
-        )
-        for name in arrays:
-            driver = "zarr" if f"{name}/.zarray".encode() in keys else "zarr3"
-            ts.open({"driver": driver, "kvstore": dict(base, path=f"{name}/")}, open=True).result().read().result()
+        for array in _ocdbt_arrays(path).values():
+            array.read().result()
     except Exception as error:  # TensorStore raises ValueError, OSError and others for damaged files
         raise CorruptCheckpointError(
             f"checkpoint {path} cannot be read: {type(error).__name__}: {str(error).splitlines()[0][:400]}"
         ) from None
+
+
+def _ocdbt_arrays(path: Path) -> dict[str, Any]:
+    """Every array of an OCDBT checkpoint, opened (not read) with TensorStore, by the name
+    Orbax gave it (the dotted path of the leaf: ``params.params.actor.Dense_0.kernel``); {}
+    for a checkpoint in another layout."""
+    import tensorstore as ts
+
+    root = Path(path).absolute() / "default"
+    if not (root / "manifest.ocdbt").is_file():
+        return {}
+    base = {"driver": "ocdbt", "base": f"file://{root}/"}
+    keys = ts.KvStore.open(base).result().list().result()
+    names = sorted(
+        {key.decode().rsplit("/", 1)[0] for key in keys if key.endswith(b"/.zarray") or key.endswith(b"/zarr.json")}
+    )
+    arrays = {}
+    for name in names:
+        driver = "zarr" if f"{name}/.zarray".encode() in keys else "zarr3"
+        arrays[name] = ts.open({"driver": driver, "kvstore": dict(base, path=f"{name}/")}, open=True).result()
+    return arrays
+
+
+def leaf_name(path: tuple) -> str:
+    """A leaf's pytree path as Orbax names its array (attribute, key or index, joined by dots)."""
+    return ".".join(str(getattr(key, "name", getattr(key, "key", getattr(key, "idx", key)))) for key in path)
+
+
+def shape_mismatches(path: Path, abstract_state: Any) -> list[str] | None:
+    """How the arrays saved in checkpoint ``path`` differ from ``abstract_state`` (the state the
+    manifest's settings build), in words ([] when they agree), read from the checkpoint's
+    metadata alone; None when that cannot be read (damage is for ``restore`` to report)."""
+    try:
+        saved = {name: tuple(array.shape) for name, array in _ocdbt_arrays(path).items()}
+    except Exception:  # damaged metadata: not a disagreement
+        return None
+    if not saved:
+        return None
+    expected = {leaf_name(p): tuple(leaf.shape) for p, leaf in jax.tree_util.tree_flatten_with_path(abstract_state)[0]}
+    problems = [f"{name} has no array in the checkpoint" for name in expected if name not in saved]
+    problems += [
+        f"the checkpoint holds {name}, which these settings do not build" for name in saved if name not in expected
+    ]
+    problems += [
+        f"{name} is saved with shape {saved[name]}, these settings build {expected[name]}"
+        for name in expected
+        if name in saved and saved[name] != expected[name]
+    ]
+    return problems
 
 
 class SeedCheckpoints:
@@ -110,10 +159,18 @@ class SeedCheckpoints:
     def path(self, steps: int) -> Path:
         return self.directory / str(steps)
 
-    def restore(self, steps: int, abstract_state: Any, expected_digest: str | None = None) -> Any:
+    def restore(self, steps: int, abstract_state: Any, expected_digest: str) -> Any:
+        """The state saved at ``steps``, verified against ``expected_digest`` (checkpoints.csv's
+        ``state_digest``): a checkpoint without a valid digest cannot be verified, so it is
+        refused as damaged rather than trusted."""
         path = self.path(steps)
         if steps not in self._manager.all_steps():
             raise CorruptCheckpointError(f"checkpoint {path} is missing or was never completed")
+        if not isinstance(expected_digest, str) or not DIGEST.match(expected_digest):
+            raise CorruptCheckpointError(
+                f"checkpoint {path} has no valid state digest in checkpoints.csv ({expected_digest!r}; expected "
+                "64 hex digits): it cannot be verified, so it is not restored"
+            )
         verify_readable(path)
         if jax.process_count() > 1:  # host arrays: a jax.Array target would ask every process to join
             abstract_state = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), abstract_state)
@@ -121,15 +178,23 @@ class SeedCheckpoints:
             state = self._manager.restore(steps, args=ocp.args.StandardRestore(abstract_state))
         except Exception as error:  # Orbax raises many kinds for damaged files
             raise CorruptCheckpointError(f"checkpoint {path} cannot be read: {type(error).__name__}: {error}") from None
-        if expected_digest is not None and tree_digest(state) != expected_digest:
+        if tree_digest(state) != expected_digest:
             raise CorruptCheckpointError(f"checkpoint {path} does not match the digest recorded when it was saved")
         return state
 
     def unfinished(self) -> list[str]:
-        """Names in the folder that are not completed checkpoints: saves a killed process left
-        half-written (``<steps>.orbax-checkpoint-tmp-*``) and anything else Orbax would not list."""
+        """Orbax's names in the folder that are not completed checkpoints: saves a killed
+        process left half-written (``<steps>.orbax-checkpoint-tmp-*``)."""
         finished = {str(steps) for steps in self._manager.all_steps()}
-        return sorted(entry.name for entry in self.directory.iterdir() if entry.name not in finished)
+        return sorted(
+            entry.name
+            for entry in self.directory.iterdir()
+            if entry.name not in finished and is_orbax_entry(entry.name)
+        )
+
+    def foreign(self) -> list[str]:
+        """Names in the folder that Orbax never writes (a user's notes, a copy): left alone."""
+        return sorted(entry.name for entry in self.directory.iterdir() if not is_orbax_entry(entry.name))
 
     def quarantine(self, steps: int, reason: str) -> Path:
         """Moves a checkpoint out of Orbax's sight (never deletes it) and says where."""

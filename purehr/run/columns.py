@@ -12,6 +12,9 @@ UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", *ROLLOUT_METRICS, *LOSS_ST
 CHECKPOINT_HEAD = ["target_steps", "actual_steps", "update", "elapsed_s"]
 CHECKPOINT_TAIL = ["checkpoint_path", "showcase_path", "state_digest"]
 """checkpoints.csv: the head, then ``eval_<metric>`` per held-out metric, then the tail (text)."""
+CHECKPOINT_INTEGERS = ("target_steps", "actual_steps", "update")
+UPDATE_INTEGERS = ("update",)
+"""The columns that must hold integers (steps and update counts: what a resume lines up)."""
 
 RENDERED_UPDATE_COLUMNS = ("env_steps", "mean_episode_return")
 RENDERED_CHECKPOINT_COLUMNS = ("target_steps", "actual_steps", "elapsed_s", "showcase_path")

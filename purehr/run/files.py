@@ -185,6 +185,62 @@ def parse_row(row: dict[str, str], text_columns: Sequence[str] = CHECKPOINT_TAIL
     return parsed
 
 
+def read_rows(
+    path: Path, text_columns: Sequence[str] = CHECKPOINT_TAIL, integer_columns: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """A run's CSV log (checkpoints.csv, updates.csv) as parsed rows, checked cell by cell: the
+    one reader resume, restore and evaluation share ([] when the file does not exist). A row
+    cut short before its last number, a row with extra fields, or a cell that is not a number
+    is refused naming the file, the line and the column. Missing trailing text cells (paths,
+    the digest) read as empty: a checkpoint without its digest is then refused as unverifiable
+    where it is restored, and a resume falls back from it. An empty number reads as NaN,
+    except in ``integer_columns`` (steps, update counts), which must hold integers."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None:
+            return []
+        rows = []
+        for cells in reader:
+            if cells:
+                rows.append(_checked_row(path, reader.line_num, header, cells, text_columns, integer_columns))
+    return rows
+
+
+def _checked_row(
+    path: Path, line: int, header: list[str], cells: list[str], text_columns, integer_columns
+) -> dict[str, Any]:
+    if len(cells) > len(header):
+        raise RunDirectoryError(f"{path}: line {line} has {len(cells)} fields, the header {len(header)} (damaged?)")
+    absent = [name for name in header[len(cells) :] if name not in text_columns]
+    if absent:
+        raise RunDirectoryError(
+            f"{path}: line {line} ends after {len(cells)} of {len(header)} fields (cut short?): "
+            f"no value for column {absent[0]!r}"
+        )
+    row: dict[str, Any] = {}
+    for name, text in zip(header, cells + [""] * (len(header) - len(cells))):
+        if name in text_columns:
+            row[name] = text
+            continue
+        number = _parse_number(text, integer=name in integer_columns)
+        if number is None:
+            expected = "an integer" if name in integer_columns else "a number"
+            raise RunDirectoryError(f"{path}: line {line}, column {name!r}: {text!r} is not {expected}")
+        row[name] = number
+    return row
+
+
+def _parse_number(text: str, integer: bool) -> int | float | None:
+    """An integer, else a float (empty: NaN unless ``integer``), else None."""
+    try:
+        return int(text)
+    except ValueError:
+        return None if integer else _parse_cell(text)
+
+
 def _parse_cell(text: str) -> float | None:
     if text.strip() == "":
         return float("nan")
@@ -226,7 +282,8 @@ def read_csv_columns(path: Path, required: Sequence[str] = (), *, numeric: bool 
             raise RunDirectoryError(f"{path}: no data rows; expected at least one row")
         for name in required:
             if columns[name].dtype.kind != "f":
-                raise RunDirectoryError(f"{path}: column {name!r} holds a non-number")
+                line, text = next((n, c) for n, c in enumerate(columns[name], start=2) if _parse_cell(c) is None)
+                raise RunDirectoryError(f"{path}: column {name!r} holds a non-number ({text!r} on line {line})")
     return columns
 
 

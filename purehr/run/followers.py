@@ -20,7 +20,7 @@ from purehr.devices.distributed import (
 from purehr.run.outcome import RunFailed, RunSummary
 from purehr.run.plan import RunPlan
 from purehr.run.preparation import RunAlreadyFinished
-from purehr.run.program import compiled_program, initial_runners, protocol_mesh
+from purehr.run.program import compiled_program, initial_runners, nothing_left_to_train, protocol_mesh
 
 
 class Followers:
@@ -53,6 +53,8 @@ def follow_primary(started: float, devices) -> RunSummary:
     mesh = protocol_mesh(setups, plan.seeds, devices)
     initial = initial_runners(setups, plan.seeds)
     runners = broadcast_tree({name: jax.tree.map(np.asarray, runner) for name, runner in initial.items()})
+    if nothing_left_to_train(setups, message["resumed_from"]):  # process 0 compiles nothing either
+        return RunSummary(plan.run_dir, time.perf_counter() - started, 0.0, message["resumed_from"], 0.0, 0.0, runners)
     runners = {name: shard_runner(runner, mesh) for name, runner in runners.items()}
     compile_started = time.perf_counter()
     compiled = compiled_program(setups, len(plan.seeds), runners, plan.curricula, mesh)

@@ -1,5 +1,6 @@
 """How a call of ``train_all_seeds`` ends: a ``RunSummary``, or the error that says how the
-run stopped, each matching the status the manifest then records ("failed", "diverged")."""
+run stopped, each matching the status the manifest then records ("failed", "diverged",
+"interrupted")."""
 
 from __future__ import annotations
 
@@ -37,6 +38,19 @@ class RunDiverged(RuntimeError):
     def __init__(self, message: str, diverged: dict[str, dict[str, dict[str, int]]]):
         super().__init__(message)
         self.diverged = diverged
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped the run; the manifest says "interrupted" (or "finished" where
+    training had ended) and ``resume`` continues it from ``resumes_from`` (task -> env steps of
+    the checkpoint it continues from) bit-identically. A ``KeyboardInterrupt``, so code that
+    lets Ctrl-C through lets this through. ``at_once``: a second Ctrl-C, which did not wait
+    for the program to stop; it may still be running in this process, so exit it."""
+
+    def __init__(self, message: str, resumes_from: dict[str, int], at_once: bool = False):
+        super().__init__(message)
+        self.resumes_from = resumes_from
+        self.at_once = at_once
 
 
 def diverged_seeds(setups: list[TaskSetup], seeds: list[int], runners: dict) -> dict[str, dict[str, dict[str, int]]]:

@@ -23,6 +23,7 @@ from purehr.tasks import TASK_NAMES, get_task
 
 DEFAULT_TASKS = TASK_NAMES
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+MAX_SEED = 2**32 - 1  # a seed becomes PRNGKey(uint32(seed)) (purehr.ppo.trainer.keys_for_seeds)
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,14 @@ def validate_request(tasks, seeds) -> tuple[list[str], list[int]]:
     if len(set(tasks)) != len(tasks):
         raise ValueError(f"tasks={tasks}: each task may appear once")
     seeds = list(seeds)
-    if not seeds or any(not isinstance(s, (int, np.integer)) or s < 0 for s in seeds):
+    if not seeds or any(not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0 for s in seeds):
         raise ValueError(f"seeds={seeds}: expected a non-empty list of non-negative integers")
+    too_large = [int(s) for s in seeds if s > MAX_SEED]
+    if too_large:
+        raise ValueError(
+            f"seeds={[int(s) for s in seeds]}: {', '.join(map(str, too_large))} is above {MAX_SEED:,}; "
+            "expected seeds from 0 to 2**32 - 1 (each seeds a PRNG key from a uint32)"
+        )
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds={seeds}: each seed may appear once")
     return tasks, [int(s) for s in seeds]

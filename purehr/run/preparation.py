@@ -95,9 +95,11 @@ def occupied_message(run_dir: RunDirectory, manifest: dict, directory_option: st
         what = f"a finished run ({described})"
         on = "--resume renders the figures it is missing" + extension_hint(manifest, " (and {})")
     else:
-        what = {"running": "a run that was stopped before it finished", "failed": "a failed run"}.get(
-            manifest["status"], f"a {manifest['status']} run"
-        ) + f" ({described})"
+        what = {
+            "running": "a run that was stopped before it finished",
+            "failed": "a failed run",
+            "interrupted": "a run stopped by Ctrl-C (interrupted)",
+        }.get(manifest["status"], f"a {manifest['status']} run") + f" ({described})"
         on = "--resume continues it from its last checkpoint"
     return f"{run_dir.root} already holds {what}; {on}, --overwrite replaces it, or choose another {directory_option}"
 

@@ -1,11 +1,16 @@
 """The compiled training program of a run and the devices it runs on. Compiling takes far
 longer than a small run trains, so each program is compiled once per process and kept: its
 host callbacks call whichever recorder sits in ``HANDLERS``, so one compiled program serves
-every run of the same shape in a process (a resume, a test)."""
+every run of the same shape in a process (a resume, a test).
+
+The program runs in a worker thread while the main thread listens for Ctrl-C (``CtrlC``)."""
 
 from __future__ import annotations
 
 import math
+import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -21,10 +26,18 @@ _PROGRAMS: dict[tuple, Any] = {}
 
 
 def compiled_program(
-    setups: list[TaskSetup], num_seeds: int, runners: dict, curricula: dict[str, Curriculum] | None = None, mesh=None
+    setups: list[TaskSetup],
+    num_seeds: int,
+    runners: dict,
+    curricula: dict[str, Curriculum] | None = None,
+    mesh=None,
+    run_compile: Callable[[Callable[[], Any]], Any] | None = None,
 ):
     """``train_all(runners) -> runners`` compiled for these setups, seeds, precision and mesh
-    (``runners``: task -> RunnerState with a leading seed axis, placed as the program takes them)."""
+    (``runners``: task -> RunnerState with a leading seed axis, placed as the program takes them).
+    ``run_compile(compile)`` runs XLA's compilation (default: here; the protocol passes
+    ``CtrlC().run``, so Ctrl-C is heard while it compiles); tracing stays in this thread, whose
+    JAX settings (precision) it reads."""
     curricula = curricula or {}
     mesh_key = None if mesh is None else (tuple(mesh.shape.items()), tuple(d.id for d in mesh.devices.flat))
     key = (
@@ -34,8 +47,76 @@ def compiled_program(
         mesh_key,
     )
     if key not in _PROGRAMS:
-        _PROGRAMS[key] = jax.jit(make_train_all(setups, HANDLERS)).lower(runners).compile()
+        lowered = jax.jit(make_train_all(setups, HANDLERS)).lower(runners)
+        _PROGRAMS[key] = lowered.compile() if run_compile is None else run_compile(lowered.compile)
     return _PROGRAMS[key]
+
+
+def nothing_left_to_train(setups: list[TaskSetup], resumed_from: dict[str, int]) -> bool:
+    """Every task resumes at its last update (a run stopped after its final checkpoint): there
+    is nothing to compile or run."""
+    return all(resumed_from.get(s.name, 0) >= s.ppo.num_updates * s.config.batch_size for s in setups)
+
+
+_ABANDONED: list[threading.Thread] = []  # programs a second Ctrl-C stopped waiting for
+
+
+class CtrlC:
+    """Ctrl-C (SIGINT) while a program compiles or runs. Python hears a signal only in its
+    main thread, between bytecodes, and a compiled program blocks the thread that calls it
+    until it ends; so ``run`` calls it in a worker thread while the calling thread waits and
+    hears Ctrl-C as the ``KeyboardInterrupt`` of Python's own SIGINT handler (none is
+    installed). The first calls ``on_first`` (the recorder then stops the program at its next
+    update) and goes on waiting; the second, or the first when there is no ``on_first``,
+    raises ``KeyboardInterrupt`` at once, leaving the worker to end on its own."""
+
+    def __init__(self, on_first: Callable[[], None] | None = None):
+        self.on_first = on_first
+        self.interrupts = 0
+
+    def run(self, call: Callable[[], Any]) -> Any:
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                outcome["value"] = call()
+            except BaseException as error:  # handed to the waiting thread
+                outcome["error"] = error
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=work, name="purehr-program", daemon=True)
+        worker.start()
+        while not done.is_set():
+            try:
+                done.wait(0.25)
+            except KeyboardInterrupt:
+                self._heard(worker)
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    def _heard(self, worker: threading.Thread) -> None:
+        self.interrupts += 1
+        if self.interrupts == 1 and self.on_first is not None:
+            try:
+                self.on_first()
+                return
+            except KeyboardInterrupt:  # the second came while the first was being handled
+                self.interrupts += 1
+        _ABANDONED.append(worker)
+        raise KeyboardInterrupt
+
+
+def wait_for_abandoned_programs() -> None:
+    """A program a second Ctrl-C stopped waiting for still calls ``HANDLERS`` until it stops
+    (at its next update): a new run in this process waits for it before taking the slot."""
+    while _ABANDONED:
+        worker = _ABANDONED.pop()
+        if worker.is_alive():
+            print("waiting for the interrupted program to stop ...", file=sys.stderr, flush=True)
+            worker.join()
 
 
 def protocol_mesh(setups: list[TaskSetup], seeds: list[int], devices):

@@ -4,11 +4,15 @@ What it shows, per task: environment steps per seed done out of the task's budge
 have different budgets; seeds train side by side, so their steps are never summed), the
 held-out success of the last checkpoint (mean over seeds) and the latest training return
 once an episode has completed. Then the training time so far and an estimate of the time
-left, built from what each task costs (see ``TaskPlan`` and ``remaining_seconds``): a
-plain update, a checkpoint with the full evaluation and one with the quick evaluation are
-timed separately, because a checkpoint costs many updates and the swing's full ones are
-rare. A one-line note is written when a task's training return or held-out success falls
-markedly (``FallWatch``).
+left (``RunEstimate``), from what the program's scan iterations and each task's checkpoints
+cost. The percentage is of that estimated time and never goes down: an estimate that grows
+holds it where it was. A one-line note is written when a task's training return or held-out
+success falls markedly (``FallWatch``).
+
+In a terminal the line is redrawn in place and fitted to the terminal's width, dropping the
+least important parts first (``fit_line``): the percentage and the time left always show.
+Written to a file or pipe (a log, a notebook cell) it is a plain line every 30 s, and a note
+is a line of its own.
 
 The formatting functions are pure (numbers in, text out) so they can be tested alone; the
 summary after a run (``purehr.reports.summary``) spells its durations with ``spelled_duration``.
@@ -17,6 +21,8 @@ summary after a run (``purehr.reports.summary``) spells its durations with ``spe
 from __future__ import annotations
 
 import math
+import os
+import shutil
 import sys
 import time
 from collections import deque
@@ -24,12 +30,13 @@ from dataclasses import dataclass
 from typing import TextIO
 
 import numpy as np
-from tqdm import tqdm
 
-BAR_RESOLUTION = 1000
+from purehr.run.estimate import RunEstimate, TaskPlan  # noqa: F401 (TaskPlan: the run's plans are built from here)
+
 REFRESH_S_TERMINAL = 1.0
 REFRESH_S_LOG = 30.0
-"""A bar written to a file or pipe (a log, a notebook cell) is refreshed rarely."""
+"""A line written to a file or pipe (a log, a notebook cell) is written rarely."""
+BAR_CELLS = 12
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -75,121 +82,105 @@ def spelled_duration(seconds: float) -> str:
     return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
-def format_task(
-    name: str, done_steps: int, total_steps: int, success: float | None, training_return: float | None
-) -> str:
-    """One task's part of the line: ``swing 3.7M/10M, held-out success 0.85, return 12.3``.
-    A value that does not exist yet (no checkpoint, no completed episode) is left out."""
-    if done_steps >= total_steps:
-        text = f"{name} done ({format_steps(total_steps)})"
-    else:
-        text = f"{name} {format_steps(done_steps)}/{format_steps(total_steps)}"
-    if success is not None and math.isfinite(success):
-        text += f", held-out success {success:.2f}"
-    if done_steps < total_steps and training_return is not None and math.isfinite(training_return):
-        text += f", return {training_return:.3g}"
-    return text
+@dataclass(frozen=True)
+class TaskStatus:
+    """One task's numbers on the line; a value that does not exist yet is None."""
 
-
-def format_line(tasks: list[str], elapsed_s: float, remaining_s: float | None, settled: bool = True) -> str:
-    """The whole line after the bar: the tasks, then elapsed and (when estimated) left;
-    "up to" while the estimate still stands on the step-0 checkpoint's cost (an upper bound)."""
-    timing = f"{format_duration(elapsed_s)} elapsed"
-    if remaining_s is not None:
-        timing += f", {'about' if settled else 'up to'} {format_duration(remaining_s)} left"
-    return " | ".join(tasks + [timing])
-
-
-# ----------------------------------------------------------------------------- plans and estimate
+    name: str
+    done_steps: int
+    total_steps: int
+    success: float | None = None
+    training_return: float | None = None
 
 
 @dataclass(frozen=True)
-class TaskPlan:
-    """What one task will do, from its config: ``num_updates`` updates of ``batch_size``
-    environment steps per seed, and at which update indices a checkpoint follows (full or
-    quick evaluation), by the rules of ``runner.TaskSetup``."""
+class Detail:
+    """Which parts of the line are shown (``DETAIL_LEVELS``)."""
 
-    batch_size: int
-    num_updates: int
-    total_steps: int  # num_updates * batch_size (the rounded-up budget)
-    full_checkpoints: tuple[int, ...]
-    quick_checkpoints: tuple[int, ...]
-
-    @classmethod
-    def from_config(cls, config) -> TaskPlan:
-        batch, interval, updates = config.batch_size, config.checkpoint_interval, config.num_updates
-        full, quick = [], []
-        for update in range(1, updates + 1):
-            crossed = (update * batch) // interval > ((update - 1) * batch) // interval or update == updates
-            if not crossed:
-                continue
-            is_full = update == updates or (update * batch // interval) % config.full_eval_interval == 0
-            (full if is_full else quick).append(update)
-        return cls(batch, updates, updates * batch, tuple(full), tuple(quick))
-
-    def checkpoints_after(self, done_updates: int) -> tuple[int, int]:
-        """(full, quick) checkpoints still to come once ``done_updates`` updates are done."""
-        return (
-            sum(u > done_updates for u in self.full_checkpoints),
-            sum(u > done_updates for u in self.quick_checkpoints),
-        )
+    bar: bool = True
+    returns: bool = True
+    success_label: str = "held-out success"
+    elapsed: bool = True
+    budgets: bool = True
+    success: bool = True
+    tasks: bool = True
 
 
-class Timings:
-    """Seconds per plain update and per checkpoint (full, quick) of one task, measured
-    between consecutive callbacks. The first of each kind is left out of its mean while
-    later ones exist (it carries warm-up: the first run of that branch of the program);
-    the update mean uses the latest 50, so it follows a machine whose load changes."""
-
-    def __init__(self):
-        self.updates: deque[float] = deque(maxlen=51)
-        self.checkpoints: dict[bool, list[float]] = {True: [], False: []}
-        self.initial_checkpoint: float | None = None  # the step-0 one, start-up costs included
-
-    def seconds_per_update(self) -> float | None:
-        values = list(self.updates)[1:] or list(self.updates)
-        return float(np.mean(values)) if values else None
-
-    def seconds_per_checkpoint(self, full: bool) -> float | None:
-        """An untimed kind borrows the other kind's cost (an upper bound for quick ones);
-        with neither timed yet, the step-0 checkpoint's (an upper bound: start-up included)."""
-        values = self.checkpoints[full] or self.checkpoints[not full]
-        if not values:
-            return self.initial_checkpoint
-        return float(np.mean(values[1:] or values))
+_SHORT = {"bar": False, "returns": False, "success_label": "success"}
+DETAIL_LEVELS = (
+    Detail(),
+    Detail(bar=False),
+    Detail(bar=False, returns=False),
+    Detail(**_SHORT),
+    Detail(**_SHORT, elapsed=False),
+    Detail(**_SHORT, elapsed=False, budgets=False),
+    Detail(**_SHORT, elapsed=False, budgets=False, success=False),
+    Detail(**_SHORT, elapsed=False, budgets=False, success=False, tasks=False),
+)
+"""The line from the most detailed to the least: the bar (the percentage says the same), the
+training returns, the long label, the elapsed time, the budgets (``swing 3.7M/5M`` becomes
+``swing 3.7M``), the held-out success, then the tasks go, in that order; the percentage and
+the time left stay."""
 
 
-def remaining_seconds(
-    plans: dict[str, TaskPlan], done_updates: dict[str, int], timings: dict[str, Timings]
-) -> float | None:
-    """Training time left: per task, remaining updates x seconds per update plus remaining
-    checkpoints x their cost. None until every task with updates left has been timed (the
-    tasks run one after the other inside each scan iteration, so their costs add up)."""
-    total = 0.0
-    for task, plan in plans.items():
-        left = plan.num_updates - done_updates[task]
-        if left <= 0:
+def format_task(task: TaskStatus, detail: Detail = DETAIL_LEVELS[0]) -> str:
+    """One task's part of the line: ``swing 3.7M/5M, held-out success 0.85, return 12.3``.
+    A value that does not exist yet (no checkpoint, no completed episode) is left out."""
+    done = task.done_steps >= task.total_steps
+    budget = f"{format_steps(task.total_steps)}"
+    if done:
+        text = f"{task.name} done ({budget})" if detail.budgets else f"{task.name} done"
+    else:
+        text = f"{task.name} {format_steps(task.done_steps)}" + (f"/{budget}" if detail.budgets else "")
+    if detail.success and task.success is not None and math.isfinite(task.success):
+        text += f", {detail.success_label} {task.success:.2f}"
+    if detail.returns and not done and task.training_return is not None and math.isfinite(task.training_return):
+        text += f", return {task.training_return:.3g}"
+    return text
+
+
+def format_timing(elapsed_s: float, remaining_s: float | None, settled: bool = True, elapsed: bool = True) -> str:
+    """``1:05 elapsed, about 8:05 left``; "up to" while the estimate is an upper bound
+    (``RunEstimate.remaining``). Without an estimate the elapsed time always shows."""
+    parts = [f"{format_duration(elapsed_s)} elapsed"] if elapsed or remaining_s is None else []
+    if remaining_s is not None:
+        parts.append(f"{'about' if settled else 'up to'} {format_duration(remaining_s)} left")
+    return ", ".join(parts)
+
+
+def progress_bar(fraction: float, unicode: bool = True) -> str:
+    """``|█████▌      |``: BAR_CELLS cells, eighths of a cell in Unicode, ``#`` otherwise."""
+    filled = min(1.0, max(0.0, fraction)) * BAR_CELLS
+    if not unicode:
+        return "|" + "#" * int(filled) + " " * (BAR_CELLS - int(filled)) + "|"
+    whole, eighths = int(filled), int((filled - int(filled)) * 8)
+    partial = " ▏▎▍▌▋▊▉"[eighths] if whole < BAR_CELLS else ""
+    return "|" + ("█" * whole + partial).ljust(BAR_CELLS) + "|"
+
+
+def fit_line(
+    fraction: float,
+    tasks: list[TaskStatus],
+    elapsed_s: float,
+    remaining_s: float | None,
+    settled: bool = True,
+    width: int | None = None,
+    bar: str | None = None,
+) -> str:
+    """The line at the most detail that fits ``width`` columns (None: no limit): `` 42%|bar|
+    tasks | timing``. ``bar`` None leaves the bar out. Cut at ``width`` only when even the
+    percentage and the time left do not fit."""
+    percent = f"{int(min(1.0, max(0.0, fraction)) * 100):3d}%"
+    text = percent
+    for detail in DETAIL_LEVELS:
+        if bar is None and detail.bar:
             continue
-        per_update = timings[task].seconds_per_update()
-        if per_update is None:
-            return None
-        full, quick = plan.checkpoints_after(done_updates[task])
-        total += left * per_update
-        for count, is_full in ((full, True), (quick, False)):
-            if count:
-                total += count * (timings[task].seconds_per_checkpoint(is_full) or 0.0)
-    return total
-
-
-def estimate_settled(plans: dict[str, TaskPlan], done_updates: dict[str, int], timings: dict[str, Timings]) -> bool:
-    """False while a task with checkpoints to come has timed none after step 0 (its estimate
-    then uses the step-0 checkpoint, whose start-up costs make it an upper bound)."""
-    return all(
-        sum(plan.checkpoints_after(done_updates[task])) == 0
-        or timings[task].checkpoints[True]
-        or timings[task].checkpoints[False]
-        for task, plan in plans.items()
-    )
+        parts = [format_task(task, detail) for task in tasks] if detail.tasks else []
+        parts.append(format_timing(elapsed_s, remaining_s, settled, detail.elapsed))
+        text = (percent + bar + " " if detail.bar else percent + " | ") + " | ".join(parts)
+        if width is None or len(text) <= width:
+            return text
+    return text[:width]
 
 
 # ----------------------------------------------------------------------------- falls
@@ -239,13 +230,68 @@ class FallWatch:
         )
 
 
-# ----------------------------------------------------------------------------- the bar
+# ----------------------------------------------------------------------------- the line on screen
+
+
+def terminal_columns(file: TextIO) -> int:
+    """The width of the terminal ``file`` writes to (``COLUMNS`` first, as
+    ``shutil.get_terminal_size`` reads it; 80 when it cannot be told)."""
+    if not os.environ.get("COLUMNS", "").strip().isdigit():
+        try:
+            return os.get_terminal_size(file.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            pass
+    return shutil.get_terminal_size((80, 24)).columns
+
+
+class LineWriter:
+    """Writes the line and the notes. In a terminal the line is redrawn in place (a carriage
+    return, then blanks over what is left of the previous one) within the width less one
+    column (a full line would wrap); a note clears it, takes a line of its own and the line is
+    drawn again below. Elsewhere every line and note is a plain line, written once."""
+
+    def __init__(self, file: TextIO, terminal: bool):
+        self.file, self.terminal = file, terminal
+        self.last_line = ""
+        self.drawn = 0  # characters of the line on screen (terminal)
+
+    def width(self) -> int | None:
+        return max(10, terminal_columns(self.file) - 1) if self.terminal else None
+
+    def show(self, line: str) -> None:
+        self.last_line = line
+        if self.terminal:
+            self.file.write("\r" + line + " " * max(0, self.drawn - len(line)))
+            self.drawn = len(line)
+        else:
+            self.file.write(line + "\n")
+        self.file.flush()
+
+    def write(self, message: str, file: TextIO | None = None) -> None:
+        """A note (also the recorder's warnings): its own line, never between copies of the line."""
+        if self.terminal and self.drawn:
+            self.file.write("\r" + " " * self.drawn + "\r")
+            self.file.flush()
+            self.drawn = 0
+        print(message, file=file or self.file, flush=True)
+        if self.terminal and self.last_line:
+            self.show(self.last_line)
+
+    def close(self) -> None:
+        if self.terminal and self.drawn:
+            self.file.write("\n")
+            self.file.flush()
+            self.drawn = 0
+
+
+# ----------------------------------------------------------------------------- the progress object
 
 
 class Progress:
     """The progress side of ``RunRecorder``: ``start`` once compilation has ended, the
     ``purehr.ppo.loop.HostHooks`` calls (``on_update``, ``on_checkpoint``) forwarded by the
-    recorder, ``close`` at the end."""
+    recorder, ``close`` at the end. ``bar`` is the ``LineWriter`` while the line is shown
+    (the recorder writes its warnings through ``bar.write``)."""
 
     def __init__(
         self,
@@ -258,71 +304,62 @@ class Progress:
         self.plans = plans
         self.num_seeds = num_seeds
         self.done_updates = {task: int((done_updates or {}).get(task, 0)) for task in plans}
+        self.checkpointed = dict(self.done_updates)  # each task's update count at its latest checkpoint
         self.file = file if file is not None else sys.stderr
         self.clock = clock
         self.success: dict[str, float | None] = {task: None for task in plans}
         self.training_return: dict[str, float | None] = {task: None for task in plans}
-        self.timings = {task: Timings() for task in plans}
+        self.estimate = RunEstimate(plans, self.done_updates)
         self.return_watch = {task: FallWatch(f"{task} training return") for task in plans}
         self.success_watch = {
             task: FallWatch(f"{task} held-out success", window=1, fraction=0.0, min_drop=0.25) for task in plans
         }
-        isatty = getattr(self.file, "isatty", lambda: False)()
-        self.refresh_s = REFRESH_S_TERMINAL if isatty else REFRESH_S_LOG
-        self.started = self.last_event = self.last_refresh = None
-        self.bar = None
+        self.terminal = bool(getattr(self.file, "isatty", lambda: False)())
+        self.refresh_s = REFRESH_S_TERMINAL if self.terminal else REFRESH_S_LOG
+        self.started = self.last_refresh = None
+        self.shown_fraction = 0.0
+        self.bar: LineWriter | None = None
 
     # the text ---------------------------------------------------------------------------
     def remaining_s(self) -> float | None:
-        return remaining_seconds(self.plans, self.done_updates, self.timings)
+        return self.estimate.remaining(self.checkpointed)[0]
 
-    def fraction_done(self) -> float:
-        """Of the estimated training time when there is an estimate, else of the updates."""
-        remaining = self.remaining_s()
+    def fraction_done(self, remaining: float | None = None) -> float:
+        """Of the estimated training time when there is an estimate (``remaining``: the time left,
+        if already computed), else of the updates."""
+        remaining = self.remaining_s() if remaining is None else remaining
         if remaining is not None and self.started is not None:
             elapsed = self.clock() - self.started
             return elapsed / (elapsed + remaining) if elapsed + remaining > 0 else 1.0
         done = sum(min(self.done_updates[t], p.num_updates) for t, p in self.plans.items())
         return done / max(1, sum(p.num_updates for p in self.plans.values()))
 
-    def line(self) -> str:
+    def line(self, width: int | None = None) -> str:
+        """The line as shown now; the percentage never below one shown before."""
         tasks = [
-            format_task(
-                task,
-                self.done_updates[task] * plan.batch_size,
-                plan.total_steps,
-                self.success[task],
-                self.training_return[task],
-            )
+            TaskStatus(task, self._steps(task), plan.total_steps, self.success[task], self.training_return[task])
             for task, plan in self.plans.items()
         ]
+        remaining, settled = self.estimate.remaining(self.checkpointed)
+        finished = all(self._finished(task) for task in self.plans)
+        if finished:
+            remaining = None  # the last line says how long it took
+        self.shown_fraction = max(self.shown_fraction, 1.0 if finished else min(0.99, self.fraction_done(remaining)))
         elapsed = 0.0 if self.started is None else self.clock() - self.started
-        return format_line(
-            tasks, elapsed, self.remaining_s(), estimate_settled(self.plans, self.done_updates, self.timings)
-        )
+        unicode = "utf" in str(getattr(self.file, "encoding", "") or "").lower()
+        bar = progress_bar(self.shown_fraction, unicode) if self.terminal else None
+        return fit_line(self.shown_fraction, tasks, elapsed, remaining, settled, width, bar)
 
     # the callbacks ----------------------------------------------------------------------
     def start(self) -> None:
-        """The bar appears once compilation has ended, so its times are training times."""
-        self.started = self.last_event = self.clock()
-        self.last_refresh = -math.inf
-        self.bar = tqdm(
-            total=BAR_RESOLUTION,
-            file=self.file,
-            dynamic_ncols=True,
-            desc=self.line(),
-            bar_format="{percentage:3.0f}%|{bar:12}| {desc}",
-            mininterval=0,
-        )
-        self.last_refresh = self.clock()
-
-    def _elapsed_since_last_event(self) -> float:
-        now = self.clock()
-        elapsed, self.last_event = now - self.last_event, now
-        return elapsed
+        """The line appears once compilation has ended, so its times are training times."""
+        self.started = self.clock()
+        self.estimate.start(self.started)
+        self.bar = LineWriter(self.file, self.terminal)
+        self._refresh(force=True)
 
     def on_update(self, task: str, metrics: dict) -> None:
-        self.timings[task].updates.append(self._elapsed_since_last_event())
+        self.estimate.on_update(task, self.clock())
         self.done_updates[task] += 1
         returns = np.asarray(metrics["mean_episode_return"], dtype=float)
         if np.isfinite(returns).any():
@@ -333,11 +370,8 @@ class Progress:
     def on_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None) -> None:
         """``showcase`` None: the quick evaluation; else the full one (with its showcase)."""
         full = showcase is not None
-        seconds = self._elapsed_since_last_event()
-        if self.done_updates[task] > 0:
-            self.timings[task].checkpoints[full].append(seconds)
-        else:  # the step-0 checkpoint also carries start-up costs
-            self.timings[task].initial_checkpoint = seconds
+        self.estimate.on_checkpoint(task, full)
+        self.checkpointed[task] = self.done_updates[task]
         success = np.asarray(evaluation["success_rate"], dtype=float)
         self.success[task] = float(np.mean(success))
         if full:
@@ -347,7 +381,7 @@ class Progress:
                 )
             )
             self._note(self.success_watch[task].add(self.success[task], self._steps(task)))
-        self._refresh(force=full)
+        self._refresh(force=full and self.terminal)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -356,6 +390,14 @@ class Progress:
             self.bar = None
 
     # internals --------------------------------------------------------------------------
+    def _finished(self, task: str) -> bool:
+        """Every update done and, when the plan saves after the last one, that checkpoint too."""
+        plan = self.plans[task]
+        last_saved = plan.num_updates not in plan.full_checkpoints + plan.quick_checkpoints
+        return self.done_updates[task] >= plan.num_updates and (
+            last_saved or self.checkpointed[task] >= plan.num_updates
+        )
+
     def _steps(self, task: str) -> int:
         return self.done_updates[task] * self.plans[task].batch_size
 
@@ -365,7 +407,7 @@ class Progress:
         if self.bar is None:
             print(message, file=self.file, flush=True)
         else:
-            self.bar.write(message, file=self.file)
+            self.bar.write(message)
 
     def _refresh(self, force: bool = False) -> None:
         if self.bar is None:
@@ -374,9 +416,7 @@ class Progress:
         if not force and now - self.last_refresh < self.refresh_s:
             return
         self.last_refresh = now
-        self.bar.n = int(round(BAR_RESOLUTION * min(1.0, self.fraction_done())))
-        self.bar.set_description_str(self.line(), refresh=False)
-        self.bar.refresh()
+        self.bar.show(self.line(self.bar.width()))
 
 
 def checkpoint_note(task: str, steps: int, success: np.ndarray, returns: np.ndarray) -> str:

@@ -8,6 +8,7 @@ run directory, in this order:
     manifest  written "running" (a new run evaluates its baselines first)      purehr.run.status
     compile   one program for every task x seed                      purehr.run.program
     train     the program runs; its callbacks write the logs and checkpoints   purehr.run.recorder
+              (Ctrl-C stops it at the next update: "interrupted", ``RunInterrupted``)
     finish    the manifest says "finished", or "failed" / "diverged" and the error is raised
                                                                      purehr.run.status, .outcome
 
@@ -38,16 +39,24 @@ from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig
 from purehr.run.followers import Followers, follow_primary
 from purehr.run.messages import start_banner
-from purehr.run.outcome import RunDiverged, RunFailed, RunSummary, diverged_seeds
+from purehr.run.outcome import RunDiverged, RunFailed, RunInterrupted, RunSummary, diverged_seeds
 from purehr.run.plan import RunPlan, RunRequest, new_run_plan
 from purehr.run.preparation import RunAlreadyFinished, prepare_run_directory
-from purehr.run.program import HANDLERS, compiled_program, initial_runners, protocol_mesh
+from purehr.run.program import (
+    HANDLERS,
+    CtrlC,
+    compiled_program,
+    initial_runners,
+    nothing_left_to_train,
+    protocol_mesh,
+    wait_for_abandoned_programs,
+)
 from purehr.run.progress import Progress, TaskPlan
-from purehr.run.recorder import RunRecorder
+from purehr.run.recorder import RunRecorder, library_errors_in_one_line
 from purehr.run.resume import extension_hint, plan_resume
 from purehr.run.run_dir import RunDirectory, check_run_directory_path
 from purehr.run.runner import TaskSetup
-from purehr.run.status import mark_ended, mark_failed, mark_running
+from purehr.run.status import mark_ended, mark_failed, mark_interrupted, mark_running
 from purehr.run.triage import check_indexes, index_disagreements, restore_task
 
 
@@ -80,7 +89,12 @@ def train_all_seeds(
 
     ``devices`` (default: all visible) shards the seed axis, and the environment axis when
     devices outnumber seeds, over a mesh (``purehr.devices.distributed``); on one device nothing moves.
-    ``directory_option`` names how the user gave the directory (``--run-name``), for messages."""
+    ``directory_option`` names how the user gave the directory (``--run-name``), for messages.
+
+    Ctrl-C (SIGINT, as ``KeyboardInterrupt`` in the calling thread) stops every task at its
+    next update: the manifest says "interrupted" and ``RunInterrupted`` (a ``KeyboardInterrupt``)
+    says where ``resume`` continues; a second Ctrl-C raises it without waiting for the program.
+    A resume with nothing left to train (stopped after its last checkpoint) compiles nothing."""
     started = time.perf_counter()
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
@@ -147,17 +161,19 @@ def _train_locked(
         runners = broadcast_tree({name: jax.tree.map(np.asarray, runner) for name, runner in runners.items()})
     mark_running(run_dir, plan, setups, start.resumed_from, start.quarantined, command, mesh)
     recorder = _recorder(run_dir, plan, setups, start, runners, progress)
-    compiled, runners, compile_s = _compile(setups, plan, runners, mesh)
-    final, error = _train_and_record(compiled, runners, recorder, plan, start.resumed_from, compile_s)
+    final, error, compile_s = _compile_and_train(setups, plan, runners, mesh, recorder, start, started)
     wall = time.perf_counter() - started
     if error is None:
         error = _unfinished_reason(run_dir, setups, plan.seeds, recorder)
     if error is not None:
         reason = recorder.failure or f"{type(error).__name__}: {error}"
-        mark_failed(run_dir, reason, wall)
+        try:
+            mark_failed(run_dir, reason, wall)
+            marked = f"{run_dir.root} is marked failed in manifest.json"
+        except OSError as unwritable:  # the cause may be the disk itself
+            marked = f"manifest.json of {run_dir.root} could not be marked failed either ({unwritable})"
         raise RunFailed(
-            f"training stopped: {reason}. {run_dir.root} is marked failed in manifest.json; "
-            "fix the cause, then continue it with --resume"
+            f"training stopped: {reason}. {marked}; fix the cause, then continue it with --resume"
         ) from error
     summary = RunSummary(
         run_dir.root,
@@ -237,6 +253,38 @@ def _recorder(
     )
 
 
+def _compile_and_train(
+    setups: list[TaskSetup], plan: RunPlan, runners: dict, mesh, recorder: RunRecorder, start, started: float
+) -> tuple[dict | None, BaseException | None, float]:
+    """The final states (None when the program stopped on an error), that error or None, and
+    the seconds compiling took. A run stopped after its last checkpoint compiles nothing. On
+    Ctrl-C the run is marked interrupted and ``RunInterrupted`` raised (``_interrupted``)."""
+    if nothing_left_to_train(setups, start.resumed_from):
+        print(
+            "resume: every task is trained to its budget (its last checkpoint is intact): nothing to compile or train",
+            file=sys.stderr,
+            flush=True,
+        )
+        recorder.finish()
+        return jax.tree.map(np.asarray, runners), None, 0.0
+    try:
+        compiled, runners, compile_s = _compile(setups, plan, runners, mesh)
+    except KeyboardInterrupt:  # nothing trains: stop at once (the compilation ends on its own)
+        raise _interrupted(recorder, time.perf_counter() - started, "Ctrl-C while compiling: nothing trained") from None
+    try:
+        final, error = _train_and_record(compiled, runners, recorder, plan, start.resumed_from, compile_s)
+    except KeyboardInterrupt:  # a second Ctrl-C
+        how = (
+            "a second Ctrl-C: exited without waiting for the program to stop; a resume verifies "
+            "the checkpoints and sets aside a save that was cut short"
+        )
+        raise _interrupted(recorder, time.perf_counter() - started, how) from None
+    if error is None and recorder.stop_requested and not _trained_to_the_end(setups, final):
+        how = "the updates after those checkpoints are trained again, bit-identically"
+        raise _interrupted(recorder, time.perf_counter() - started, how, waited=True)
+    return final, error, compile_s
+
+
 def _compile(setups: list[TaskSetup], plan: RunPlan, runners: dict, mesh) -> tuple[Any, dict, float]:
     """The compiled program, the states placed as it takes them, and the seconds it took."""
     print("compiling the training program (nothing trains until it is compiled) ...", file=sys.stderr, flush=True)
@@ -244,7 +292,7 @@ def _compile(setups: list[TaskSetup], plan: RunPlan, runners: dict, mesh) -> tup
     runners = jax.tree.map(lambda x: jnp.asarray(x, dtype=np.asarray(x).dtype), runners)
     if mesh is not None:
         runners = {name: shard_runner(runner, mesh) for name, runner in runners.items()}
-    compiled = compiled_program(setups, len(plan.seeds), runners, plan.curricula, mesh)
+    compiled = compiled_program(setups, len(plan.seeds), runners, plan.curricula, mesh, run_compile=CtrlC().run)
     return compiled, runners, time.perf_counter() - compile_started
 
 
@@ -252,26 +300,53 @@ def _train_and_record(
     compiled, runners: dict, recorder: RunRecorder, plan: RunPlan, resumed_from: dict[str, int], compile_s: float
 ) -> tuple[dict | None, BaseException | None]:
     """Runs the program with ``recorder`` on its callbacks; the final states (None when it
-    stopped) and the error that stopped it or the recorder's completion, else None."""
+    stopped) and the error that stopped it or the recorder's completion, else None. The first
+    Ctrl-C stops the program at its next update; a second raises ``KeyboardInterrupt`` at once."""
+    wait_for_abandoned_programs()
     HANDLERS.target = recorder
     message = f"compiled in {compile_s:.1f} s; training {', '.join(plan.tasks)} x seeds {plan.seeds}"
     if resumed_from:
         message += f" (resumed at {resumed_from})"
-    print(message, file=sys.stderr, flush=True)
+    print(message + "; Ctrl-C stops it at the next update", file=sys.stderr, flush=True)
     wait_for_all_processes("train")
     recorder.start()
     final, error = None, None
-    try:
-        final = gather_to_host(jax.block_until_ready(compiled(runners)))
-    except Exception as raised:  # an error in a host callback arrives as a JaxRuntimeError here
-        error = raised
-    finally:
+    with library_errors_in_one_line():
+        try:
+            final = CtrlC(recorder.request_stop).run(lambda: gather_to_host(jax.block_until_ready(compiled(runners))))
+        except KeyboardInterrupt:  # the program may still be running: it writes nothing more
+            recorder.abandon()
+            raise
+        except Exception as raised:  # an error in a host callback arrives as a JaxRuntimeError here
+            error = raised
         HANDLERS.target = None
         try:
             recorder.finish()
         except Exception as raised:
             error = error or raised
     return final, error
+
+
+def _trained_to_the_end(setups: list[TaskSetup], final: dict) -> bool:
+    return all(int(np.asarray(final[s.name].update_index)[0]) >= s.ppo.num_updates for s in setups)
+
+
+def _interrupted(recorder: RunRecorder, wall: float, how: str, waited: bool = False) -> RunInterrupted:
+    """Marks the run interrupted; the error says where it stopped and where a resume continues
+    (``waited``: the program stopped before this process goes on)."""
+    run_dir, resumes_from, reached = recorder.run_dir, recorder.resume_points(), recorder.steps_reached()
+    mark_interrupted(run_dir, wall, reached, resumes_from, waited)
+    stopped = ", ".join(f"{task} at {steps:,} steps" for task, steps in reached.items())
+    points = ", ".join(
+        f"{task} from its checkpoint at {steps:,} steps" if steps else f"{task} from the start"
+        for task, steps in resumes_from.items()
+    )
+    return RunInterrupted(
+        f"Ctrl-C: training stopped ({stopped}); {run_dir.root} is marked interrupted in "
+        f"manifest.json. A resume continues {points} ({how})",
+        resumes_from,
+        at_once=not waited,
+    )
 
 
 def _unfinished_reason(

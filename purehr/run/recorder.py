@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -23,6 +26,37 @@ def _scalar(value) -> float | int:
 
 def seed_slice(tree: Any, index: int) -> Any:
     return jax.tree.map(lambda x: np.asarray(x)[index], tree)
+
+
+# the libraries that log a failed checkpoint save from their own threads, a traceback each
+# (Orbax through absl, the io_callback that called the recorder)
+LIBRARY_LOGGERS = ("absl", "jax._src.callback")
+
+
+class _OneLine(logging.Filter):
+    """A library's error record as its first line, without the traceback: when a save fails
+    (a full disk) the run's own error names the cause once, not in dozens of tracebacks."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            first = record.getMessage().splitlines()[0] if record.getMessage() else ""
+            record.msg, record.args = (first[:297] + "...") if len(first) > 300 else first, ()
+            record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
+@contextlib.contextmanager
+def library_errors_in_one_line() -> Iterator[None]:
+    """While the program trains: Orbax's and the callback's error records shortened (``_OneLine``)."""
+    one_line = _OneLine()
+    loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
+    for logger in loggers:
+        logger.addFilter(one_line)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(one_line)
 
 
 class RunRecorder:
@@ -61,6 +95,8 @@ class RunRecorder:
         # again (a task starting over saves its initial state at update 0): verified, not rewritten
         self.kept = kept or {}
         self.failure: str | None = None  # what stopped the run, said once
+        self.stop_requested = False  # Ctrl-C: the program stops at its next update
+        self.abandoned = False  # a second Ctrl-C: nothing more is written
         # task -> seed -> first diverged update, from the rows a resume kept and those logged since
         self.diverged: dict[str, dict[int, int]] = {}
         for name, seeds_rows in self.update_rows.items():
@@ -79,10 +115,42 @@ class RunRecorder:
     def elapsed(self) -> float:
         return self.elapsed_offset + time.perf_counter() - self.started
 
+    def request_stop(self) -> None:
+        """Ctrl-C: every task stops at its next update (``on_update`` returns False), with the
+        state it reached; a resume continues from the checkpoints saved so far."""
+        self.stop_requested = True
+        self.say("Ctrl-C: stopping at the next update (Ctrl-C again exits at once, without waiting)")
+
+    def abandon(self) -> None:
+        """A second Ctrl-C: the program, still running, writes nothing more and stops."""
+        self.stop_requested = self.abandoned = True
+
+    def resume_points(self) -> dict[str, int]:
+        """task -> env steps of the newest checkpoint listed for every seed (0: none yet)."""
+        return {
+            name: min(max((row["actual_steps"] for row in rows), default=0) for rows in seeds_rows.values())
+            for name, seeds_rows in self.checkpoint_rows.items()
+        }
+
+    def steps_reached(self) -> dict[str, int]:
+        """task -> env steps of the last update logged (the resumed-from rows included)."""
+        return {
+            name: min(rows[-1]["env_steps"] if rows else 0 for rows in seeds_rows.values())
+            for name, seeds_rows in self.update_rows.items()
+        }
+
+    def say(self, message: str) -> None:
+        """A line for the user, above the progress bar when there is one."""
+        if self.progress is not None and self.progress.bar is not None:
+            self.progress.bar.write(message, file=sys.stderr)
+        else:
+            print(message, file=sys.stderr, flush=True)
+
     # --- callbacks --------------------------------------------------------------------------
-    def on_update(self, task: str, metrics: dict) -> None:
-        if self.failure is not None:
-            return
+    def on_update(self, task: str, metrics: dict) -> bool:
+        """Logs the update; False (stop) once Ctrl-C asked the program to stop."""
+        if self.failure is not None or self.abandoned:
+            return not self.stop_requested
         now = self.elapsed()
         batch_size = self.setups[task].config.batch_size
         for index, seed in enumerate(self.seeds):
@@ -94,27 +162,24 @@ class RunRecorder:
         self.last_update_time[task] = time.perf_counter()
         if self.progress is not None:
             self.progress.on_update(task, metrics)
+        return not self.stop_requested
 
     def _note_divergence(self, task: str, seed: int, update: int) -> None:
         """Says once, as it happens, that a seed diverged (the run goes on for the others)."""
         if update > 0 and seed not in self.diverged.setdefault(task, {}):
             self.diverged[task][seed] = update
-            message = (
+            self.say(
                 f"warning: {task} seed {seed} diverged at update {update} "
                 f"({update * self.setups[task].config.batch_size:,} env steps): a loss or parameter "
                 f"became NaN or infinite; its parameters stay frozen at update {update - 1}"
             )
-            if self.progress is not None and self.progress.bar is not None:
-                self.progress.bar.write(message, file=sys.stderr)
-            else:
-                print(message, file=sys.stderr, flush=True)
 
     def on_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None) -> None:
         """Saves every seed's state and row. An error here must stop the run (it propagates out
         of the io_callback); it is kept in ``failure`` so the caller can say what went wrong.
         ``showcase`` is None at checkpoints with a quick evaluation (no episode recorded; the
         row's ``showcase_path`` is empty)."""
-        if self.failure is not None:
+        if self.failure is not None or self.abandoned:
             return
         try:
             self._checkpoint(task, runner, evaluation, showcase)

@@ -3,6 +3,8 @@ policy, without compiling the training program."""
 
 from __future__ import annotations
 
+import numbers
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +17,8 @@ from purehr.envs.base import Environment
 from purehr.envs.spaces import observation_batch_size
 from purehr.ppo.algorithm import RunnerState
 from purehr.ppo.config import PPOConfig
-from purehr.run.checkpoints import SeedCheckpoints
-from purehr.run.files import parse_row, read_csv
-from purehr.run.run_dir import RunDirectory
+from purehr.run.checkpoints import CheckpointNotShipped, CorruptCheckpointError, SeedCheckpoints, shape_mismatches
+from purehr.run.run_dir import RunDirectory, completed_checkpoint_steps, is_published_record, read_checkpoint_rows
 from purehr.run.task_setup import recorded_setup
 from purehr.tasks import get_task
 from purehr.types import Policy
@@ -41,12 +42,14 @@ class Restored:
 
 def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest") -> Restored:
     """``step`` is an environment-step count (the actual count, or the target it was saved
-    for) or ``"latest"``."""
+    for) or ``"latest"``; ``seed`` and ``step`` may be NumPy integers. Only a checkpoint that
+    matches the digest checkpoints.csv recorded for it is returned."""
     run = RunDirectory(Path(run_dir))
     manifest = run.read_manifest()
     definition = get_task(task)  # an unknown task is refused by name, before the run is searched
     if task not in manifest["tasks"]:
         raise ValueError(f"task {task!r} is not in the run {run.root} (it has {manifest['tasks']})")
+    seed = _integer("seed", seed, "an integer seed")
     if seed not in manifest["seeds"]:
         raise ValueError(f"seed {seed!r} is not in the run {run.root} (it has {manifest['seeds']})")
     index = run.checkpoints_csv(task, seed)
@@ -55,15 +58,23 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
             f"{index} is missing: it holds the digests that verify "
             f"the checkpoints in {run.checkpoint_dir(task, seed)}, which are not read without it"
         )
-    rows = [parse_row(r) for r in read_csv(index)]
+    rows = read_checkpoint_rows(index)
     if not rows:
         raise FileNotFoundError(f"{index} lists no checkpoint")
     row = _choose_row(rows, step, index)
+    _check_on_disk(run, manifest, task, seed, rows, row, latest=step == "latest")
     # the config, environment and schedule the run trained with: ppo.env_params_at follows the
     # schedule, and the held-out params are its final stage
     setup = recorded_setup(manifest, definition)
     env, ppo = setup.env, setup.ppo
     abstract = jax.eval_shape(ppo.init, jax.random.PRNGKey(0))
+    path = run.checkpoint_dir(task, seed) / str(row["actual_steps"])
+    mismatches = shape_mismatches(path, abstract)
+    if mismatches:
+        raise ValueError(
+            f"{run.manifest_path} disagrees with checkpoint {path}: {'; '.join(mismatches[:3])}"
+            f"{f' (and {len(mismatches) - 3} more)' if len(mismatches) > 3 else ''}; was configs.{task} edited?"
+        )
     checkpoints = SeedCheckpoints(run.checkpoint_dir(task, seed), read_only=True)
     try:
         runner = checkpoints.restore(row["actual_steps"], abstract, row["state_digest"])
@@ -99,11 +110,46 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     )
 
 
+def _integer(name: str, value: Any, expected: str) -> int:
+    """``value`` as an int: Python and NumPy integers; a bool (``seed=True``) is refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name}={value!r}: expected {expected}")
+    return int(value)
+
+
+def _check_on_disk(run: RunDirectory, manifest: dict, task: str, seed: int, rows: list[dict], row: dict, latest: bool):
+    """Says why the chosen checkpoint is not on disk (a published record does not ship it, or
+    it is missing), and warns when ``"latest"`` is older than a completed checkpoint on disk:
+    checkpoints.csv lost its last rows, and an unlisted checkpoint cannot be verified."""
+    folder = run.checkpoint_dir(task, seed)
+    on_disk = completed_checkpoint_steps(folder) if folder.is_dir() else []
+    steps = row["actual_steps"]
+    if steps not in on_disk:
+        if is_published_record(run.root, manifest):
+            shipped = [r["actual_steps"] for r in rows if r["actual_steps"] in on_disk]
+            raise CheckpointNotShipped(
+                f"checkpoint {folder / str(steps)} is missing: not shipped in this record ({run.root} is a "
+                f"published record, which keeps each seed's last checkpoint only; checkpoints.csv still lists "
+                f"the others with their held-out metrics). Restore step='latest' (shipped: {shipped}), or "
+                "train the run again to have every checkpoint"
+            )
+        raise CorruptCheckpointError(
+            f"checkpoint {steps} listed in checkpoints.csv is missing from disk ({folder / str(steps)})"
+        )
+    newer = [s for s in on_disk if s > steps]
+    if latest and newer:
+        warnings.warn(
+            f"restore(step='latest'): {folder / str(newer[-1])} on disk is newer than the last checkpoint "
+            f"{run.checkpoints_csv(task, seed)} lists ({steps}): did the file lose its last rows? Restoring "
+            f"{steps}, the latest listed one (an unlisted checkpoint has no digest to verify it)",
+            stacklevel=3,
+        )
+
+
 def _choose_row(rows: list[dict], step, csv_path: Path) -> dict:
     if step == "latest":
         return max(rows, key=lambda r: r["actual_steps"])
-    if not isinstance(step, int) or isinstance(step, bool):
-        raise ValueError(f"step={step!r}: expected an integer number of environment steps or 'latest'")
+    step = _integer("step", step, "an integer number of environment steps or 'latest'")
     for column in ("actual_steps", "target_steps"):
         for row in rows:
             if row[column] == step:

@@ -6,6 +6,7 @@ scripts' ``--help`` and the renderer import it."""
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from purehr.run.columns import CHECKPOINT_INTEGERS, CHECKPOINT_TAIL, UPDATE_INTEGERS
 from purehr.run.files import (
     RunDirectoryError,
     RunDirectoryNotFound,
@@ -20,6 +22,7 @@ from purehr.run.files import (
     partial_name,
     read_csv_columns,
     read_json_object,
+    read_rows,
 )
 from purehr.run.lock import RunLock, lock_holder, take_lock
 from purehr.types import Columns
@@ -31,6 +34,50 @@ CHECKPOINTS_CSV = "checkpoints.csv"
 FINAL_METRICS_CSV = "final_metrics.csv"
 FIGURES = "figures"
 SEED_DIRECTORY = re.compile(r"^seed_(\d+)$")
+STEP_FOLDER = re.compile(r"^\d+$")
+ORBAX_ENTRY = re.compile(r"^\d+(\.orbax-checkpoint-tmp.*)?$")
+"""In ``checkpoints/``: a completed checkpoint ``<steps>/``; what Orbax writes (those and the
+saves it had not finished, ``<steps>.orbax-checkpoint-tmp-<time>``)."""
+SHOWCASE_TRACE = re.compile(r"^(\.)?steps_\d+(\.partial)?\.npz$")
+"""In ``showcase/``: ``steps_<n>.npz`` and its temporary (``purehr.run.files.partial_name``)."""
+QUARANTINED = re.compile(r"^\d+(\.orbax-checkpoint-tmp[-\d]*)?-\d{8}T\d{6}(-\d+)?(\.REASON\.txt)?$")
+"""In ``quarantine/``: what a resume set aside, ``<name>-<time>`` (``SeedCheckpoints.quarantine_entry``)."""
+
+
+def is_orbax_entry(name: str) -> bool:
+    """A name in ``checkpoints/`` that Orbax writes: a step folder or a save in progress."""
+    return bool(ORBAX_ENTRY.match(name))
+
+
+def completed_checkpoint_steps(folder: Path) -> list[int]:
+    """The step folders Orbax completed (``<steps>/``), read from the directory alone."""
+    if not folder.is_dir():
+        return []
+    return sorted(int(entry.name) for entry in folder.iterdir() if entry.is_dir() and STEP_FOLDER.match(entry.name))
+
+
+def read_checkpoint_rows(path: Path) -> list[dict[str, Any]]:
+    """checkpoints.csv as parsed rows, every cell checked (``purehr.run.files.read_rows``)."""
+    return read_rows(path, CHECKPOINT_TAIL, CHECKPOINT_INTEGERS)
+
+
+def read_update_rows(path: Path) -> list[dict[str, Any]]:
+    """updates.csv as parsed rows, every cell checked (``purehr.run.files.read_rows``)."""
+    return read_rows(path, (), UPDATE_INTEGERS)
+
+
+def is_published_record(root: Path, manifest: dict[str, Any]) -> bool:
+    """A record ``purehr.reports.publish.publish_run`` wrote: marked ``published`` in its
+    manifest, or (records published before the mark) a finished run whose every seed holds at
+    most one checkpoint, its last: a run itself always keeps step 0 and its last."""
+    if manifest.get("published"):
+        return True
+    if manifest.get("status") != "finished":
+        return False
+    tasks = [t for t in manifest.get("tasks", []) if isinstance(t, str)]
+    seeds = [s for s in manifest.get("seeds", []) if isinstance(s, int)]
+    folders = [Path(root) / task / seed_dir_name(seed) / "checkpoints" for task in tasks for seed in seeds]
+    return bool(folders) and all(len(completed_checkpoint_steps(folder)) <= 1 for folder in folders)
 
 
 def seed_dir_name(seed: int) -> str:
@@ -77,18 +124,36 @@ def run_seed_directories(
     root: Path, manifest: dict[str, Any], tasks: Sequence[str] | None = None
 ) -> dict[str, dict[int, Path]]:
     """task -> seed -> folder for ``tasks`` (default: the manifest's, else every folder holding
-    ``seed_<n>`` folders); each task must have at least one seed folder."""
+    ``seed_<n>`` folders); each task must have at least one seed folder. A seed folder that is
+    empty or not one of the manifest's seeds (a user's copy, a stray ``mkdir``) is not the
+    run's: it is left out, with a note, rather than refusing an intact run."""
     tasks = list(manifest.get("tasks") or []) if tasks is None else list(tasks)
     if not tasks:
         tasks = sorted(child.name for child in root.iterdir() if seed_directories(child))
     if not tasks:
         raise RunDirectoryError(f"{root}: no <task>/seed_<n>/ directories found")
+    recorded = manifest.get("seeds")
+    seeds = {s for s in recorded if isinstance(s, int)} if isinstance(recorded, list) else None
     found = {}
     for task in tasks:
-        found[task] = seed_directories(root / task)
+        found[task] = {}
+        for seed, folder in seed_directories(root / task).items():
+            why = _not_a_run_seed(folder, seed, seeds)
+            if why:
+                print(f"note: {folder} is left out: {why}", file=sys.stderr)
+            else:
+                found[task][seed] = folder
         if not found[task]:
             raise RunDirectoryNotFound(f"{root / task}: no seed_<n> directories for task {task!r}")
     return found
+
+
+def _not_a_run_seed(folder: Path, seed: int, seeds: set[int] | None) -> str | None:
+    if seeds is not None and seed not in seeds:
+        return f"seed {seed} is not one of the run's seeds ({' '.join(map(str, sorted(seeds)))}, manifest.json)"
+    if not any(folder.iterdir()):
+        return "it is empty"
+    return None
 
 
 def check_seed_logs_agree(directory: Path, updates: Columns, checkpoints: Columns) -> None:
@@ -222,7 +287,9 @@ def check_run_directory_path(root: Path) -> None:
 
 def run_written_paths(root: Path, manifest: dict[str, Any]) -> tuple[list[Path], list[Path]]:
     """(the paths a purehr run writes that exist in ``root``, everything else in it). Only the
-    first may be removed by --overwrite; the second belongs to the user."""
+    first may be removed by --overwrite; the second belongs to the user. Inside ``checkpoints/``,
+    ``showcase/`` and ``quarantine/`` only the names a run gives (step folders and Orbax's
+    temporaries, ``steps_<n>.npz``, what a resume set aside) are the run's."""
     tasks = [t for t in manifest.get("tasks", []) if isinstance(t, str)]
     seeds = [s for s in manifest.get("seeds", []) if isinstance(s, int)]
     figure_names = {"replay.mp4", "replay_poster.png", "replay_timeline.json", "replay.html"}
@@ -238,21 +305,29 @@ def run_written_paths(root: Path, manifest: dict[str, Any]) -> tuple[list[Path],
     # and their temporaries; ".<name>.tmp" are those of runs written before atomic_output
     top |= {partial_name(name) for name in top} | {LOCK, *MANIFEST_TEMPORARIES}
     seed_entries |= {partial_name(name) for name in seed_entries} | {f".{name}.tmp" for name in seed_entries}
-    seed_entries |= {"checkpoints", "showcase", "quarantine"}
     ours: list[Path] = []
     others: list[Path] = []
 
-    def sort(directory: Path, allowed: set[str], descend: dict[str, Any]) -> None:
+    def sort(directory: Path, allowed: set[str], descend: dict[str, Any], pattern: re.Pattern | None = None) -> None:
         for entry in sorted(directory.iterdir()):
             if entry.name in descend and entry.is_dir() and not entry.is_symlink():
                 descend[entry.name](entry)
-            elif entry.name in allowed:
+            elif entry.name in allowed or (pattern is not None and pattern.match(entry.name)):
                 ours.append(entry)
             else:
                 others.append(entry)
 
+    def written_by_name(pattern: re.Pattern) -> Any:
+        return lambda path: sort(path, set(), {}, pattern)
+
+    seed_folders = {
+        "checkpoints": written_by_name(ORBAX_ENTRY),
+        "showcase": written_by_name(SHOWCASE_TRACE),
+        "quarantine": written_by_name(QUARANTINED),
+    }
+
     def seed_dir(path: Path) -> None:
-        sort(path, seed_entries, {})
+        sort(path, seed_entries, seed_folders)
 
     def task_dir(path: Path) -> None:
         sort(path, set(), {seed_dir_name(seed): seed_dir for seed in seeds})
@@ -276,8 +351,9 @@ def remove_run_files(root: Path, manifest: dict[str, Any]) -> list[Path]:
         else:
             path.unlink()
     tasks = [t for t in manifest["tasks"] if isinstance(t, str)]
-    created = [root / task / seed_dir_name(seed) for task in tasks for seed in manifest["seeds"]]
-    created += [root / task for task in tasks] + [root / FIGURES]
+    seed_dirs = [root / task / seed_dir_name(seed) for task in tasks for seed in manifest["seeds"]]
+    created = [seed_dir / name for seed_dir in seed_dirs for name in ("checkpoints", "showcase", "quarantine")]
+    created += seed_dirs + [root / task for task in tasks] + [root / FIGURES]
     for directory in created:  # the folders a run made, once emptied; never the user's
         if directory.is_dir() and not directory.is_symlink() and not any(directory.iterdir()):
             directory.rmdir()

@@ -4,7 +4,7 @@
       per task: cond(update_index == 0) -> checkpoint the initial state (target 0)
       lax.scan over the longest task's updates     <- scan outside
         per task: cond(still has updates) -> vmap(update) over seeds   <- vmap inside
-                  io_callback(log this update's metrics)               (hook, every update)
+                  io_callback(log this update's metrics)   (hook, every update; False: stop)
                   cond(update crossed a checkpoint target, or was the last)   (hook)
                     -> held-out evaluation (full, with a showcase episode, at every
                        full_eval_interval-th target; quick between), vmapped over seeds, on device
@@ -135,13 +135,15 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
                 )
             call_host(save, runner, evaluation, showcase, recorded)
 
-        def log(_runner, metrics) -> None:
-            call_host(functools.partial(host.on_update, setup.name), metrics)
+        def log(_runner, metrics) -> jax.Array:
+            return call_host(functools.partial(host.on_update, setup.name), metrics, keep_going=True)
 
         return UpdateLoop(
             jax.vmap(setup.ppo.update),
             setup.ppo.num_updates,
-            hooks=(Hook(every(1), log), Hook(setup.crossed_target, checkpoint, at_start=True)),
+            # the log hook stops the task where the host says so (Ctrl-C); the update it logged
+            # still checkpoints when due
+            hooks=(Hook(every(1), log, stops=True), Hook(setup.crossed_target, checkpoint, at_start=True)),
         )
 
     loops = [task_loop(setup) for setup in setups]

@@ -1,6 +1,6 @@
 """What the manifest says as a run goes: "running" before anything trains (a new run's manifest
 with the baselines it is judged against, or a resumed run's with this resume appended), then
-"finished", "diverged" or "failed" with the timings. The status is written before the caller
+"finished", "diverged", "failed" or "interrupted" (Ctrl-C) with the timings. The status is written before the caller
 hears of it (``purehr.run.outcome``), so a run directory always says how its last process ended."""
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def mark_running(
 def _new_manifest(plan: RunPlan, setups: list[TaskSetup], command: list[str] | None) -> dict[str, Any]:
     print("evaluating the baselines and floor policies on the held-out set ...", file=sys.stderr, flush=True)
     baselines_started = time.perf_counter()
-    baselines = evaluate_baselines(setups)
+    baselines = evaluate_baselines(setups, lambda message: print(f"  {message}", file=sys.stderr, flush=True))
     print(f"  done in {format_duration(time.perf_counter() - baselines_started)}", file=sys.stderr, flush=True)
     manifest = environment_description()
     manifest.update(
@@ -103,6 +103,25 @@ def mark_failed(run_dir: RunDirectory, reason: str, wall: float) -> None:
     run_dir.write_manifest(manifest)
 
 
+def mark_interrupted(
+    run_dir: RunDirectory, wall: float, reached: dict[str, int], resumes_from: dict[str, int], waited: bool
+) -> None:
+    """The manifest says "interrupted" (Ctrl-C): where each task stopped, where a resume
+    continues, and whether the program was waited for (a second Ctrl-C does not wait)."""
+    manifest = run_dir.read_manifest()
+    manifest.update(
+        status="interrupted",
+        interrupted={
+            "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "stopped_at_steps": reached,
+            "resumes_from_steps": resumes_from,
+            "waited_for_the_program": waited,
+        },
+        wall_time_s=(manifest.get("wall_time_s") or 0.0) + wall,
+    )
+    run_dir.write_manifest(manifest)
+
+
 def mark_ended(
     run_dir: RunDirectory,
     summary: RunSummary,
@@ -116,7 +135,7 @@ def mark_ended(
         status="diverged" if diverged else "finished",
         diverged=diverged,
         wall_time_s=previous_wall + summary.wall_time_s,
-        compile_s=summary.compile_s,
+        compile_s=(manifest.get("compile_s") or 0.0) + summary.compile_s,  # of the wall time, which adds up too
         peak_memory_bytes=peak_memory_bytes(),
         timing={
             "seconds_in_checkpoint_callbacks": summary.seconds_in_checkpoint_callbacks,

@@ -6,19 +6,26 @@ lies beyond, and refuses the damage it cannot judge alone."""
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
-from purehr.run.checkpoints import CorruptCheckpointError, SeedCheckpoints, tree_digest
-from purehr.run.files import parse_row, read_csv
+from purehr.run.checkpoints import CorruptCheckpointError, SeedCheckpoints, shape_mismatches, tree_digest
+from purehr.run.files import RunDirectoryError
 from purehr.run.recorder import seed_slice
-from purehr.run.run_dir import RunDirectory
+from purehr.run.run_dir import (
+    RunDirectory,
+    completed_checkpoint_steps,
+    is_orbax_entry,
+    read_checkpoint_rows,
+    read_update_rows,
+)
 from purehr.run.runner import TaskSetup
+from purehr.run.task_setup import recorded_setup
 
 
 @dataclass(frozen=True)
@@ -33,28 +40,25 @@ class TaskResume:
     quarantined: list[dict[str, str]] = field(default_factory=list)  # {"path", "reason"} moved aside
 
 
-def completed_checkpoint_steps(folder: Path) -> list[int]:
-    """The step folders Orbax completed (``<steps>/``), read from the directory alone."""
-    if not folder.is_dir():
-        return []
-    return sorted(int(entry.name) for entry in folder.iterdir() if entry.is_dir() and entry.name.isdigit())
-
-
 def check_indexes(run_dir: RunDirectory, tasks: list[str], seeds: list[int]) -> None:
-    """Refuses a resume whose index files were lost while the checkpoints they describe are
-    still there: the resume would have to set that progress aside. Only the files on disk are
-    read (nothing moves): a kill leaves the index at most one checkpoint behind, never missing
-    while later checkpoints exist, so this is damage, and the user decides."""
+    """Refuses a resume whose index files cannot be read (a row cut short, a cell that is not
+    a number), were lost while the checkpoints they describe are still there, or whose
+    manifest disagrees with its checkpoints: the resume would have to set that progress aside.
+    Only the files on disk are read (nothing moves): a kill leaves the index at most one
+    checkpoint behind and never damages a row, so this is damage, and the user decides."""
     for task in tasks:
         for seed in seeds:
             saved = [steps for steps in completed_checkpoint_steps(run_dir.checkpoint_dir(task, seed)) if steps > 0]
             index, updates = run_dir.checkpoints_csv(task, seed), run_dir.updates_csv(task, seed)
-            listed = [r for r in read_csv(index)] if index.exists() else []
-            beyond_zero = [
-                int(r["actual_steps"])
-                for r in listed
-                if r.get("actual_steps", "").isdigit() and int(r["actual_steps"]) > 0
-            ]
+            try:
+                listed = read_checkpoint_rows(index)
+                read_update_rows(updates)
+            except RunDirectoryError as error:
+                raise RunDirectoryError(
+                    f"--resume: {error}. Nothing was changed; put the file back from a copy of the run "
+                    "(a resume cannot tell which checkpoints the damaged rows describe)"
+                ) from None
+            beyond_zero = [r["actual_steps"] for r in listed if r["actual_steps"] > 0]
             missing = None
             if saved and not index.exists():
                 missing = index
@@ -70,6 +74,39 @@ def check_indexes(run_dir: RunDirectory, tasks: list[str], seeds: list[int]) -> 
                     f"or, to start {task} over, move {run_dir.checkpoint_dir(task, seed).relative_to(run_dir.root)} "
                     "out of the run directory and --resume again"
                 )
+    check_checkpoints_match_manifest(run_dir, tasks, seeds)
+
+
+def check_checkpoints_match_manifest(run_dir: RunDirectory, tasks: list[str], seeds: list[int]) -> None:
+    """Refuses a resume whose manifest builds other shapes than every seed's newest checkpoint
+    holds (an edited ``actor_hidden``): each restore would fail, and the resume would set every
+    intact checkpoint aside and train the task from step 0. Read from the checkpoints'
+    metadata before anything moves; a single odd checkpoint is left to the triage."""
+    manifest = run_dir.read_manifest()
+    for task in tasks:
+        newest = {seed: completed_checkpoint_steps(run_dir.checkpoint_dir(task, seed)) for seed in seeds}
+        newest = {seed: run_dir.checkpoint_dir(task, seed) / str(steps[-1]) for seed, steps in newest.items() if steps}
+        if not newest:
+            continue
+        abstract = jax.eval_shape(recorded_setup(manifest, task).ppo.init, jax.random.PRNGKey(0))
+        found = {seed: shape_mismatches(path, abstract) for seed, path in newest.items()}
+        found = {seed: problems for seed, problems in found.items() if problems is not None}
+        if not found or not all(found.values()):
+            continue
+        seed, problems = next(iter(found.items()))
+        config = manifest["configs"][task]
+        fields = [f for f in ("actor_hidden", "critic_hidden") if any(f.split("_")[0] in p for p in problems)]
+        suspects = ", ".join(f"configs.{task}.{f} is {config.get(f)!r}" for f in fields) or (
+            "a network width, num_envs or an environment setting"
+        )
+        raise RunDirectoryError(
+            f"--resume: {run_dir.manifest_path} disagrees with the checkpoints of {task}: "
+            f"{newest[seed].relative_to(run_dir.root)}: {'; '.join(problems[:3])}"
+            f"{f' (and {len(problems) - 3} more)' if len(problems) > 3 else ''}. Was manifest.json edited "
+            f"({suspects})? Resuming would set every checkpoint of {task} aside and train it from step 0. "
+            "Nothing was changed: put the recorded settings back, or start a new run with the new settings "
+            "(another --run-dir)"
+        )
 
 
 def restore_task(
@@ -83,13 +120,14 @@ def restore_task(
     keeping each seed's step-0 checkpoint when it holds exactly that state."""
     name = setup.name
     folders = [run_dir.checkpoint_dir(name, seed) for seed in seeds]
-    had_checkpoints = any(folder.is_dir() and any(folder.iterdir()) for folder in folders)
+    had_checkpoints = any(folder.is_dir() and any(map(is_orbax_entry, os.listdir(folder))) for folder in folders)
     managers = {seed: SeedCheckpoints(run_dir.checkpoint_dir(name, seed)) for seed in seeds}
     try:
         # before anything reads the folder: saves the killed process left half-written
         quarantined = _quarantine_unfinished(run_dir, managers, name)
-        rows = {seed: _unique_rows(read_csv(run_dir.checkpoints_csv(name, seed))) for seed in seeds}
-        updates = {seed: [parse_row(r) for r in read_csv(run_dir.updates_csv(name, seed))] for seed in seeds}
+        rows = {seed: _unique_rows(read_checkpoint_rows(run_dir.checkpoints_csv(name, seed))) for seed in seeds}
+        updates = {seed: read_update_rows(run_dir.updates_csv(name, seed)) for seed in seeds}
+        _say_missing(run_dir, managers, name, rows)
         abstract = jax.eval_shape(setup.ppo.init, jax.random.PRNGKey(0))
         chosen, states = _resume_point(managers, rows, updates, abstract)
         kept = {seed: {} for seed in seeds}
@@ -99,7 +137,7 @@ def restore_task(
         for seed in seeds:
             quarantined += _set_aside_beyond(run_dir, managers[seed], name, seed, seeds, chosen, rows[seed], kept[seed])
             recorder_rows["checkpoints"][seed], recorder_rows["updates"][seed] = _rows_kept(
-                managers[seed], name, seed, chosen, rows[seed], updates[seed]
+                managers[seed], chosen, rows[seed], updates[seed]
             )
     finally:
         for manager in managers.values():
@@ -111,7 +149,16 @@ def restore_task(
 
 
 def _quarantine_unfinished(run_dir: RunDirectory, managers: dict[int, SeedCheckpoints], task: str) -> list[dict]:
+    """Orbax's half-written saves go to quarantine; anything else in ``checkpoints/`` is not
+    Orbax's (a user's file) and stays where it is, said by name."""
     reason = "a save that never completed: the process stopped while writing it"
+    for manager in managers.values():
+        for entry in manager.foreign():
+            where = (manager.directory / entry).relative_to(run_dir.root)
+            print(
+                f"resume: left {where} alone: not a checkpoint (only Orbax's folders are read or moved)",
+                file=sys.stderr,
+            )
     return [
         _quarantine(run_dir, manager, task, seed, entry, reason)
         for seed, manager in managers.items()
@@ -144,6 +191,20 @@ def _resume_point(
         except CorruptCheckpointError as error:
             print(f"resume: {error}; falling back to the previous checkpoint", file=sys.stderr)
     return 0, None
+
+
+def _say_missing(run_dir: RunDirectory, managers: dict[int, SeedCheckpoints], task: str, rows: dict[int, dict]) -> None:
+    """Names each checkpoint the index lists that is not on disk (deleted, or moved away): the
+    resume cannot continue from it, and drops its row."""
+    for seed, manager in managers.items():
+        on_disk = set(manager.steps())
+        for steps in sorted(set(rows[seed]) - on_disk):
+            where = manager.path(steps).relative_to(run_dir.root)
+            print(
+                f"resume: {task} seed {seed}: checkpoint {steps} listed in "
+                f"{run_dir.checkpoints_csv(task, seed).name} is missing from disk ({where}); its row is dropped",
+                file=sys.stderr,
+            )
 
 
 def _say_starting_over(task: str, seeds: list[int], had_any: bool) -> None:
@@ -212,17 +273,11 @@ def _set_aside_beyond(
 
 
 def _rows_kept(
-    manager: SeedCheckpoints, task: str, seed: int, chosen: int, rows: dict[int, dict], updates: list[dict]
+    manager: SeedCheckpoints, chosen: int, rows: dict[int, dict], updates: list[dict]
 ) -> tuple[list[dict], list[dict]]:
     """The checkpoint rows of the checkpoints still on disk and the update rows up to the
     resume point: what the recorder goes on from."""
-    on_disk = set(manager.steps())
-    for steps in sorted(set(rows) - on_disk):
-        if steps <= chosen:
-            print(
-                f"resume: {task} seed {seed}: dropping the row for checkpoint {steps}, which is not on disk",
-                file=sys.stderr,
-            )
+    on_disk = set(manager.steps())  # a listed checkpoint missing from disk was named (_say_missing)
     last_update = rows[chosen]["update"] if chosen else 0
     return (
         [row for steps, row in sorted(rows.items()) if steps in on_disk],
@@ -253,10 +308,10 @@ def _quarantine(run_dir: RunDirectory, manager, task: str, seed: int, entry: str
     return {"path": str(where.relative_to(run_dir.root)), "reason": reason}
 
 
-def _unique_rows(rows: list[dict[str, str]]) -> dict[int, dict]:
-    """checkpoints.csv as {actual steps: row}; a step listed twice keeps its first row."""
+def _unique_rows(rows: list[dict]) -> dict[int, dict]:
+    """checkpoints.csv's parsed rows as {actual steps: row}; a step listed twice keeps its first row."""
     unique: dict[int, dict] = {}
-    for row in map(parse_row, rows):
+    for row in rows:
         unique.setdefault(row["actual_steps"], row)
     return unique
 
@@ -274,14 +329,14 @@ def index_disagreements(run_dir: RunDirectory, setups: list[TaskSetup], seeds: l
     for setup in setups:
         for seed in seeds:
             where = run_dir.seed_dir(setup.name, seed).relative_to(run_dir.root)
-            rows = [parse_row(r) for r in read_csv(run_dir.checkpoints_csv(setup.name, seed))]
+            rows = read_checkpoint_rows(run_dir.checkpoints_csv(setup.name, seed))
             listed = sorted(r["actual_steps"] for r in rows)
             on_disk = completed_checkpoint_steps(run_dir.checkpoint_dir(setup.name, seed))
             if listed != on_disk:
                 problems.append(f"{where}/checkpoints.csv lists {listed}, {where}/checkpoints/ holds {on_disk}")
             elif not rows or max(r["update"] for r in rows) != setup.ppo.num_updates:
                 problems.append(f"{where}/checkpoints.csv does not end at the last update {setup.ppo.num_updates}")
-            updates = [parse_row(r)["update"] for r in read_csv(run_dir.updates_csv(setup.name, seed))]
+            updates = [r["update"] for r in read_update_rows(run_dir.updates_csv(setup.name, seed))]
             if updates != list(range(1, setup.ppo.num_updates + 1)):
                 problems.append(f"{where}/updates.csv does not hold updates 1..{setup.ppo.num_updates} in order")
     return problems

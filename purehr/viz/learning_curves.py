@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
-from purehr.reports.stats import t_interval
+from purehr.reports.stats import MIN_INFORMATIVE_SEEDS, clip_to_range, metric_range, t_interval
 from purehr.run.files import atomic_output, write_csv
 from purehr.viz.run_data import RunData, SeedLog
 
@@ -117,19 +117,32 @@ def draw_seed_curves(
         zorder=4,
     )
     if aggregate.num_seeds > 1:
+        lower, upper = clip_to_range(aggregate.lower, aggregate.upper, metric_range(column))
         ax.fill_between(
             aggregate.steps,
-            aggregate.lower,
-            aggregate.upper,
+            lower,
+            upper,
             color=PPO_COLOUR,
             alpha=0.18,
             linewidth=0,
-            label="95% t interval (seed = unit)",
+            label=band_label(aggregate.num_seeds),
         )
     ax.xaxis.set_major_formatter(STEPS_FORMATTER)
     ax.set_xlabel("environment steps")
     ax.set_ylabel(METRIC_LABELS.get(column, column))
     ax.grid(alpha=0.3)
+
+
+def band_label(num_seeds: int) -> str:
+    """The band's legend entry: what it is, and when too few seeds make it say little
+    (t(0.975, 1) = 12.7 makes two seeds' band cover a whole success panel; the band is clipped
+    to the metric's range, see ``draw_seed_curves``). The same words in every panel."""
+    if num_seeds < MIN_INFORMATIVE_SEEDS:
+        return f"95% t interval of {num_seeds} seeds\n(too few: it says little)"
+    return "95% t interval (seed = unit)"
+
+
+OFF_SCALE = "off scale"
 
 
 def _draw_level(ax: Axes, value: float, label: str, *, with_value: bool = True, **style) -> None:
@@ -142,7 +155,7 @@ def _draw_level(ax: Axes, value: float, label: str, *, with_value: bool = True, 
         ax.axhline(value, label=f"{label} = {value:.3g}" if with_value else label, zorder=1.5, **style)
         return
     where = "above" if value > high else "below"
-    ax.plot([], [], label=f"{label}\n= {value:.4g}, off scale ({where})", **style)
+    ax.plot([], [], label=f"{label}\n= {value:.4g}, {OFF_SCALE} ({where})", **style)
 
 
 def draw_baseline(ax: Axes, value: float, name: str, *, with_value: bool = True) -> None:
@@ -267,11 +280,12 @@ def training_log_figure(run: RunData, task: str) -> Figure:
     fig = Figure(figsize=(6.5, 4.4), layout="constrained")
     grid = fig.add_gridspec(2, 1, height_ratios=[4.0, 0.4])
     ax = fig.add_subplot(grid[0])
-    skipped, total = 0, 0
+    skipped, totals = [], []  # per seed
     for index, log in enumerate(run.logs[task].values()):
         steps, returns = log.updates["env_steps"], log.updates["mean_episode_return"]
         finite = np.isfinite(returns)
-        skipped, total = skipped + int(np.sum(~finite)), total + len(returns)
+        skipped.append(int(np.sum(~finite)))
+        totals.append(len(returns))
         sparse = np.sum(finite) < SPARSE_POINTS
         ax.plot(
             steps[finite],
@@ -286,12 +300,25 @@ def training_log_figure(run: RunData, task: str) -> Figure:
     ax.set_xlabel("environment steps")
     ax.set_ylabel("mean return of completed training episodes")
     title = f"{task}: training log"
-    if skipped:
-        title += f"\n({skipped:,} of {total:,} updates completed no episode; not drawn)"
+    if any(skipped):
+        title += f"\n({skipped_updates_note(skipped, totals)} completed no episode; not drawn)"
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     legend_below(fig, fig.add_subplot(grid[1]), ax, ncol=min(5, max(1, len(run.logs[task]))))
     return fig
+
+
+def skipped_updates_note(skipped: list[int], totals: list[int]) -> str:
+    """How many updates of each seed logged no return, counted per seed (a sum over seeds would
+    read as more updates than the run made): '13 of 49 updates' for one seed, '12 to 15 of 49
+    updates per seed' for several."""
+
+    def span(values: list[int]) -> str:
+        low, high = min(values), max(values)
+        return f"{low:,}" if low == high else f"{low:,} to {high:,}"
+
+    per_seed = "" if len(totals) == 1 else " per seed"
+    return f"{span(skipped)} of {span(totals)} updates{per_seed}"
 
 
 # ---------------------------------------------------------------- final metrics

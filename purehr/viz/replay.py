@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,7 @@ from purehr.viz.html_player import write_html_player
 from purehr.viz.learning_curves import (
     HIGHLIGHT_COLOUR,
     METRIC_LIMITS,
+    OFF_SCALE,
     aggregate_over_seeds,
     draw_reference_levels,
     draw_seed_curves,
@@ -89,7 +91,8 @@ def checkpoint_label(row: int, num_checkpoints: int) -> str:
 
 def _summary_text(run: RunData, task: str, showcase: SeedLog, row: int) -> str:
     """The line under the title: how much interaction and time this checkpoint cost, and how
-    good (held-out success and return) and how safe (worst chain tension) it is."""
+    good (held-out success and return) and how safe it is: the lowest chain tension of any
+    held-out episode (``min_tension_worst``; below zero the chain would have to push)."""
     logs = list(run.logs[task].values())
     target = showcase.checkpoints["target_steps"][row]
     success = _checkpoint_value(showcase, SUCCESS_COLUMN, row)
@@ -104,8 +107,8 @@ def _summary_text(run: RunData, task: str, showcase: SeedLog, row: int) -> str:
     )
     second = (
         f"held-out success {success:.0%}{mean_note}, held-out return "
-        f"{_checkpoint_value(showcase, RETURN_COLUMN, row):.3g}, worst tension "
-        f"{_checkpoint_value(showcase, TENSION_COLUMN, row):.1f} N"
+        f"{_checkpoint_value(showcase, RETURN_COLUMN, row):.3g}, minimum chain tension "
+        f"{_checkpoint_value(showcase, TENSION_COLUMN, row):.1f} N (worst held-out episode)"
     )
     return f"{first}\n{second}"
 
@@ -159,15 +162,28 @@ def _full_run_limits(logs: list[SeedLog], column: str, references: list[float]) 
     return low - pad, high + pad
 
 
+_OFF_SCALE_NOTE = re.compile(rf"\n= (?P<value>\S+), {OFF_SCALE} \((?P<where>above|below)\)$")
+"""The note ``learning_curves._draw_level`` appends to a reference level it cannot draw."""
+
+
 def _shared_legend_entries(axes: tuple[Axes, ...]) -> tuple[list, list[str]]:
-    """Every distinct entry of the panels once (their labels carry no values)."""
-    handles, labels = [], []
+    """Every distinct entry of the panels once (their labels carry no values). A reference
+    level drawn in one panel and off scale in another is one entry, with the panel where it
+    is off scale named in it (not a second entry of the same name)."""
+    handles: dict[str, Any] = {}
+    notes: dict[str, list[str]] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
-            if label not in labels:
-                handles.append(handle)
-                labels.append(label)
-    return handles, labels
+            note = _OFF_SCALE_NOTE.search(label)
+            name = label[: note.start()] if note else label
+            handles.setdefault(name, handle)
+            notes.setdefault(name, [])
+            if note:
+                notes[name].append(
+                    f"= {note['value']} in {ax.get_ylabel() or 'a panel'}: {OFF_SCALE} ({note['where']})"
+                )
+    labels = [name + "".join(f"\n{note}" for note in notes[name]) for name in handles]
+    return list(handles.values()), labels
 
 
 def _swing_height(trace: dict[str, np.ndarray], index: int) -> float:
@@ -313,7 +329,7 @@ def render_replay(
         description=(
             "Each checkpoint's recorded showcase episode, sped up, beside the "
             "held-out success and return curves up to that checkpoint. The poster "
-            "is the last checkpoint; the slider jumps to a checkpoint."
+            "is the last checkpoint; play plays them all in turn, the slider jumps to one."
         ),
     )
     return ReplayOutputs(video_path, poster_path, timeline_path, html_path)

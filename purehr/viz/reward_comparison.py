@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from purehr.reports.stats import t_interval
+from purehr.reports.stats import clip_to_range, metric_range, t_interval
 from purehr.viz.learning_curves import OKABE_ITO, save_figure
 
 REFERENCE_POLICIES = ("oracle", "random", "no-op")
@@ -64,6 +64,7 @@ def _draw_curves(axes: Sequence[Axes], rows: list[dict], colour: str, name: str)
         for seed_values in values:
             ax.plot(steps, seed_values, color=colour, alpha=0.25, linewidth=0.7)
         mean, low, high = t_interval(values)
+        low, high = clip_to_range(low, high, metric_range(metric))  # few seeds: the t band runs past the range
         ax.plot(steps, mean, color=colour, linewidth=2.0, label=name)
         if len(seeds) > 1:
             ax.fill_between(steps, low, high, color=colour, alpha=0.15, linewidth=0)

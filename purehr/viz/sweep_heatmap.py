@@ -49,7 +49,9 @@ def plot_heatmap(
     success (top) and return (bottom) over seeds on the two ``shown`` axes; other swept axes are
     reduced with ``max`` (the best setting at that cell) or ``mean``. ``rows``: one per (group,
     setting) with ``group``, every swept axis, ``seeds`` and each metric's ``{metric}_mean``
-    (``purehr.experiments.ranking.setting_rows``)."""
+    (``purehr.experiments.ranking.setting_rows``). A setting with ``diverged_seeds`` is left
+    out of its cell (its frozen policy's score is no result); a cell of diverged settings only
+    reads "diverged"."""
     if reduce not in ("max", "mean"):
         raise ValueError(f"reduce={reduce!r}: expected 'max' or 'mean'")
     x_name = shown[0] if shown else None
@@ -68,9 +70,14 @@ def plot_heatmap(
     for column, (group, group_rows) in enumerate(by_group.items()):
         for row_index, (metric, label, fmt, scale) in enumerate(HEATMAP_METRICS):
             ax = grid[row_index][column]
-            cells = _cells(group_rows, f"{metric}_mean", (x_name, x_values), (y_name, y_values), reduce)
-            limits = (0.0, 1.0) if metric == "success_rate" else (np.nanmin(cells), np.nanmax(cells) + 1e-12)
-            image = _draw_cells(ax, cells, limits, fmt, scale)
+            healthy = [row for row in group_rows if not row.get("diverged_seeds")]
+            cells = _cells(healthy, f"{metric}_mean", (x_name, x_values), (y_name, y_values), reduce)
+            diverged = np.isnan(cells) & ~np.isnan(
+                _cells(group_rows, f"{metric}_mean", (x_name, x_values), (y_name, y_values), reduce)
+            )
+            finite = cells[np.isfinite(cells)]
+            limits = (0.0, 1.0) if metric == "success_rate" else _value_limits(finite)
+            image = _draw_cells(ax, cells, limits, fmt, scale, diverged)
             ax.set_xticks(range(len(x_values)), [f"{v:g}" for v in x_values] if x_name else [""])
             ax.set_yticks(range(len(y_values)), [f"{v:g}" for v in y_values] if y_name else [""])
             ax.set_xlabel(x_name or "")
@@ -95,15 +102,24 @@ def _cells(
     for yi, y in enumerate(y_values):
         for xi, x in enumerate(x_values):
             values = [
-                row[column] for row in rows if not ((x_name and row[x_name] != x) or (y_name and row[y_name] != y))
+                row.get(column, np.nan)
+                for row in rows
+                if not ((x_name and row[x_name] != x) or (y_name and row[y_name] != y))
             ]
             if values:
                 cells[yi, xi] = np.max(values) if reduce == "max" else np.mean(values)
     return cells
 
 
-def _draw_cells(ax: Axes, cells: np.ndarray, limits: tuple[float, float], fmt: str, scale: float) -> AxesImage:
-    """The cells as an image with each value written on it, dark text on light cells."""
+def _value_limits(values: np.ndarray) -> tuple[float, float]:
+    return (float(values.min()), float(values.max()) + 1e-12) if values.size else (0.0, 1.0)
+
+
+def _draw_cells(
+    ax: Axes, cells: np.ndarray, limits: tuple[float, float], fmt: str, scale: float, diverged: np.ndarray
+) -> AxesImage:
+    """The cells as an image with each value written on it, dark text on light cells; a cell of
+    diverged settings only says so."""
     vmin, vmax = limits
     image = ax.imshow(cells, cmap="viridis", vmin=vmin, vmax=vmax, origin="lower", aspect="auto")
     for (yi, xi), value in np.ndenumerate(cells):
@@ -111,10 +127,10 @@ def _draw_cells(ax: Axes, cells: np.ndarray, limits: tuple[float, float], fmt: s
         ax.text(
             xi,
             yi,
-            fmt % (scale * value),
+            "diverged" if diverged[yi, xi] else fmt % (scale * value),
             ha="center",
             va="center",
             fontsize=8,
-            color="black" if shade > 0.6 else "white",
+            color="black" if shade > 0.6 or not np.isfinite(value) else "white",  # NaN cells are blank
         )
     return image

@@ -1,0 +1,83 @@
+"""The baselines a run is judged against are kept by a digest of their definition (task,
+policies, environment, held-out params and episodes, code, precision, backend): a run with the
+same definition reuses them (in the process and from the cache file), a changed one evaluates
+again. No program is compiled here: the evaluation itself is replaced by a counter."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import HRV_TINY
+
+from purehr.run import baselines
+from purehr.run.task_setup import build_task_setup
+from purehr.tasks import get_task
+
+FAKE = {"name": "oracle", "definition": "", "metrics": {"success_rate": 1.0}, "floors": {"random": {"x": 0.5}}}
+
+
+def setup(config=HRV_TINY, **env_kwargs):
+    return build_task_setup("hrv", config, env=get_task("hrv").make_env(**env_kwargs) if env_kwargs else None)
+
+
+def key(task_setup) -> str:
+    return baselines.baseline_key(baselines.baseline_definition(task_setup))
+
+
+def test_the_same_definition_is_the_same_key_and_a_changed_one_another():
+    same = key(setup())
+    assert key(setup()) == same
+    changed = {
+        "eval_episodes": key(setup(HRV_TINY.replace(eval_episodes=HRV_TINY.eval_episodes + 1))),
+        "env kwargs": key(setup(hrv_dim=16)),
+        "held-out params (the discount)": key(setup(HRV_TINY.replace(gamma=0.9))),
+        "swing": key(build_task_setup("swing", get_task("swing").default_config.replace(eval_episodes=20))),
+    }
+    assert same not in changed.values() and len(set(changed.values())) == len(changed), changed
+
+
+def test_the_training_settings_that_change_no_baseline_number_keep_the_key():
+    assert key(setup(HRV_TINY.replace(learning_rate=1e-3, total_timesteps=4096))) == key(setup())
+
+
+@pytest.fixture
+def counted(monkeypatch, tmp_path):
+    """``_evaluate`` replaced by a counter, an empty process cache and a fresh cache directory."""
+    calls = []
+    monkeypatch.setattr(baselines, "_evaluate", lambda task_setup: calls.append(task_setup.name) or dict(FAKE))
+    monkeypatch.setattr(baselines, "_EVALUATED", {})
+    return calls, tmp_path / "cache"
+
+
+def test_a_second_run_reuses_the_baselines_in_process_and_from_the_cache_file(counted, monkeypatch):
+    calls, folder = counted
+    first = baselines.evaluate_baselines([setup()], cache_dir=folder)
+    said = []
+    second = baselines.evaluate_baselines([setup()], said.append, cache_dir=folder)
+    assert calls == ["hrv"] and first == second == {"hrv": FAKE}
+    assert said and "reused" in said[0]
+    monkeypatch.setattr(baselines, "_EVALUATED", {})  # a new process: the file is read
+    assert baselines.evaluate_baselines([setup()], cache_dir=folder) == {"hrv": FAKE} and calls == ["hrv"]
+    record = json.loads((folder / f"{key(setup())}.json").read_text())
+    assert record["definition"]["task"] == "hrv" and record["baselines"] == FAKE
+
+
+def test_a_changed_definition_or_a_damaged_cache_file_evaluates_again(counted, monkeypatch):
+    calls, folder = counted
+    baselines.evaluate_baselines([setup()], cache_dir=folder)
+    baselines.evaluate_baselines([setup(HRV_TINY.replace(eval_episodes=7))], cache_dir=folder)
+    assert calls == ["hrv", "hrv"]
+    monkeypatch.setattr(baselines, "_EVALUATED", {})
+    (folder / f"{key(setup())}.json").write_text('{"key": "')
+    assert baselines.evaluate_baselines([setup()], cache_dir=folder) == {"hrv": FAKE} and len(calls) == 3
+
+
+def test_the_cache_directory_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("PUREHR_CACHE_DIR", str(tmp_path))
+    assert baselines.baseline_cache_dir() == tmp_path / "baselines"
+    monkeypatch.setenv("PUREHR_CACHE_DIR", "")
+    assert baselines.baseline_cache_dir() is None
+    monkeypatch.delenv("PUREHR_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert baselines.baseline_cache_dir() == tmp_path / "purehr" / "baselines"

@@ -1,0 +1,183 @@
+"""Ctrl-C (SIGINT) during training: the run stops at its next update, its manifest says
+"interrupted", the command line prints the resume command and exits 130 without a traceback,
+and ``--resume`` ends bit-identical to the uninterrupted run. A second Ctrl-C does not wait.
+A run whose training ended (its manifest not yet "finished") resumes without compiling."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS
+
+from purehr.run import program, protocol
+from purehr.run.files import read_csv
+from purehr.run.protocol import train_all_seeds
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = PROTOCOL_CLI + ["--seeds", "0", "1", "--no-render", "--no-progress"]
+UPDATES = 32  # PROTOCOL_SMALL: 16,384 steps of 512
+
+
+def digests(run: Path, task: str, seed: int) -> list[str]:
+    return [row["state_digest"] for row in read_csv(run / task / f"seed_{seed}" / "checkpoints.csv")]
+
+
+@pytest.fixture(scope="module")
+def interrupted(tmp_path_factory, request):
+    """A subprocess run of the protocol sent one SIGINT after its second swing checkpoint,
+    trained while the session's uninterrupted reference trains in this process."""
+    base = tmp_path_factory.mktemp("interrupt")
+    run_dir = base / "run"
+    out, err = (base / "stdout.txt").open("w"), (base / "stderr.txt").open("w")
+    child = subprocess.Popen(
+        [sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"), "--run-dir", str(run_dir)] + CLI,
+        stdout=out,
+        stderr=err,
+    )
+    signalled = {}
+
+    def interrupt_after_the_second_checkpoint():
+        csv = run_dir / "swing" / "seed_1" / "checkpoints.csv"
+        while child.poll() is None:
+            if csv.exists() and len(read_csv(csv)) >= 2:
+                child.send_signal(signal.SIGINT)
+                signalled["at"] = time.perf_counter()
+                break
+            time.sleep(0.005)
+        child.wait()
+        signalled["exited_after_s"] = time.perf_counter() - signalled.get("at", time.perf_counter())
+
+    watcher = threading.Thread(target=interrupt_after_the_second_checkpoint)
+    watcher.start()
+    reference = request.getfixturevalue("protocol_reference")["summary"]
+    watcher.join(timeout=600)
+    out.close(), err.close()
+    return {
+        "run_dir": run_dir,
+        "reference": reference,
+        "returncode": child.returncode,
+        "stdout": (base / "stdout.txt").read_text(),
+        "stderr": (base / "stderr.txt").read_text(),
+        "signalled": signalled,
+    }
+
+
+def test_ctrl_c_stops_at_the_next_update_marks_the_run_interrupted_and_exits_130(interrupted):
+    stderr = interrupted["stderr"]
+    assert "at" in interrupted["signalled"], stderr[-3000:]
+    assert interrupted["returncode"] == 130, stderr[-3000:]
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr[-3000:]
+    run_dir = interrupted["run_dir"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    # it stopped well before the end (the signal came after update 6 of 32)
+    logged = [len(read_csv(run_dir / task / "seed_0" / "updates.csv")) for task in PROTOCOL_TASKS]
+    assert max(logged) < UPDATES, logged
+    # it says where it resumes, and how, with the interpreter that ran it
+    assert "--resume" in stderr and sys.executable in stderr
+    assert "A resume continues" in stderr
+
+
+def test_the_resume_after_ctrl_c_is_bit_identical_to_an_uninterrupted_run(interrupted, capsys):
+    run_dir, reference = interrupted["run_dir"], interrupted["reference"]
+    assert interrupted["returncode"] == 130, interrupted["stderr"][-3000:]
+    resumed = train_all_seeds(run_dir, resume=True, progress=False)
+    assert json.loads((run_dir / "manifest.json").read_text())["resumes"][-1]["status_before"] == "interrupted"
+    for task in PROTOCOL_TASKS:
+        for seed in PROTOCOL_SEEDS:
+            assert digests(run_dir, task, seed) == digests(reference.run_dir, task, seed), (task, seed)
+        for ours, theirs in zip(
+            jax.tree.leaves(resumed.final_runners[task]), jax.tree.leaves(reference.final_runners[task])
+        ):
+            assert np.array_equal(np.asarray(ours), np.asarray(theirs)), task
+
+
+def test_a_second_ctrl_c_does_not_wait_for_the_program_to_stop():
+    """The first SIGINT asks the program to stop at its next update; the second, while it has
+    not, raises at once (the command line then exits 130 without waiting)."""
+    asked = []
+    stopped = threading.Event()
+
+    def long_update():  # a program whose next update is far away
+        stopped.wait(30)
+
+    def send_two_interrupts():
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=send_two_interrupts, daemon=True).start()
+    started = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        program.CtrlC(lambda: asked.append(time.perf_counter() - started)).run(long_update)
+    waited = time.perf_counter() - started
+    stopped.set()
+    assert len(asked) == 1 and asked[0] < 1.0
+    assert waited < 3.0
+
+
+def test_a_resume_of_a_run_whose_training_ended_compiles_nothing(protocol_reference, tmp_path, monkeypatch):
+    """A run stopped after its last checkpoint (manifest still "running", or "interrupted")
+    has nothing left to train: its resume marks it finished without compiling the program."""
+    reference = protocol_reference["summary"].run_dir
+    run_dir = tmp_path / "ended"
+    shutil.copytree(reference, run_dir)
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["status"] = "running"
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+
+    def no_compiling(*args, **kwargs):
+        raise AssertionError("compiled a program to train nothing")
+
+    monkeypatch.setattr(protocol, "compiled_program", no_compiling)
+    messages = io.StringIO()
+    with contextlib.redirect_stderr(messages):
+        summary = train_all_seeds(run_dir, resume=True, progress=False)
+    assert "compiling" not in messages.getvalue()
+    assert summary.compile_s == 0.0
+    assert json.loads((run_dir / "manifest.json").read_text())["status"] == "finished"
+    for task in PROTOCOL_TASKS:
+        for seed in PROTOCOL_SEEDS:
+            assert digests(run_dir, task, seed) == digests(reference, task, seed)
+
+
+def test_ctrl_c_in_the_python_api_raises_run_interrupted_after_marking_the_manifest(
+    protocol_reference, tmp_path, monkeypatch
+):
+    """SIGINT sent from inside the run (at its 5th swing update) reaches train_all_seeds as
+    RunInterrupted, a KeyboardInterrupt, once the manifest says "interrupted"."""
+    from conftest import protocol_configs
+
+    from purehr.run.outcome import RunInterrupted
+    from purehr.run.recorder import RunRecorder
+
+    logged = RunRecorder.on_update
+
+    def interrupting(self, task, metrics):
+        if task == "swing" and int(np.asarray(metrics["update"])[0]) == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+        return logged(self, task, metrics)
+
+    monkeypatch.setattr(RunRecorder, "on_update", interrupting)
+    run_dir = tmp_path / "api"
+    with pytest.raises(RunInterrupted, match="marked interrupted") as raised, contextlib.redirect_stderr(io.StringIO()):
+        train_all_seeds(run_dir, tasks=PROTOCOL_TASKS, seeds=PROTOCOL_SEEDS, configs=protocol_configs(), progress=False)
+    assert isinstance(raised.value, KeyboardInterrupt) and not raised.value.at_once
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["interrupted"]["waited_for_the_program"]
+    assert raised.value.resumes_from == manifest["interrupted"]["resumes_from_steps"]
+    assert len(read_csv(run_dir / "swing" / "seed_0" / "updates.csv")) < UPDATES

@@ -1,0 +1,62 @@
+"""A new user's first minutes with the seed API (issue 27, user path 3): the README's snippet
+runs as written, and ``progress=True`` shows the protocol's progress bar beside the user's
+callback. (A budget too small to finish an episode warns: tests/test_api.py.)"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import HRV_TINY
+
+from purehr import HRWritingEnv, PPOModel, train_hr_ppo
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_OPTIONS = {
+    name: getattr(HRV_TINY, name) for name in ("num_envs", "num_steps", "num_epochs", "actor_hidden", "critic_hidden")
+}
+
+
+def readme_seed_api_snippet() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## The seed API", 1)[1]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+@pytest.mark.slow
+def test_the_readme_seed_api_snippet_runs_as_written(tmp_path, monkeypatch):
+    """About 25 s on 2 cores (one compile of the default network, 50k steps, 100 evaluation
+    episodes): the first code a user copies must run, and run without a warning."""
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        exec(compile(readme_seed_api_snippet(), "README.md (the seed API)", "exec"), namespace)
+    model = namespace["model"]
+    assert isinstance(model, PPOModel) and (tmp_path / "my_model" / "model.json").is_file()
+    assert np.isfinite(model.metrics["mean_episode_return"]).any()
+
+
+def tiny_training(**options):
+    return train_hr_ppo(HRWritingEnv(hrv_dim=2), HRV_TINY.total_timesteps, batch_size=64, **TINY_OPTIONS, **options)
+
+
+def test_progress_shows_the_bar_and_keeps_the_users_callback(capsys):
+    """One compile of a tiny program. The bar is a host callback like the user's, and a host
+    callback leaves what is trained as it was (tests/test_curriculum.py compares a run stopped
+    by a callback with one of that length without it)."""
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # 80 steps per environment: no episode ends
+        model = tiny_training(progress=True, callback=lambda metrics: seen.append(metrics["update"]))
+    err = capsys.readouterr().err
+    assert "hrv 0/1,280" in err and "hrv done (1,280)" in err and "elapsed" in err, err
+    assert seen == list(range(1, 11)) and model.metrics["update"].tolist() == seen
+
+
+def test_progress_must_be_a_boolean():
+    with pytest.raises(TypeError, match="progress='yes': expected True, False or None"):
+        tiny_training(progress="yes")
