@@ -38,6 +38,10 @@ def raw_seed_keys(keys) -> jax.Array:
     return keys
 
 
+MAX_SEED = 2**32 - 1
+"""The largest seed: a seed becomes ``PRNGKey(uint32(seed))`` (``keys_for_seeds``)."""
+
+
 def keys_for_seeds(seeds) -> jax.Array:
     """Integer seeds -> one raw PRNG key each, ``PRNGKey(seed)``: uint32 of shape (seeds, 2)."""
     return jax.vmap(jax.random.PRNGKey)(jnp.asarray(list(seeds), jnp.uint32))

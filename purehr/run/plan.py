@@ -17,13 +17,13 @@ import numpy as np
 
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig
+from purehr.ppo.trainer import MAX_SEED
 from purehr.run.runner import TaskSetup
 from purehr.run.task_setup import build_setups
 from purehr.tasks import TASK_NAMES, get_task
 
 DEFAULT_TASKS = TASK_NAMES
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
-MAX_SEED = 2**32 - 1  # a seed becomes PRNGKey(uint32(seed)) (purehr.ppo.trainer.keys_for_seeds)
 
 
 @dataclass(frozen=True)

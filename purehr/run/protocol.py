@@ -16,6 +16,7 @@ Under ``jax.distributed`` process 0 alone does this; the others follow (``purehr
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from dataclasses import dataclass
@@ -209,7 +210,7 @@ def _starting_point(run_dir: RunDirectory, plan: RunPlan, setups: list[TaskSetup
     """A new run starts every task from the seeds' initial states; a resume restores each
     task at the newest checkpoint every seed has intact (``restore_task``)."""
     seeds = plan.seeds
-    runners = initial_runners(setups, seeds)
+    runners = {} if plan.resumed else initial_runners(setups, seeds)
     resumed_from, elapsed_offset, quarantined = {}, 0.0, []
     update_rows = {s.name: {seed: [] for seed in seeds} for s in setups}
     checkpoint_rows = {s.name: {seed: [] for seed in seeds} for s in setups}
@@ -218,11 +219,13 @@ def _starting_point(run_dir: RunDirectory, plan: RunPlan, setups: list[TaskSetup
         return _StartingPoint(runners, resumed_from, elapsed_offset, update_rows, checkpoint_rows, kept, quarantined)
     for setup in setups:
         task_rows = {"updates": update_rows[setup.name], "checkpoints": checkpoint_rows[setup.name]}
-        restored = restore_task(run_dir, setup, seeds, task_rows, runners[setup.name])
+        # the initial states are computed (and init compiled) only for a task that starts over
+        initial = functools.cache(lambda setup=setup: initial_runners([setup], seeds)[setup.name])
+        restored = restore_task(run_dir, setup, seeds, task_rows, initial)
         kept[setup.name] = restored.kept
         quarantined += restored.quarantined
+        runners[setup.name] = initial() if restored.runner is None else restored.runner
         if restored.runner is not None:
-            runners[setup.name] = restored.runner
             resumed_from[setup.name] = restored.steps
             elapsed_offset = max(elapsed_offset, restored.elapsed_s)
     return _StartingPoint(runners, resumed_from, elapsed_offset, update_rows, checkpoint_rows, kept, quarantined)

@@ -116,8 +116,9 @@ def restore_task(
     matching digest, its updates logged) is the task's resume point. Everything newer, listed
     or not, half-written saves and damaged ones are moved to ``quarantine/`` with a note (never
     deleted); the rows in ``recorder_rows`` are trimmed to what stays on disk. With no such
-    checkpoint beyond step 0 the task starts over from ``initial`` (the stacked initial states),
-    keeping each seed's step-0 checkpoint when it holds exactly that state."""
+    checkpoint beyond step 0 the task starts over from ``initial`` (the stacked initial states,
+    or a function that computes them: they are needed only then, and computing them compiles
+    ``init``), keeping each seed's step-0 checkpoint when it holds exactly that state."""
     name = setup.name
     folders = [run_dir.checkpoint_dir(name, seed) for seed in seeds]
     had_checkpoints = any(folder.is_dir() and any(map(is_orbax_entry, os.listdir(folder))) for folder in folders)
@@ -133,7 +134,7 @@ def restore_task(
         kept = {seed: {} for seed in seeds}
         if chosen == 0:
             _say_starting_over(name, seeds, had_checkpoints or any(rows.values()))
-            kept = _kept_initial_states(managers, rows, abstract, initial)
+            kept = _kept_initial_states(managers, rows, abstract, initial() if callable(initial) else initial)
         for seed in seeds:
             quarantined += _set_aside_beyond(run_dir, managers[seed], name, seed, seeds, chosen, rows[seed], kept[seed])
             recorder_rows["checkpoints"][seed], recorder_rows["updates"][seed] = _rows_kept(
