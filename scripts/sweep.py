@@ -87,6 +87,7 @@ def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
     from purehr.envs.hrv import Curriculum
     from purehr.experiments import sweep
     from purehr.ppo.config import HYPERPARAMETERS
+    from purehr.ppo.trainer import validate_seeds
     from purehr.tasks import get_task
     from purehr.viz.sweep_heatmap import heatmap_axes
 
@@ -95,7 +96,7 @@ def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
     shapes = {name: values for name, values in given.items() if name in sweep.SHAPE_FIELDS}
 
     try:
-        seeds = sweep.validate_seeds(args.seeds)
+        seeds = validate_seeds(args.seeds)
         axes = sweep.validate_axes(axes)
         if args.heatmap:
             heatmap_axes(axes, args.heatmap)

@@ -204,7 +204,10 @@ CASES = [
     script_case("sweep seeds -1", SWEEP[0], [*SWEEP[1:], "--seeds", "-1"], "seeds=[-1]"),
     script_case("sweep seeds 0 0", SWEEP[0], [*SWEEP[1:], "--seeds", "0", "0"], "seeds=[0, 0]"),
     script_case(
-        "sweep seeds 2**32", SWEEP[0], [*SWEEP[1:], "--seeds", "4294967296"], "from 0 to 4,294,967,295 (2**32 - 1)"
+        "sweep seeds 2**32",
+        SWEEP[0],
+        [*SWEEP[1:], "--seeds", "4294967296"],
+        "4294967296 is above 4,294,967,295; expected seeds from 0 to 2**32 - 1",
     ),
     script_case(
         "sweep out holds no sweep",

@@ -31,7 +31,7 @@ from purehr.experiments.group_result import GroupResult
 from purehr.experiments.ranking import run_rows, setting_rows
 from purehr.ppo.algorithm import diverged_at_update
 from purehr.ppo.config import HYPERPARAMETERS, PPOConfig, PPOHyperparams
-from purehr.ppo.trainer import MAX_SEED, keys_for_seeds, make_train
+from purehr.ppo.trainer import keys_for_seeds, make_train, validate_seeds
 from purehr.run.files import atomic_write_json, check_output_file, json_values, write_csv
 from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
 from purehr.viz.sweep_heatmap import heatmap_axes, plot_heatmap
@@ -69,18 +69,6 @@ def validate_axes(axes: Mapping[str, Sequence[float]]) -> dict[str, tuple[float,
             raise ValueError(f"sweep axis {name!r} repeats a value: {values}")
         checked[name] = values
     return checked
-
-
-def validate_seeds(seeds: Sequence[int]) -> list[int]:
-    """At least one seed; each an integer from 0 to 2**32 - 1 (a PRNG key's uint32), none repeated."""
-    seeds = list(seeds)
-    if (
-        not seeds
-        or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or not 0 <= s <= MAX_SEED for s in seeds)
-        or len(set(seeds)) != len(seeds)
-    ):
-        raise ValueError(f"seeds={seeds}: expected one or more distinct integers from 0 to {MAX_SEED:,} (2**32 - 1)")
-    return [int(s) for s in seeds]
 
 
 def flatten_grid(

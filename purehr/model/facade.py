@@ -182,8 +182,7 @@ def _seed_api_config(
 
 def _progress_bar(env: Environment, config: PPOConfig) -> Progress:
     """The protocol run's progress line for one seed of ``env`` (no checkpoints here)."""
-    plan = TaskPlan(config.batch_size, config.num_updates, config.num_updates * config.batch_size, (), ())
-    return Progress({env.name: plan}, num_seeds=1)
+    return Progress({env.name: TaskPlan.from_config(config, checkpoints=False)}, num_seeds=1)
 
 
 def _seed_callback(callback: Callable | None, bar: Progress | None, task_name: str) -> Callable | None:

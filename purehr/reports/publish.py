@@ -20,8 +20,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import jax
-
 from purehr.run.checkpoints import CorruptCheckpointError, SeedCheckpoints
 from purehr.run.files import RunDirectoryError, atomic_write_json
 from purehr.run.run_dir import (
@@ -81,7 +79,7 @@ def publish_run(run_dir: str | Path, record_dir: str | Path, max_replayed: int =
 def _abstract_state(manifest: dict[str, Any], task: str) -> Any:
     """The shapes and dtypes of ``task``'s checkpointed state, as the run's manifest builds it
     (traced, not compiled): what a checkpoint is restored into to be verified."""
-    return jax.eval_shape(recorded_setup(manifest, task).ppo.init, jax.random.PRNGKey(0))
+    return recorded_setup(manifest, task).abstract_state()
 
 
 def _seed_copies(

@@ -24,10 +24,11 @@ class TaskPlan:
     quick_checkpoints: tuple[int, ...]
 
     @classmethod
-    def from_config(cls, config) -> TaskPlan:
+    def from_config(cls, config, checkpoints: bool = True) -> TaskPlan:
+        """``checkpoints=False``: a training without checkpoints (``make_train``, the seed API)."""
         batch, interval, updates = config.batch_size, config.checkpoint_interval, config.num_updates
         full, quick = [], []
-        for update in range(1, updates + 1):
+        for update in range(1, updates + 1 if checkpoints else 1):
             crossed = (update * batch) // interval > ((update - 1) * batch) // interval or update == updates
             if not crossed:
                 continue

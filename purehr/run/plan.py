@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import numpy as np
 
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig
-from purehr.ppo.trainer import MAX_SEED
+from purehr.ppo.trainer import validate_seeds
 from purehr.run.runner import TaskSetup
 from purehr.run.task_setup import build_setups
 from purehr.tasks import TASK_NAMES, get_task
@@ -41,9 +40,9 @@ class RunRequest:
     @classmethod
     def checked(cls, tasks=None, seeds=None, configs=None, overrides=None, curricula=None) -> RunRequest:
         if tasks is not None:
-            tasks = validate_request(tasks, DEFAULT_SEEDS)[0]
+            tasks = validate_tasks(tasks)
         if seeds is not None:
-            seeds = validate_request(DEFAULT_TASKS, seeds)[1]
+            seeds = validate_seeds(seeds)
         return cls(tasks, seeds, dict(configs or {}), dict(overrides or {}), curricula)
 
 
@@ -112,6 +111,11 @@ def merged_configs(tasks: list[str], request: RunRequest, base: dict[str, PPOCon
 
 
 def validate_request(tasks, seeds) -> tuple[list[str], list[int]]:
+    return validate_tasks(tasks), validate_seeds(seeds)
+
+
+def validate_tasks(tasks) -> list[str]:
+    """At least one registered task, none repeated."""
     tasks = list(tasks)
     if not tasks:
         raise ValueError("tasks: expected at least one task")
@@ -119,18 +123,7 @@ def validate_request(tasks, seeds) -> tuple[list[str], list[int]]:
         get_task(task)
     if len(set(tasks)) != len(tasks):
         raise ValueError(f"tasks={tasks}: each task may appear once")
-    seeds = list(seeds)
-    if not seeds or any(not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 0 for s in seeds):
-        raise ValueError(f"seeds={seeds}: expected a non-empty list of non-negative integers")
-    too_large = [int(s) for s in seeds if s > MAX_SEED]
-    if too_large:
-        raise ValueError(
-            f"seeds={[int(s) for s in seeds]}: {', '.join(map(str, too_large))} is above {MAX_SEED:,}; "
-            "expected seeds from 0 to 2**32 - 1 (each seeds a PRNG key from a uint32)"
-        )
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"seeds={seeds}: each seed may appear once")
-    return tasks, [int(s) for s in seeds]
+    return tasks
 
 
 def validate_curricula(tasks: list[str], curricula: dict[str, Curriculum | None] | None) -> dict[str, Curriculum]:

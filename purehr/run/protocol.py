@@ -137,7 +137,7 @@ def _plan(run_dir: RunDirectory, request: RunRequest, resume: bool, overwrite: b
             f"{run_dir.root} renders its figures, --overwrite replaces it, or choose "
             f"another {directory_option}"
         )
-    check_indexes(run_dir, plan.tasks, plan.seeds)
+    check_indexes(run_dir, manifest, plan.tasks, plan.seeds)
     return plan
 
 

@@ -67,7 +67,7 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     # schedule, and the held-out params are its final stage
     setup = recorded_setup(manifest, definition)
     env, ppo = setup.env, setup.ppo
-    abstract = jax.eval_shape(ppo.init, jax.random.PRNGKey(0))
+    abstract = setup.abstract_state()
     path = run.checkpoint_dir(task, seed) / str(row["actual_steps"])
     mismatches = shape_mismatches(path, abstract)
     if mismatches:

@@ -48,6 +48,11 @@ class TaskSetup:
     def name(self) -> str:
         return self.task.name
 
+    def abstract_state(self) -> Any:
+        """The shapes and dtypes of one seed's ``RunnerState`` (traced, nothing compiled): what a
+        checkpoint is restored into."""
+        return jax.eval_shape(self.ppo.init, jax.random.PRNGKey(0))
+
     def evaluate(self, network_params, num_episodes: int | None = None) -> dict[str, jax.Array]:
         policy = self.ppo.policy(network_params)
         episodes = self.config.eval_episodes if num_episodes is None else num_episodes

@@ -40,7 +40,7 @@ class TaskResume:
     quarantined: list[dict[str, str]] = field(default_factory=list)  # {"path", "reason"} moved aside
 
 
-def check_indexes(run_dir: RunDirectory, tasks: list[str], seeds: list[int]) -> None:
+def check_indexes(run_dir: RunDirectory, manifest: dict, tasks: list[str], seeds: list[int]) -> None:
     """Refuses a resume whose index files cannot be read (a row cut short, a cell that is not
     a number), were lost while the checkpoints they describe are still there, or whose
     manifest disagrees with its checkpoints: the resume would have to set that progress aside.
@@ -74,21 +74,20 @@ def check_indexes(run_dir: RunDirectory, tasks: list[str], seeds: list[int]) -> 
                     f"or, to start {task} over, move {run_dir.checkpoint_dir(task, seed).relative_to(run_dir.root)} "
                     "out of the run directory and --resume again"
                 )
-    check_checkpoints_match_manifest(run_dir, tasks, seeds)
+    check_checkpoints_match_manifest(run_dir, manifest, tasks, seeds)
 
 
-def check_checkpoints_match_manifest(run_dir: RunDirectory, tasks: list[str], seeds: list[int]) -> None:
+def check_checkpoints_match_manifest(run_dir: RunDirectory, manifest: dict, tasks: list[str], seeds: list[int]) -> None:
     """Refuses a resume whose manifest builds other shapes than every seed's newest checkpoint
     holds (an edited ``actor_hidden``): each restore would fail, and the resume would set every
     intact checkpoint aside and train the task from step 0. Read from the checkpoints'
     metadata before anything moves; a single odd checkpoint is left to the triage."""
-    manifest = run_dir.read_manifest()
     for task in tasks:
         newest = {seed: completed_checkpoint_steps(run_dir.checkpoint_dir(task, seed)) for seed in seeds}
         newest = {seed: run_dir.checkpoint_dir(task, seed) / str(steps[-1]) for seed, steps in newest.items() if steps}
         if not newest:
             continue
-        abstract = jax.eval_shape(recorded_setup(manifest, task).ppo.init, jax.random.PRNGKey(0))
+        abstract = recorded_setup(manifest, task).abstract_state()
         found = {seed: shape_mismatches(path, abstract) for seed, path in newest.items()}
         found = {seed: problems for seed, problems in found.items() if problems is not None}
         if not found or not all(found.values()):
@@ -129,7 +128,7 @@ def restore_task(
         rows = {seed: _unique_rows(read_checkpoint_rows(run_dir.checkpoints_csv(name, seed))) for seed in seeds}
         updates = {seed: read_update_rows(run_dir.updates_csv(name, seed)) for seed in seeds}
         _say_missing(run_dir, managers, name, rows)
-        abstract = jax.eval_shape(setup.ppo.init, jax.random.PRNGKey(0))
+        abstract = setup.abstract_state()
         chosen, states = _resume_point(managers, rows, updates, abstract)
         kept = {seed: {} for seed in seeds}
         if chosen == 0:
