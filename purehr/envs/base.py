@@ -25,6 +25,9 @@ class Environment(Generic[StateT, ParamsT]):
     it includes ``success`` (bool) for every task."""
 
     name: str = "environment"
+    defines_success: bool = True
+    """False where ``info["success"]`` is always False because the environment has no notion of
+    success (most gymnax and Brax tasks): evaluations then report ``success_rate`` as NaN."""
 
     @property
     def default_params(self) -> ParamsT:

@@ -8,6 +8,7 @@ so GAE can bootstrap time-limit truncations.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from purehr.envs import spaces
@@ -21,10 +22,20 @@ def _convert_space(space):
         return spaces.Discrete(int(space.n))
     if kind == "Box":
         return spaces.Box(low=space.low, high=space.high, shape=tuple(space.shape), dtype=jnp.float32)
-    raise TypeError(f"gymnax space {space!r} is not supported; expected Discrete or Box")
+    if kind == "Dict":
+        return spaces.Dict({key: _convert_space(sub) for key, sub in space.spaces.items()})
+    raise TypeError(f"gymnax space {space!r} is not supported; expected Discrete, Box or a Dict of them")
+
+
+def _float_observation(observation):
+    return jax.tree.map(lambda leaf: jnp.asarray(leaf, jnp.float32), observation)
 
 
 class GymnaxEnv(Environment):
+    """A gymnax environment (``gymnax.make(name, **make_kwargs)``); gymnax defines no success."""
+
+    defines_success = False
+
     def __init__(self, name: str, **make_kwargs):
         try:
             import gymnax
@@ -33,6 +44,7 @@ class GymnaxEnv(Environment):
         if name not in gymnax.registered_envs:
             raise ValueError(f"unknown gymnax environment {name!r}; expected one of {sorted(gymnax.registered_envs)}")
         self.name = name
+        self.make_kwargs = dict(make_kwargs)
         self._env, self._default_params = gymnax.make(name, **make_kwargs)
 
     @property
@@ -42,7 +54,7 @@ class GymnaxEnv(Environment):
     def reset(self, key, params=None):
         params = self._default_params if params is None else params
         observation, state = self._env.reset_env(key, params)
-        return observation.astype(jnp.float32), state
+        return _float_observation(observation), state
 
     def step(self, key, state, action, params=None) -> StepResult:
         params = self._default_params if params is None else params
@@ -51,7 +63,7 @@ class GymnaxEnv(Environment):
         terminated = jnp.logical_and(done, jnp.logical_not(truncated))
         info = {"success": jnp.zeros((), bool)}
         return (
-            observation.astype(jnp.float32),
+            _float_observation(observation),
             next_state,
             jnp.asarray(reward, jnp.float32),
             terminated,

@@ -1,13 +1,22 @@
-"""Run whole episodes of a policy, vmapped over episodes: the generic evaluator for
-environments without a held-out protocol of their own (gymnax suites)."""
+"""Run whole episodes of a policy, vmapped over episodes: the held-out evaluation, floors and
+showcase of every environment without a protocol of its own (gymnax, Brax, XLand-MiniGrid,
+a user's environment; ``docs/environments.md``)."""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 
+from purehr.envs import spaces
 from purehr.envs.base import Environment
 from purehr.types import Policy
+
+HELDOUT_SEED = 20261201
+HELDOUT_STREAM = 0x48454C44
+"""The held-out episodes' keys: ``split(fold_in(PRNGKey(HELDOUT_SEED), HELDOUT_STREAM), n)``.
+Training draws every key by ``split`` from ``PRNGKey(seed)`` and never folds this stream in,
+so no training reset shares a key with a held-out one; every checkpoint, seed and floor is
+judged on the same episodes."""
 
 
 def run_episodes(
@@ -37,3 +46,66 @@ def run_episodes(
         return {"return": total, "length": length, "success": success}
 
     return jax.vmap(one_episode)(jax.random.split(key, num_episodes))
+
+
+def heldout_key(seed: int = HELDOUT_SEED) -> jax.Array:
+    return jax.random.fold_in(jax.random.PRNGKey(seed), HELDOUT_STREAM)
+
+
+def defines_success(env: Environment) -> bool:
+    """Whether ``info["success"]`` means something for ``env`` (wrappers looked through)."""
+    return bool(getattr(getattr(env, "unwrapped", env), "defines_success", True))
+
+
+def heldout_evaluation(
+    env: Environment, env_params, policy: Policy, num_episodes: int = 100, seed: int = HELDOUT_SEED
+) -> dict[str, jax.Array]:
+    """The generic held-out evaluation (pure, jittable): ``num_episodes`` fixed episodes
+    (``heldout_key(seed)``), each run to its end or the time limit. Returns ``return_mean``,
+    ``return_std`` (population), ``return_min``, ``episode_length`` (mean steps) and
+    ``success_rate`` (NaN where the environment defines no success: ``defines_success``)."""
+    episodes = run_episodes(env, env_params, policy, heldout_key(seed), num_episodes)
+    returns = episodes["return"]
+    success = jnp.mean(episodes["success"].astype(jnp.float32))
+    return {
+        "success_rate": success if defines_success(env) else jnp.float32(jnp.nan),
+        "return_mean": jnp.mean(returns),
+        "return_std": jnp.std(returns),
+        "return_min": jnp.min(returns),
+        "episode_length": jnp.mean(episodes["length"].astype(jnp.float32)),
+    }
+
+
+def record_episode(env: Environment, env_params, policy: Policy) -> dict[str, jax.Array]:
+    """The first held-out episode step by step (a checkpoint's showcase): ``reward``,
+    ``action``, ``success`` and ``active`` (the steps inside the episode), [max steps, ...]."""
+    reset_key, run_key = jax.random.split(jax.random.split(heldout_key(), 1)[0])
+    observation, state = env.reset(reset_key, env_params)
+
+    def step(carry, t):
+        observation, state, key, running = carry
+        key, action_key, step_key = jax.random.split(key, 3)
+        action = policy(observation, t, action_key)
+        observation, state, reward, terminated, truncated, info = env.step(step_key, state, action, env_params)
+        row = {"reward": reward, "action": jnp.asarray(action), "success": info["success"], "active": running}
+        running = jnp.logical_and(running, jnp.logical_not(jnp.logical_or(terminated, truncated)))
+        return (observation, state, key, running), row
+
+    steps = jnp.arange(env.max_episode_steps(env_params))
+    _, rows = jax.lax.scan(step, (observation, state, run_key, jnp.bool_(True)), steps)
+    return rows
+
+
+def random_policy(action_space) -> Policy:
+    """A fresh uniform draw from ``action_space`` every step (the random floor)."""
+    return lambda observation, t, key: action_space.sample(key)
+
+
+def zero_policy(action_space: spaces.Box) -> Policy:
+    """The zero action, clipped into the box (the continuous-action floor: doing nothing)."""
+    zero = jnp.clip(
+        jnp.zeros(action_space.shape, action_space.dtype),
+        jnp.asarray(action_space.low, action_space.dtype),
+        jnp.asarray(action_space.high, action_space.dtype),
+    )
+    return lambda observation, t, key: zero

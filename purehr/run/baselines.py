@@ -63,11 +63,11 @@ def _evaluate(setup: TaskSetup) -> dict[str, Any]:
         )()
         return {k: float(v) for k, v in metrics.items()}
 
-    baseline = setup.task.baseline
+    baseline = setup.task.baseline  # None: a suite's or a user's task, floors only
     return {
-        "name": baseline.name,
-        "definition": baseline.definition,
-        "metrics": heldout(baseline.make_policy(setup.env, setup.eval_env_params)),
+        "name": None if baseline is None else baseline.name,
+        "definition": None if baseline is None else baseline.definition,
+        "metrics": None if baseline is None else heldout(baseline.make_policy(setup.env, setup.eval_env_params)),
         "floors": {
             floor.name: heldout(floor.make_policy(setup.env, setup.eval_env_params)) for floor in setup.task.floors
         },
@@ -128,7 +128,11 @@ def _read_cached(folder: Path | None, key: str) -> dict[str, Any] | None:
     try:
         record = json.loads((folder / f"{key}.json").read_text())
         baselines = record["baselines"]
-        whole = record["key"] == key and all(isinstance(baselines[part], dict) for part in ("metrics", "floors"))
+        whole = (
+            record["key"] == key
+            and isinstance(baselines["floors"], dict)
+            and (baselines["metrics"] is None or isinstance(baselines["metrics"], dict))
+        )
         return baselines if whole else None
     except (OSError, ValueError, KeyError, TypeError):
         return None

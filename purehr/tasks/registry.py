@@ -1,26 +1,97 @@
-"""The one task registry: ``get_task(name)`` looks a task up (``TASK_NAMES`` are the names, for
-argparse choices); ``task_of_env(env)`` finds the task an environment instance belongs to."""
+"""The one task registry. ``get_task(name)`` looks a task up: a registered name (``swing``,
+``hrv``, or one of ``register_task``), ``<suite>:<environment>`` (``SUITES``), or
+``module:factory`` (your own environment; ``purehr.tasks.factory``). ``TASK_NAMES`` are the
+built-in tasks (the default run); ``task_of_env(env)`` finds the task an environment belongs to."""
 
 from __future__ import annotations
 
+import difflib
+import importlib
+from typing import Any
+
 from purehr.envs.base import Environment
+from purehr.tasks.environment_task import BUILT_BY
+from purehr.tasks.factory import factory_task, is_factory_name
 from purehr.tasks.hrv import HRV_TASK
 from purehr.tasks.swing import SWING_TASK
 from purehr.tasks.task import Task
 
 TASKS: dict[str, Task] = {"swing": SWING_TASK, "hrv": HRV_TASK}
+"""The registered tasks: the built-in two, then those of ``register_task``."""
 TASK_NAMES: tuple[str, ...] = tuple(TASKS)
+SUITES: dict[str, str] = {
+    "gymnax": "purehr.tasks.suites.gymnax",
+    "brax": "purehr.tasks.suites.brax",
+    "xminigrid": "purehr.tasks.suites.xminigrid",
+}
+"""Suite prefix -> the module that builds its tasks (imported when a task of it is asked for)."""
+_RESOLVED: dict[str, Task] = {}  # suite and factory tasks, built once per process
+
+
+def register_task(task: Task, *, replace: bool = False) -> Task:
+    """Make ``task`` a name every entry point knows (``--tasks``, ``restore``, ``evaluate.py``)
+    in this process; ``ValueError`` if the name is taken (unless ``replace``) or has a colon
+    (the suite and ``module:factory`` forms)."""
+    if not isinstance(task, Task):
+        raise TypeError(f"register_task takes a purehr.tasks.Task, got {type(task).__name__}")
+    if ":" in task.name or not task.name:
+        raise ValueError(f"task name {task.name!r}: expected a non-empty name without ':' (the suite form)")
+    if task.name in TASKS and not replace and TASKS[task.name] is not task:
+        raise ValueError(f"task {task.name!r} is already registered; pass replace=True to replace it")
+    TASKS[task.name] = task
+    return task
 
 
 def get_task(name: str) -> Task:
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; expected one of {sorted(TASKS)}")
-    return TASKS[name]
+    if not isinstance(name, str):
+        raise ValueError(f"task {name!r}: expected a task name (a string)")
+    if name in TASKS:
+        return TASKS[name]
+    if name not in _RESOLVED:
+        _RESOLVED[name] = _resolve(name)
+    return _RESOLVED[name]
+
+
+def _resolve(name: str) -> Task:
+    prefix, colon, environment = name.partition(":")
+    if colon and prefix in SUITES:
+        return _suite_task(prefix, environment)
+    if is_factory_name(name):
+        return factory_task(name)
+    close = difflib.get_close_matches(name, list(TASKS), n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise ValueError(
+        f"unknown task {name!r}{hint}; expected one of {sorted(TASKS)}, <suite>:<environment> with a suite of "
+        f"{sorted(SUITES)} (e.g. gymnax:CartPole-v1), or module:factory for your own environment"
+    )
+
+
+def _suite_task(prefix: str, environment: str) -> Task:
+    suite = importlib.import_module(SUITES[prefix])
+    try:
+        names = suite.environment_names()
+    except ImportError as error:
+        raise ValueError(
+            f"task {prefix}:{environment}: the {prefix} suite needs the {suite.PACKAGE} package ({error}): "
+            f"pip install 'purehr[{suite.EXTRA}]'"
+        ) from None
+    if environment not in names:
+        close = difflib.get_close_matches(environment, names, n=3)
+        hint = f" (closest: {close})" if close else ""
+        raise ValueError(f"unknown {prefix} environment {environment!r}{hint}; expected one of {names}")
+    return suite.suite_task(environment)
 
 
 def task_of_env(env: Environment) -> Task | None:
-    """The task whose environment class ``env`` is (wrappers looked through), or None."""
-    base = getattr(env, "unwrapped", env)
+    """The task whose ``make_env`` built ``env``, or whose environment class ``env`` is
+    (wrappers looked through), or None."""
+    base: Any = getattr(env, "unwrapped", env)
+    try:
+        built_by = BUILT_BY.get(base)
+    except TypeError:  # not weakly referenceable
+        built_by = None
+    if built_by is not None:
+        return get_task(built_by)
     return next((task for task in TASKS.values() if isinstance(base, task.env_class)), None)
 
 

@@ -36,8 +36,9 @@ class Task:
     (``PPOModel.load`` rebuilds a saved model's env params through it, so they are validated)."""
     default_config: PPOConfig
     baselines: tuple[Baseline, ...]
-    """The reference baseline first (structured controller, oracle), then the floors PPO must
-    beat by a wide margin (doing nothing, acting at random)."""
+    """The reference baseline first (structured controller, oracle) when the task has one
+    (``has_reference``), then the floors PPO must beat by a wide margin (doing nothing, acting
+    at random)."""
     heldout_evaluation: Evaluation
     """The protocol's held-out evaluation (checkpoints, baselines, sweeps)."""
     env_evaluation: Evaluation
@@ -51,14 +52,20 @@ class Task:
     unrecorded_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Keyword values a recorded environment had before the keyword existed: what a manifest or
     saved model that does not name the keyword was trained with."""
+    has_reference: bool = True
+    """False for a task from a suite or a user's environment: only floors, no reference policy."""
+    source: Callable[[Environment], dict[str, Any]] = lambda env: {"suite": "purehr"}
+    """Where the environment comes from (suite, environment name, package versions, factory):
+    recorded in the manifest's ``sources``, compared on resume."""
 
     @property
-    def baseline(self) -> Baseline:
-        return self.baselines[0]
+    def baseline(self) -> Baseline | None:
+        """The reference policy, or None for a task without one (``has_reference``)."""
+        return self.baselines[0] if self.has_reference else None
 
     @property
     def floors(self) -> tuple[Baseline, ...]:
-        return self.baselines[1:]
+        return self.baselines[1:] if self.has_reference else self.baselines
 
     def baseline_by_flag(self, flag: str) -> Baseline:
         for baseline in self.baselines:

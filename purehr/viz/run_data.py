@@ -54,7 +54,7 @@ class RunData:
         name is the manifest's short ``name`` (else its ``definition``, whose module paths the
         figures leave to the manifest)."""
         entry = (self.manifest.get("baselines") or {}).get(task)
-        if not entry or "metrics" not in entry:
+        if not entry or not isinstance(entry.get("metrics"), dict):  # None: a task without a reference
             return None
         name = entry.get("name") or str(entry.get("definition", "baseline")).split(" (")[0]
         return str(name), dict(entry["metrics"])

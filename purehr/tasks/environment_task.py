@@ -1,0 +1,123 @@
+"""A task for any environment: what a suite's environment or a user's gets, so that it goes
+through the whole protocol (checkpoints, resume, held-out evaluation, floors, figures,
+restore) like swing and hrv. Its held-out evaluation is the generic one
+(``purehr.envs.rollout``), its floors acting at random and, for continuous actions, the zero
+action; it has no reference policy."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from purehr.envs import spaces
+from purehr.envs.base import Environment, check_environment
+from purehr.envs.rollout import heldout_evaluation, random_policy, record_episode, zero_policy
+from purehr.ppo.config import PPOConfig
+from purehr.tasks.task import Baseline, Task
+
+DISCRETE_DEFAULTS = PPOConfig(
+    total_timesteps=500_000,
+    num_envs=4,
+    num_steps=128,
+    minibatch_size=128,
+    learning_rate=2.5e-4,
+    anneal_lr=True,
+    gamma=0.99,
+    gae_lambda=0.95,
+    ent_coef=0.01,
+    activation="tanh",
+)
+"""PureJaxRL's ``ppo.py`` settings (CartPole-v1: 4 envs x 128 steps, 4 minibatches, 4 epochs,
+lr 2.5e-4 annealed, entropy 0.01, 64x64 tanh): the default of a discrete-action environment."""
+CONTINUOUS_DEFAULTS = PPOConfig(
+    total_timesteps=1_000_000,
+    num_envs=64,
+    num_steps=32,
+    minibatch_size=512,
+    learning_rate=3e-4,
+    anneal_lr=False,
+    gamma=0.99,
+    gae_lambda=0.95,
+    ent_coef=0.0,
+    actor_hidden=(256, 256),
+    critic_hidden=(256, 256),
+    activation="tanh",
+    log_std_init=0.0,
+    normalize_observations=True,
+)
+"""PureJaxRL's ``ppo_continuous_action.py`` settings (lr 3e-4, 4 epochs, entropy 0, 256x256
+tanh, normalized observations) at a batch a 2-core CPU turns over (64 envs x 32 steps, 4
+minibatches): the default of a continuous-action environment."""
+BUILT_BY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""environment -> the name of the task whose ``make_env`` built it (``task_of_env``)."""
+SUPPORTED_OBSERVATIONS = "Box, or a Dict of Boxes (flattened in sorted-key order)"
+SUPPORTED_ACTIONS = "Discrete, MultiDiscrete or Box"
+
+
+def check_spaces(env: Environment, name: str) -> None:
+    """``TypeError`` naming a space PPO cannot handle, and why, before anything is traced."""
+    params = env.default_params
+    observation, action = env.observation_space(params), env.action_space(params)
+    observed = observation.spaces.values() if isinstance(observation, spaces.Dict) else [observation]
+    if not all(isinstance(space, spaces.Box) for space in observed):
+        raise TypeError(
+            f"task {name!r}: observation space {observation!r} is not supported; expected {SUPPORTED_OBSERVATIONS}, "
+            "which the MLP networks take as one vector"
+        )
+    if not isinstance(action, (spaces.Discrete, spaces.MultiDiscrete, spaces.Box)):
+        raise TypeError(
+            f"task {name!r}: action space {action!r} is not supported; expected {SUPPORTED_ACTIONS} "
+            "(a categorical, factored categorical or tanh-squashed Gaussian policy)"
+        )
+
+
+def default_config_for(env: Environment) -> PPOConfig:
+    continuous = isinstance(env.action_space(env.default_params), spaces.Box)
+    return CONTINUOUS_DEFAULTS if continuous else DISCRETE_DEFAULTS
+
+
+def floors_for(env: Environment) -> tuple[Baseline, ...]:
+    """Acting at random; for a continuous action, doing nothing (the zero action) first."""
+    random = Baseline("random", "random", lambda env, params: random_policy(env.action_space(params)))
+    if not isinstance(env.action_space(env.default_params), spaces.Box):
+        return (random,)
+    zero = Baseline("zero action", "zero", lambda env, params: zero_policy(env.action_space(params)))
+    return (zero, random)
+
+
+def environment_task(
+    name: str,
+    make_env: Callable[..., Environment],
+    *,
+    default_config: PPOConfig | None = None,
+    env_kwargs: Callable[[Environment], dict[str, Any]] = lambda env: {},
+    source: Callable[[Environment], dict[str, Any]] | None = None,
+    env_class: type | None = None,
+) -> Task:
+    """A ``Task`` named ``name`` for the environments ``make_env(**kwargs)`` builds. The default
+    environment is built once here, so a missing attribute or an unsupported space is named now
+    (``check_environment``, ``check_spaces``). ``env_kwargs(env)`` is what a manifest records to
+    rebuild ``env`` (resume, restore); ``source(env)`` where it comes from."""
+
+    def make_named_env(**kwargs: Any) -> Environment:
+        env = make_env(**kwargs)
+        BUILT_BY[env] = name
+        return env
+
+    env = make_named_env()
+    check_environment(env)
+    check_spaces(env, name)
+    return Task(
+        name=name,
+        env_class=type(env) if env_class is None else env_class,
+        make_env=make_named_env,
+        default_config=default_config_for(env) if default_config is None else default_config,
+        baselines=floors_for(env),
+        heldout_evaluation=heldout_evaluation,
+        env_evaluation=heldout_evaluation,
+        record_showcase=record_episode,
+        env_kwargs=env_kwargs,
+        has_reference=False,
+        source=source or (lambda env: {"suite": "python", "environment": f"{type(env).__module__}.{type(env).__name__}"}),
+    )

@@ -1,0 +1,82 @@
+"""Your own environment as a task: ``module:factory`` names a function that returns a
+``purehr.envs.base.Environment`` (``--tasks mypackage.my_env:make_env``). The factory is
+called with the keyword arguments a run gives the task (``--env-arg``), and the run records
+them, so a resume or a restore in a fresh process calls it again with the same ones.
+
+The module may define ``PPO_CONFIG`` (a ``PPOConfig``): the task's default configuration
+(else the default for its action space, ``purehr.tasks.environment_task``). The current
+directory is importable, as with ``python -m``: a file ``my_env.py`` there is ``my_env``."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import weakref
+from typing import Any
+
+from purehr.envs.base import Environment
+from purehr.ppo.config import PPOConfig
+from purehr.tasks.environment_task import environment_task
+from purehr.tasks.task import Task
+
+_KWARGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""environment -> the keyword arguments its factory was called with (what the manifest records)."""
+
+
+def is_factory_name(name: str) -> bool:
+    module, _, attribute = name.rpartition(":")
+    return bool(module) and attribute.isidentifier() and all(part.isidentifier() for part in module.split("."))
+
+
+def factory_task(name: str) -> Task:
+    """The task of ``module:factory``; ``ValueError`` when the module does not import or has no
+    such callable, ``TypeError`` when it does not return an Environment, before anything runs."""
+    module_name, _, attribute = name.rpartition(":")
+    module = _import(module_name, name)
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        found = sorted(n for n in vars(module) if not n.startswith("_") and callable(vars(module)[n]))
+        raise ValueError(f"task {name!r}: {module_name} has no function {attribute!r}; its callables: {found}")
+
+    def make_env(**kwargs: Any) -> Environment:
+        env = factory(**kwargs)
+        if not isinstance(env, Environment):
+            raise TypeError(
+                f"task {name!r}: {attribute}({_shown(kwargs)}) returned a {type(env).__name__}; expected a "
+                "purehr.envs.base.Environment (see docs/environments.md and examples/my_env.py)"
+            )
+        _KWARGS[env] = dict(kwargs)
+        return env
+
+    config = getattr(module, "PPO_CONFIG", None)
+    if config is not None and not isinstance(config, PPOConfig):
+        raise TypeError(f"task {name!r}: {module_name}.PPO_CONFIG is a {type(config).__name__}; expected a PPOConfig")
+    return environment_task(
+        name,
+        make_env,
+        default_config=config,
+        env_kwargs=lambda env: dict(_KWARGS.get(getattr(env, "unwrapped", env), {})),
+        source=lambda env: {
+            "suite": "factory",
+            "factory": name,
+            "file": getattr(module, "__file__", None),
+            "environment": f"{type(env).__module__}.{type(env).__name__}",
+        },
+    )
+
+
+def _import(module_name: str, name: str):
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())  # after the installed packages: it never shadows one
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(
+            f"task {name!r}: module {module_name!r} does not import ({error}); expected module:factory with the "
+            "module on the Python path or in the current directory"
+        ) from error
+
+
+def _shown(kwargs: dict[str, Any]) -> str:
+    return ", ".join(f"{key}={value!r}" for key, value in kwargs.items())
