@@ -37,7 +37,7 @@ from purehr.ppo.algorithm import make_ppo
 from purehr.ppo.distributions import make_distribution
 from purehr.ppo.loss import Batch, ppo_loss
 from purehr.ppo.trainer import keys_for_seeds, make_train
-from purehr.tasks import TASK_NAMES, get_task
+from purehr.tasks import get_task
 
 
 def numpy_gae(rewards, values, next_values, terminated, done, gamma, gae_lambda):
@@ -153,11 +153,26 @@ def heldout_return(task, env, config, params_per_seed) -> list[float]:
     return [float(setup_eval(p)["return_mean"]) for p in params_per_seed]
 
 
+def task_name(text: str) -> str:
+    """A task name ``get_task`` resolves (swing, hrv, a registered task, <suite>:<environment>,
+    module:factory); a usage error with the registry's message (the choices) otherwise."""
+    try:
+        get_task(text)
+    except (ValueError, TypeError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     parser.add_argument("--steps", type=positive_int, default=65536, help="environment steps per seed")
     parser.add_argument("--seeds", type=positive_int, default=5, help="number of seeds (0 .. N-1)")
-    parser.add_argument("--task", default="swing", choices=TASK_NAMES, help="task to train")
+    parser.add_argument(
+        "--task",
+        default="swing",
+        type=task_name,
+        help="task to train: swing, hrv, <suite>:<environment> (gymnax:CartPole-v1) or module:factory",
+    )
     parser.add_argument("--json", type=output_file, default=None, help="write the results here")
     parser.add_argument("--evaluate", action="store_true", help="also held-out return (20 episodes) per seed")
     return parser

@@ -15,12 +15,25 @@ import sys
 from pathlib import Path
 
 
+def task_name(text: str) -> str:
+    """A task name ``get_task`` resolves (swing, hrv, a registered task, <suite>:<environment>,
+    module:factory); a usage error with the registry's message (the choices) otherwise."""
+    from purehr.tasks import get_task
+
+    try:
+        get_task(text)
+    except (ValueError, TypeError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.arguments import HelpFormatter
-    from purehr.tasks import TASK_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--task", required=True, choices=TASK_NAMES, help="task to ablate")
+    parser.add_argument(
+        "--task", required=True, type=task_name, help="task to ablate (its variants: swing and hrv have them)"
+    )
     parser.add_argument(
         "--steps", type=int, default=None, help="environment steps per seed (default: the task's protocol budget)"
     )
@@ -43,6 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     from purehr.run.machine import environment_description
     from purehr.tasks import get_task
 
+    if args.task not in ablation.VARIANTS:
+        parser.exit(
+            2,
+            f"error: --task {args.task}: no ablation is defined for it (the variants are design changes of "
+            f"{', '.join(sorted(ablation.VARIANTS))}); scripts/sweep.py --task {args.task} varies its PPO settings\n",
+        )
     steps = args.steps if args.steps is not None else get_task(args.task).default_config.total_timesteps
     if steps <= 0 or len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
         parser.exit(2, f"error: --steps {steps} must be positive and --seeds {args.seeds} distinct and >= 0\n")

@@ -6,7 +6,8 @@ Each metric is printed with its direction ("higher is better", ...) and a one-li
 (``purehr.reports.analysis.METRIC_GUIDE``; under "metric_guide" with --json). The logs are read
 by the renderer's reader: a log that render.py refuses (a truncated row) is refused here too.
 An undefined value prints as "-"; a metric the task does not measure (hrv's distance,
-alignment and robustness for the swing) is left out of its table. Intervals are clipped to the
+alignment and robustness for the swing; every success metric for an environment that defines
+no success, such as gymnax's CartPole-v1) is left out of its table. Intervals are clipped to the
 metric's range; "*" marks one of fewer than 3 seeds (or as wide as the range).
 """
 
@@ -72,6 +73,8 @@ def _print_table(analysis: dict) -> None:
             print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
         if report.get("not_measured"):
             print(f"not measured for {task}: {', '.join(report['not_measured'])}")
+        if not report.get("defines_success", True):
+            print(f"{task} defines no success (held-out success NaN at every checkpoint): judge it by its return")
     if marked:
         print(f"\n{UNINFORMATIVE_NOTE}")
 

@@ -3,11 +3,17 @@
     python scripts/evaluate.py --task swing --policy structured --json
     python scripts/evaluate.py --task hrv --policy oracle --json
     python scripts/evaluate.py --checkpoint artifacts/protocol --task swing --seed 0 --step latest --json
+    python scripts/evaluate.py --run-dir artifacts/mixed --task gymnax:CartPole-v1 --seed 0 --json
+    python scripts/evaluate.py --run-dir artifacts/mixed --task gymnax:CartPole-v1 --policy random --json
 
 Policies by task (the baselines of purehr.tasks): swing {structured, zero, random}; hrv
-{oracle, no-op, random}; or a trained PPO policy restored from a run directory's checkpoint
-(deterministic: the mode of the policy); the output names the checkpoint's seed and step
-(with --json, under "checkpoint").
+{oracle, no-op, random}; any other task (a suite's, <suite>:<environment>, or your own,
+module:factory) its floors {random} and, for continuous actions, {zero}; or ``ppo``, the trained
+policy restored from a run directory's checkpoint (--run-dir, or its older name --checkpoint;
+deterministic: the mode of the policy); the output names the checkpoint's seed and step (with
+--json, under "checkpoint"). With a run directory, a baseline is evaluated on the environment
+the run recorded (its held-out parameters): ``--policy random --seed 0`` there gives the
+manifest's random floor.
 """
 
 from __future__ import annotations
@@ -27,10 +33,30 @@ import jax
 from purehr.cli.arguments import HelpFormatter
 from purehr.ppo.config import MAX_HELDOUT_EPISODES as MAX_EPISODES
 from purehr.run import restore
+from purehr.run.run_dir import RunDirectory
+from purehr.run.task_setup import recorded_setup
 from purehr.tasks import TASK_NAMES, get_task
 from purehr.types import Policy
 
+PPO = "ppo"
+"""``--policy ppo``: the PPO policy of a run directory's checkpoint (the default with --run-dir)."""
 POLICIES = {name: tuple(baseline.flag for baseline in get_task(name).baselines) for name in TASK_NAMES}
+"""The baselines of the built-in tasks, by ``--policy`` flag (any other task: ``policies_of``)."""
+
+
+def policies_of(task: str) -> tuple[str, ...]:
+    """The ``--policy`` flags of ``task``'s baselines: its reference (if any), then its floors."""
+    return POLICIES.get(task) or tuple(baseline.flag for baseline in get_task(task).baselines)
+
+
+def task_name(text: str) -> str:
+    """A task name ``get_task`` resolves (swing, hrv, a registered task, <suite>:<environment>,
+    module:factory); a usage error with the registry's message (the choices) otherwise."""
+    try:
+        get_task(text)
+    except (ValueError, TypeError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 @dataclass(frozen=True)
@@ -46,6 +72,16 @@ def load_task(task: str) -> Evaluation:
     """The task's default environment and its own held-out evaluation (purehr.tasks)."""
     env = get_task(task).make_env()
     return Evaluation(env, env.default_params, get_task(task).env_evaluation)
+
+
+def load_recorded_task(run_dir: str, task: str) -> Evaluation:
+    """The environment a run recorded for ``task`` (its constructor arguments) at the held-out
+    parameters its checkpoints and floors were evaluated on."""
+    manifest = RunDirectory(Path(run_dir)).read_manifest()
+    if task not in manifest["tasks"]:
+        raise ValueError(f"task {task!r} is not in the run {run_dir} (it has {manifest['tasks']})")
+    setup = recorded_setup(manifest, task)
+    return Evaluation(setup.env, setup.eval_env_params, setup.task.env_evaluation)
 
 
 def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Policy, dict]:
@@ -74,7 +110,8 @@ def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Policy, dict]
 def describe_policy(args: argparse.Namespace, checkpoint: dict | None) -> str:
     """What was evaluated, in words: a baseline's name, or the checkpoint's run, seed and step."""
     if checkpoint is None:
-        return args.policy if args.seed == 0 or args.policy != "random" else f"{args.policy} (seed {args.seed})"
+        name = args.policy if args.seed == 0 or args.policy != "random" else f"{args.policy} (seed {args.seed})"
+        return name if getattr(args, "checkpoint", None) is None else f"{name} on the environment of {args.checkpoint}"
     latest = ", the latest" if checkpoint["requested_step"] == "latest" else ""
     return (
         f"PPO checkpoint of {checkpoint['run_dir']}, seed {checkpoint['seed']}, step "
@@ -94,20 +131,27 @@ def build_policy(args: argparse.Namespace, evaluation: Evaluation) -> Policy:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--task", required=True, choices=TASK_NAMES, help="task to evaluate on")
+    parser.add_argument(
+        "--task",
+        required=True,
+        type=task_name,
+        help="task to evaluate on: swing, hrv, <suite>:<environment> (gymnax:CartPole-v1) or module:factory",
+    )
     parser.add_argument(
         "--policy",
         default=None,
-        help="a baseline policy, by task: "
+        help=f"{PPO} (a run directory's checkpoint) or a baseline policy, by task: "
         + "; ".join(f"{task}: {', '.join(p)}" for task, p in POLICIES.items())
-        + " (default: not set; give --policy or --checkpoint)",
+        + "; any other task: its floors, random (and zero for continuous actions) "
+        f"(default: {PPO} with --run-dir; give --policy or --run-dir)",
     )
     parser.add_argument(
-        "--checkpoint",
+        "--run-dir",
         default=None,
         metavar="RUN_DIR",
-        help="evaluate the PPO policy saved in this run directory instead of --policy",
+        help=f"the run directory whose checkpoint --policy {PPO} evaluates (a baseline: on the run's environment)",
     )
+    parser.add_argument("--checkpoint", default=None, metavar="RUN_DIR", help="the older name of --run-dir")
     parser.add_argument(
         "--seed",
         type=int,
@@ -126,21 +170,23 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.checkpoint is not None:
-        if args.policy is not None:
-            parser.error("give either --policy or --checkpoint, not both")
-        if args.step != "latest":
-            try:
-                args.step = int(args.step)
-            except ValueError:
-                parser.error(f"--step {args.step!r}: expected an integer number of environment steps or 'latest'")
-        args.policy = "checkpoint"
-    elif args.policy is None:
-        parser.error("one of --policy or --checkpoint is required")
-    elif args.policy not in POLICIES[args.task]:
-        parser.error(
-            f"--policy {args.policy!r} is not a {args.task} policy; choose from {', '.join(POLICIES[args.task])}"
-        )
+    if args.run_dir is not None and args.checkpoint is not None:
+        parser.error("give --run-dir or --checkpoint (its older name), not both")
+    option = "--run-dir" if args.run_dir is not None else "--checkpoint"
+    args.checkpoint = args.checkpoint if args.run_dir is None else args.run_dir
+    choices = (PPO, *policies_of(args.task))
+    if args.policy is None and args.checkpoint is None:
+        parser.error(f"one of --policy or --run-dir is required (policies of {args.task}: {', '.join(choices)})")
+    args.policy = PPO if args.policy is None else args.policy
+    if args.policy not in choices:
+        parser.error(f"--policy {args.policy!r} is not a {args.task} policy; choose from {', '.join(choices)}")
+    if args.policy == PPO and args.checkpoint is None:
+        parser.error(f"--policy {PPO} evaluates a trained checkpoint: give --run-dir RUN_DIR")
+    if args.policy == PPO and args.step != "latest":
+        try:
+            args.step = int(args.step)
+        except ValueError:
+            parser.error(f"--step {args.step!r}: expected an integer number of environment steps or 'latest'")
     if not 0 <= args.seed < 2**32:
         parser.error(f"--seed {args.seed}: expected 0 to {2**32 - 1:,} (a seed is an unsigned 32-bit integer)")
     if not 1 <= args.num_episodes <= MAX_EPISODES:
@@ -150,26 +196,29 @@ def parse_args(argv=None) -> argparse.Namespace:
         )
     if args.checkpoint is not None and not Path(args.checkpoint).is_dir():
         state = "is a file" if Path(args.checkpoint).exists() else "does not exist"
-        parser.error(f"--checkpoint {args.checkpoint} {state}; expected a run directory (one that holds manifest.json)")
+        parser.error(f"{option} {args.checkpoint} {state}; expected a run directory (one that holds manifest.json)")
     return args
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     checkpoint = None
-    if args.checkpoint is not None:
-        try:
+    try:
+        if args.policy == PPO:
             evaluation, policy, checkpoint = load_checkpoint(args)
-        except (FileNotFoundError, ValueError, RuntimeError) as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-    else:
-        if args.seed != 0 and args.policy != "random":
-            print(
-                f"note: --seed {args.seed} changes nothing: the {args.policy} policy is deterministic", file=sys.stderr
+        else:
+            if args.seed != 0 and args.policy != "random":
+                print(
+                    f"note: --seed {args.seed} changes nothing: the {args.policy} policy is deterministic",
+                    file=sys.stderr,
+                )
+            evaluation = (
+                load_task(args.task) if args.checkpoint is None else load_recorded_task(args.checkpoint, args.task)
             )
-        evaluation = load_task(args.task)
-        policy = build_policy(args, evaluation)
+            policy = build_policy(args, evaluation)
+    except (FileNotFoundError, ValueError, RuntimeError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     metrics = jax.jit(
         lambda: evaluation.heldout_evaluation(
@@ -179,10 +228,12 @@ def main(argv=None) -> int:
     metrics = {name: float(value) for name, value in jax.device_get(metrics).items()}
     wall = time.perf_counter() - start
     if args.json:
-        # NaN (no successful episode) is not JSON: write null.
+        # NaN (no successful episode; no success defined) is not JSON: write null.
         output = {name: (None if math.isnan(v) else v) for name, v in metrics.items()}
         if checkpoint is not None:
             output["checkpoint"] = {key: checkpoint[key] for key in ("run_dir", "seed", "actual_steps", "target_steps")}
+        elif args.checkpoint is not None:
+            output["environment_of"] = str(args.checkpoint)  # a baseline on the run's recorded environment
         print(json.dumps(output))
     else:
         print(

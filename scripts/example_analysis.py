@@ -14,17 +14,34 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
 
+def task_name(text: str) -> str:
+    """A task name ``get_task`` resolves (swing, hrv, a registered task, <suite>:<environment>,
+    module:factory); a usage error with the registry's message (the choices) otherwise."""
+    from purehr.tasks import get_task
+
+    try:
+        get_task(text)
+    except (ValueError, TypeError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.arguments import HelpFormatter
-    from purehr.tasks import TASK_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--run-dir", type=Path, required=True, help="a finished run directory or a published record")
-    parser.add_argument("--task", default="swing", choices=TASK_NAMES, help="task to analyse")
+    parser.add_argument(
+        "--task",
+        default="swing",
+        type=task_name,
+        help="task to analyse: swing, hrv, <suite>:<environment> (gymnax:CartPole-v1) or module:factory",
+    )
     parser.add_argument("--seed", type=int, default=0, help="training seed to analyse")
     parser.add_argument("--num-episodes", type=int, default=100, help="held-out episodes per restored checkpoint")
     return parser
@@ -53,15 +70,25 @@ def main(argv: list[str] | None = None) -> int:
     where = "shipped in this record" if is_published_record(run_dir.root, manifest) else "on disk"
     if not shipped:
         parser.exit(2, f"error: {run_dir.checkpoint_dir(args.task, args.seed)} holds none of the listed checkpoints\n")
+    # a suite's or your own task has no reference policy (metrics None), only floors, and an
+    # environment that defines no success logs it as NaN: such a task is read by its return
     baseline = manifest["baselines"][args.task]
+    metric = "success_rate" if any(math.isfinite(row["eval_success_rate"]) for row in rows) else "return_mean"
+    label = {"success_rate": "success", "return_mean": "return"}[metric]
+    if baseline.get("metrics") is not None:
+        against = f"baseline {baseline['name']} {label} {baseline['metrics'][metric]:.2f}"
+    else:
+        floors = ", ".join(f"{name} {metrics[metric]:.2f}" for name, metrics in (baseline.get("floors") or {}).items())
+        against = f"no reference policy; floors' {label}: {floors or '-'}"
+    if metric == "return_mean":
+        against += " (the environment defines no success: read by its return)"
     print(
         f"{args.task} seed {args.seed}: {len(rows)} checkpoints listed, {len(shipped)} {where} "
-        f"({', '.join(f'{steps:,}' for steps in shipped)}); baseline {baseline['name']} success "
-        f"{baseline['metrics']['success_rate']:.2f}"
+        f"({', '.join(f'{steps:,}' for steps in shipped)}); {against}"
     )
     sampled = [rows[i] for i in sorted(set(np.linspace(0, len(rows) - 1, min(len(rows), 8)).round().astype(int)))]
-    print("  held-out success logged during training (steps: success):")
-    print("   ", ", ".join(f"{row['actual_steps']:,}: {row['eval_success_rate']:.2f}" for row in sampled))
+    print(f"  held-out {label} logged during training (steps: {label}):")
+    print("   ", ", ".join(f"{row['actual_steps']:,}: {row[f'eval_{metric}']:.2f}" for row in sampled))
 
     # the earliest and the latest checkpoint on disk (a record: the latest only)
     restored = [restore(args.run_dir, args.task, args.seed, step=steps) for steps in sorted({shipped[0], shipped[-1]})]
@@ -70,10 +97,11 @@ def main(argv: list[str] | None = None) -> int:
         metrics = jax.jit(
             lambda c=checkpoint: evaluate(c.env, c.env_params, c.pure_policy, num_episodes=args.num_episodes)
         )()
-        logged = float(checkpoint.checkpoint_row["eval_success_rate"])
+        logged = float(checkpoint.checkpoint_row[f"eval_{metric}"])
+        also = "" if metric == "return_mean" else f", return {float(metrics['return_mean']):.3f}"
         print(
-            f"  step {checkpoint.steps:>9,}: success {float(metrics['success_rate']):.2f} on {args.num_episodes} "
-            f"episodes (logged during training {logged:.2f}), return {float(metrics['return_mean']):.3f}"
+            f"  step {checkpoint.steps:>9,}: {label} {float(metrics[metric]):.2f} on {args.num_episodes} "
+            f"episodes (logged during training {logged:.2f}){also}"
         )
 
     # the parameters the seed started from: step 0's, or rebuilt from the seed as training did

@@ -25,15 +25,31 @@ import time
 from pathlib import Path
 
 
+def task_name(text: str) -> str:
+    """A task name ``get_task`` resolves (swing, hrv, a registered task, <suite>:<environment>,
+    module:factory); a usage error with the registry's message (the choices) otherwise."""
+    from purehr.tasks import get_task
+
+    try:
+        get_task(text)
+    except (ValueError, TypeError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.arguments import HelpFormatter
     from purehr.cli.ppo_flags import add_config_flags
     from purehr.experiments.sweep import SHAPE_FIELDS
     from purehr.ppo.config import HYPERPARAMETERS
-    from purehr.tasks import TASK_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
-    parser.add_argument("--task", required=True, choices=TASK_NAMES, help="task to sweep")
+    parser.add_argument(
+        "--task",
+        required=True,
+        type=task_name,
+        help="task to sweep: swing, hrv, <suite>:<environment> (gymnax:CartPole-v1) or module:factory",
+    )
     parser.add_argument(
         "--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds of every setting (distinct, >= 0)"
     )

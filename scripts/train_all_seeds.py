@@ -29,7 +29,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument(
-        "--tasks", nargs="+", default=None, help="tasks to train (swing, hrv; default: both; on --resume: the run's)"
+        "--tasks",
+        nargs="+",
+        default=None,
+        help="tasks to train: swing, hrv (default: both; on --resume: the run's), <suite>:<environment> "
+        "(gymnax:CartPole-v1, brax:inverted_pendulum, xminigrid:MiniGrid-Empty-5x5) or module:factory for "
+        "your own environment (docs/environments.md)",
+    )
+    parser.add_argument(
+        "--env-arg",
+        nargs=2,
+        action="append",
+        default=None,
+        metavar=("TASK", "KEY=VALUE"),
+        help="a keyword argument of TASK's environment constructor (VALUE read as JSON where it is), "
+        "recorded in the manifest; repeat it for more",
+    )
+    parser.add_argument(
+        "--brax-backend",
+        default=None,
+        choices=("positional", "spring", "generalized", "mjx"),
+        help="physics backend of the brax:<name> tasks (default: positional, the fastest on a CPU; "
+        "docs/environments.md)",
     )
     parser.add_argument(
         "--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2 3 4; on --resume: the run's)"
@@ -166,7 +187,7 @@ def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: 
             render_trained_run(summary.run_dir)
     except RunAlreadyFinished:
         return _finish_finished_run(args, run_dir)
-    except (ValueError, OSError) as error:  # FileExistsError, NotADirectoryError, PermissionError, ...
+    except (ValueError, TypeError, OSError) as error:  # a bad task or environment, FileExistsError, ...
         parser.exit(2, f"error: {error}\n")
     except RunFailed as error:  # the manifest says "failed"; one line, not the callback's traceback
         parser.exit(1, f"error: {error}\n")
@@ -228,9 +249,12 @@ def _start_jax(args, parser, run_dir: Path) -> None:
 
 def _run_request(args) -> dict:
     """What every process passes to ``train_all_seeds`` (process 0 alone writes and reports)."""
+    from purehr.cli.env_args import env_kwargs_from_args
+
     return dict(
         tasks=args.tasks,
         seeds=args.seeds,
+        env_kwargs=env_kwargs_from_args(args.env_arg, args.tasks, args.brax_backend),
         overrides=overrides_from_args(args),
         resume=args.resume,
         devices=args.devices,
@@ -290,12 +314,11 @@ def report(run_dir: Path) -> None:
 
 
 def missing_figures(run_dir: Path) -> bool:
-    from purehr.run.run_dir import FIGURES, RunDirectory
+    """Whether ``figures/`` lacks a file the renderer writes for the run's tasks (any task name,
+    ``gymnax:CartPole-v1`` included: ``purehr.viz.render.expected_figures``)."""
+    from purehr.viz.render import missing_figures as missing
 
-    tasks = RunDirectory(Path(run_dir)).read_manifest()["tasks"]
-    figures = Path(run_dir) / FIGURES
-    expected = [f"{task}_learning.png" for task in tasks] + (["replay.html"] if "swing" in tasks else [])
-    return not all((figures / name).exists() for name in expected)
+    return bool(missing(run_dir))
 
 
 def _curricula_from_args(args) -> dict | None:

@@ -50,8 +50,10 @@ HRV_TINY = HRV_DEFAULTS.replace(
 
 # The protocol in miniature (tests/test_run.py, test_resume_multitask.py, test_progress.py):
 # batch 4 x 128 = 512, checkpoint targets every 3,000 steps, 16,384 steps = 32 updates; a
-# constant learning rate, so a run can be extended bit-identically.
-PROTOCOL_TASKS = ["swing", "hrv"]
+# constant learning rate, so a run can be extended bit-identically. A suite's task trains beside
+# the built-in two, so every protocol test (kill and resume, restore, corruption, the end-of-run
+# report) covers an environment nobody here wrote.
+PROTOCOL_TASKS = ["swing", "hrv", "gymnax:CartPole-v1"]
 PROTOCOL_SEEDS = [0, 1]
 PROTOCOL_SMALL = dict(
     total_timesteps=16384,
@@ -68,6 +70,8 @@ PROTOCOL_SMALL = dict(
     anneal_lr=False,
 )
 PROTOCOL_CLI = [
+    "--tasks",
+    *PROTOCOL_TASKS,
     "--steps",
     "16384",
     "--num-envs",

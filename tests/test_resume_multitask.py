@@ -105,17 +105,20 @@ def test_tasks_killed_at_different_checkpoints_resume_to_the_reference(reference
     # hrv: killed between the two seeds' CSV writes, seed 1 one checkpoint ahead of seed 0
     truncate_index(run, "hrv", 0, 3072)
     truncate_index(run, "hrv", 1, 6144)
+    # CartPole (a suite's task): both seeds killed after the same checkpoint
+    truncate_index(run, "gymnax:CartPole-v1", 0, 12288)
+    truncate_index(run, "gymnax:CartPole-v1", 1, 12288)
     summary = train_all_seeds(run, resume=True, progress=False)  # tasks, seeds: the run's
-    assert summary.resumed_from == {"swing": 9216, "hrv": 3072}
+    assert summary.resumed_from == {"swing": 9216, "hrv": 3072, "gymnax:CartPole-v1": 12288}
     assert_matches_reference(summary, reference, run)
     manifest = json.loads((run / "manifest.json").read_text())  # every resume is recorded
     [record] = manifest["resumes"]
     assert manifest["precision"] == "float32" and record["status_before"] == "running"
-    assert record["from_steps"] == {"swing": 9216, "hrv": 3072} and record["extended"] == {}
+    assert record["from_steps"] == summary.resumed_from and record["extended"] == {}
     assert sorted(q["path"] for q in record["quarantined"]) == sorted(
         str(p.relative_to(run)) for p in run.glob("*/seed_*/quarantine/*") if not p.name.endswith(".REASON.txt")
     )
-    assert all(q["reason"] for q in record["quarantined"]) and len(record["quarantined"]) == 14
+    assert all(q["reason"] for q in record["quarantined"]) and len(record["quarantined"]) == 18
     assert quarantined(run, "swing", 0) == ["12288", "15360", "16384"]
     assert quarantined(run, "swing", 1) == ["12288.orbax"]
     assert quarantined(run, "hrv", 1) == ["12288", "15360", "16384", "6144", "9216"]
@@ -140,7 +143,7 @@ def test_a_task_that_starts_over_keeps_its_intact_step_0(reference, tmp_path, ca
         shutil.rmtree(run / "hrv" / "seed_1" / "checkpoints" / str(steps))
     half_written(run, "hrv", 1, 0)
     summary = train_all_seeds(run, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
-    assert summary.resumed_from == {}
+    assert summary.resumed_from == {"gymnax:CartPole-v1": 16384}  # untouched: it continues from its end
     assert_matches_reference(summary, reference, run)
     assert quarantined(run, "swing", 0) == []
     assert quarantined(run, "swing", 1) == ["12288", "15360", "16384", "3072", "6144", "9216"]
@@ -352,4 +355,4 @@ def test_a_run_extended_to_a_larger_budget_ends_bit_identical_to_an_uninterrupte
     assert {task: PPOConfig.from_dict(manifest["configs"][task]) for task in TASKS} == configs()
     [record] = manifest["resumes"]
     assert record["extended"] == {task: {"from_steps": 9216, "to_steps": 16384} for task in TASKS}
-    assert record["status_before"] == "finished" and record["from_steps"] == {"swing": 9216, "hrv": 9216}
+    assert record["status_before"] == "finished" and record["from_steps"] == {task: 9216 for task in TASKS}

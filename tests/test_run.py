@@ -6,6 +6,7 @@ import dataclasses
 import importlib.util
 import io
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -106,8 +107,8 @@ def test_run_directory_has_every_file(runs):
             assert [int(r["update"]) for r in updates] == list(range(1, 33))
             for column in UPDATE_COLUMNS:
                 assert column in updates[0]
-            diagnostic = "min_tension" if task == "swing" else "mean_distance"
-            assert diagnostic in updates[0]
+            diagnostic = {"swing": "min_tension", "hrv": "mean_distance"}.get(task)
+            assert diagnostic is None or diagnostic in updates[0]
             rows = read_csv(seed_dir / "checkpoints.csv")
             for row in rows:
                 assert (root / row["checkpoint_path"]).is_dir()
@@ -141,10 +142,13 @@ def test_a_rendered_run_forks_no_python_process(runs):
 @pytest.mark.slow
 def test_a_run_says_what_it_will_do_before_compiling_and_shows_progress_per_task(runs):
     text = runs["messages"]
-    assert "swing, hrv x seeds 0, 1 (4 trainings in one compiled program)" in text
-    assert (
-        "  swing      16,384 steps per seed: 32 updates of 4 envs x 128 steps, held-out checkpoints every 3,000" in text
-    )
+    assert f"{', '.join(TASKS)} x seeds 0, 1 ({len(TASKS) * 2} trainings in one compiled program)" in text
+    for task in TASKS:  # one line per task, the names in one column
+        assert re.search(
+            rf"\n  {re.escape(task)} +16,384 steps per seed: 32 updates of 4 envs x 128 steps, held-out checkpoints "
+            "every 3,000",
+            text,
+        ), task
     assert "rounded up" not in text  # 16,384 is 32 whole updates of 512
     assert (
         text.index("new run in ")
@@ -155,6 +159,7 @@ def test_a_run_says_what_it_will_do_before_compiling_and_shows_progress_per_task
     )
     # steps per seed and per task (not 2 x 2 x 16,384 summed), the last held-out success, no nan
     assert "swing done (16.4k), held-out success" in text and "hrv done (16.4k), held-out success" in text
+    assert "gymnax:CartPole-v1 done (16.4k) |" in text  # no success where the environment defines none
     assert "swing at 16.4k steps: held-out success" in text and "(seeds " in text
     assert "nan" not in text.lower()
     # the command line prints its plan at once too (the run killed after its third checkpoint)

@@ -1,8 +1,11 @@
 """The seed API: ``train_hr_ppo(HRWritingEnv(hrv_dim=8), timesteps=50_000)`` returns a model.
 
 A thin, Stable-Baselines-shaped layer over ``make_train``: keyword names follow SB3
-(``batch_size`` is the minibatch size, ``clip_range``), the work is one jitted scan. The files
-a model saves to are ``purehr.model.saved``'s.
+(``batch_size`` is the minibatch size, ``clip_range``), the work is one jitted scan. Any
+environment trains: one a task built (``get_task("gymnax:CartPole-v1").make_env()``) gets that
+task's defaults and held-out evaluation, and saves and loads by the task's name; any other
+``Environment`` gets the defaults for its action space and the generic held-out evaluation
+(``purehr.envs.rollout``). The files a model saves to are ``purehr.model.saved``'s.
 """
 
 from __future__ import annotations
@@ -18,13 +21,16 @@ import numpy as np
 
 from purehr.envs.base import Environment, check_env_params
 from purehr.envs.hrv.curriculum import Curriculum
+from purehr.envs.rollout import heldout_evaluation
 from purehr.envs.spaces import observation_batch_size
 from purehr.model.saved import ModelContents, read_model, write_model
 from purehr.ppo.algorithm import PPO, diverged_at_update, make_ppo
 from purehr.ppo.config import MAX_HELDOUT_EPISODES, PPOConfig
 from purehr.ppo.trainer import TrainResult, keys_for_seeds, make_train
 from purehr.run.progress import Progress, TaskPlan
-from purehr.tasks import HRV_DEFAULTS, Task, curriculum_schedule, task_of_env
+from purehr.tasks import curriculum_schedule, task_of_env
+from purehr.tasks.environment_task import default_config_for
+from purehr.types import Evaluation
 
 
 class PPOModel:
@@ -58,7 +64,9 @@ class PPOModel:
         )
 
     def evaluate(self, num_episodes: int = 100, seed: int | None = None, **kwargs) -> dict[str, float]:
-        """Held-out evaluation of the deterministic policy with the task's own protocol."""
+        """Held-out evaluation of the deterministic policy with the task's own protocol (an
+        environment of no task: the generic one, ``purehr.envs.rollout.heldout_evaluation``:
+        return mean/std/min, episode length, success where the environment defines it)."""
         if (
             isinstance(num_episodes, bool)
             or not isinstance(num_episodes, (int, np.integer))
@@ -70,7 +78,7 @@ class PPOModel:
             )
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValueError(f"seed={seed!r}: expected a non-negative integer or None (the task's held-out seed)")
-        evaluation = _task_of(self.env).env_evaluation
+        evaluation = evaluation_of(self.env)
         options = dict(num_episodes=num_episodes, **kwargs)
         if seed is not None:
             options["seed"] = seed
@@ -92,23 +100,29 @@ class PPOModel:
         return cls(*read_model(path))
 
 
-def _task_of(env: Environment) -> Task:
+def evaluation_of(env: Environment) -> Evaluation:
+    """The held-out evaluation of ``env``'s task, or the generic one for an environment of no task."""
     task = task_of_env(env)
-    if task is None:
-        raise TypeError(f"{type(env).__name__} has no held-out protocol; use purehr.envs.rollout.run_episodes")
-    return task
+    return heldout_evaluation if task is None else task.env_evaluation
+
+
+def default_config_of(env: Environment) -> PPOConfig:
+    """The PPO defaults of ``env``'s task (hrv: ``HRV_DEFAULTS``; gymnax:CartPole-v1: PureJaxRL's),
+    or those for its action space (``purehr.tasks.environment_task``) for an environment of no task."""
+    task = task_of_env(env)
+    return default_config_for(env) if task is None else task.default_config
 
 
 def train_hr_ppo(
     env: Environment,
-    timesteps: int = HRV_DEFAULTS.total_timesteps,
+    timesteps: int | None = None,
     *,
-    learning_rate: float = HRV_DEFAULTS.learning_rate,
-    batch_size: int = HRV_DEFAULTS.minibatch_size,
-    gamma: float = HRV_DEFAULTS.gamma,
-    clip_range: float = HRV_DEFAULTS.clip_range,
-    ent_coef: float = HRV_DEFAULTS.ent_coef,
-    vf_coef: float = HRV_DEFAULTS.vf_coef,
+    learning_rate: float | None = None,
+    batch_size: int | None = None,
+    gamma: float | None = None,
+    clip_range: float | None = None,
+    ent_coef: float | None = None,
+    vf_coef: float | None = None,
     seed: int = 0,
     callback: Callable[[dict[str, float]], Any] | None = None,
     progress: bool | None = None,
@@ -116,7 +130,9 @@ def train_hr_ppo(
     curriculum=None,
     **config_overrides,
 ) -> PPOModel:
-    """Train PPO with the HRV defaults of docs/protocol.md. ``callback(metrics)`` runs on the host
+    """Train PPO on ``env`` with its task's defaults (an argument left None takes the task's
+    value: the HRV defaults of docs/protocol.md for an ``HRWritingEnv``; an environment of no
+    task, those for its action space). ``callback(metrics)`` runs on the host
     after every update; returning ``False`` ends training there, keeping the state reached.
     ``progress`` shows the protocol's progress bar on stderr once compilation is done (default:
     when stderr is a terminal). ``curriculum`` (a ``purehr.envs.hrv.Curriculum``, e.g.
@@ -130,7 +146,15 @@ def train_hr_ppo(
     if progress is not None and not isinstance(progress, bool):
         raise TypeError(f"progress={progress!r}: expected True, False or None (None: when stderr is a terminal)")
     config = _seed_api_config(
-        timesteps, learning_rate, batch_size, gamma, clip_range, ent_coef, vf_coef, config_overrides
+        default_config_of(env),
+        timesteps,
+        learning_rate,
+        batch_size,
+        gamma,
+        clip_range,
+        ent_coef,
+        vf_coef,
+        config_overrides,
     )
     env_params = env.default_params if env_params is None else env_params
     check_env_params(env, env_params)
@@ -161,23 +185,24 @@ def train_hr_ppo(
 
 
 def _seed_api_config(
-    timesteps, learning_rate, batch_size, gamma, clip_range, ent_coef, vf_coef, config_overrides
+    defaults: PPOConfig, timesteps, learning_rate, batch_size, gamma, clip_range, ent_coef, vf_coef, config_overrides
 ) -> PPOConfig:
-    """The HRV defaults with the seed API's arguments, under their ``PPOConfig`` names."""
+    """``defaults`` with the seed API's arguments that are given (not None), under their
+    ``PPOConfig`` names."""
     aliased = {"total_timesteps": "timesteps", "minibatch_size": "batch_size"}.items()
     for field, argument in aliased:  # the seed API names these two its own way
         if field in config_overrides:
             raise TypeError(f"train_hr_ppo got {field}=...; pass {argument}= (its name in this API) instead")
-    return HRV_DEFAULTS.replace(
-        total_timesteps=timesteps,
-        learning_rate=learning_rate,
-        minibatch_size=batch_size,
-        gamma=gamma,
-        clip_range=clip_range,
-        ent_coef=ent_coef,
-        vf_coef=vf_coef,
-        **config_overrides,
-    )
+    given = {
+        "total_timesteps": timesteps,
+        "learning_rate": learning_rate,
+        "minibatch_size": batch_size,
+        "gamma": gamma,
+        "clip_range": clip_range,
+        "ent_coef": ent_coef,
+        "vf_coef": vf_coef,
+    }
+    return defaults.replace(**{name: value for name, value in given.items() if value is not None}, **config_overrides)
 
 
 def _progress_bar(env: Environment, config: PPOConfig) -> Progress:

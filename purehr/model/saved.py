@@ -1,8 +1,10 @@
-"""The saved-model format: a folder of ``model.json`` (format tag, environment class and kwargs,
-config, seed, a SHA-256 per file and one of its own content), ``params.msgpack``,
+"""The saved-model format: a folder of ``model.json`` (format tag, environment class, kwargs and
+task name, config, seed, a SHA-256 per file and one of its own content), ``params.msgpack``,
 ``env_params.msgpack`` and ``metrics.npz``; no pickle. ``write_model`` writes one, ``read_model``
 reads one back checked as a checkpoint is (docs/interfaces.md, "Saved models"). Environments are
-found through the task registry, so a registered task saves and loads with no change here."""
+found through the task registry: ``load`` rebuilds ``get_task(task).make_env(**kwargs)``, so a
+registered, a suite's (``gymnax:CartPole-v1``) or a ``module:factory`` task saves and loads with
+no change here; a model saved before the task was recorded is found by its class (swing, hrv)."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from purehr.run.files import (
     read_parsed,
     write_npz,
 )
-from purehr.tasks import TASKS, task_of_env, task_of_env_class
+from purehr.tasks import TASKS, Task, get_task, task_of_env, task_of_env_class
 
 MODEL_FORMAT = "purehr-ppo-model/1"
 MODEL_FILES = ("params.msgpack", "env_params.msgpack", "metrics.npz")
@@ -63,6 +65,7 @@ def write_model(path: str | Path, contents: ModelContents, overwrite: bool = Fal
     model's four files are replaced and every other file there is left as it was. Each file is
     written whole before it is renamed into place, model.json last."""
     path = Path(path)
+    task = _task_to_record(contents.env)
     _check_destination(path, overwrite)
     path.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path / "params.msgpack", serialization.to_bytes(contents.params))
@@ -71,7 +74,7 @@ def write_model(path: str | Path, contents: ModelContents, overwrite: bool = Fal
     description = json_values(
         {
             "format": MODEL_FORMAT,
-            "env": {"class": type(contents.env).__name__, "kwargs": _env_kwargs(contents.env)},
+            "env": {"class": type(contents.env).__name__, "kwargs": task.env_kwargs(contents.env), "task": task.name},
             "config": contents.config.to_dict(),
             "seed": contents.seed,
             "digests": {name: file_digest(path / name) for name in MODEL_FILES},
@@ -80,6 +83,19 @@ def write_model(path: str | Path, contents: ModelContents, overwrite: bool = Fal
     description[SELF_DIGEST] = description_digest(description)
     atomic_write_text(path / "model.json", json.dumps(description, indent=2))
     return path
+
+
+def _task_to_record(env: Environment) -> Task:
+    """The task ``load`` rebuilds ``env`` through; ``TypeError`` (before anything is written) for
+    an environment no task builds, which a saved model could not be loaded back into."""
+    task = task_of_env(env)
+    if task is None:
+        raise TypeError(
+            f"{type(env).__name__} belongs to no task, so a saved model could not rebuild it: build it "
+            "through a task (purehr.tasks.get_task('gymnax:CartPole-v1').make_env(), a module:factory name) "
+            "or register one: purehr.tasks.register_task(purehr.tasks.environment_task('my_env', make_env))"
+        )
+    return task
 
 
 def _check_destination(path: Path, overwrite: bool) -> None:
@@ -120,11 +136,9 @@ def read_model(path: str | Path) -> ModelContents:
     description = _read_description(path)
     _check_file_digests(path, description)
     where = path / "model.json"
-    env_kwargs = dict(description["env"]["kwargs"])
-    task = task_of_env_class(description["env"]["class"])
-    if task is not None:
-        env_kwargs = task.recorded_kwargs(env_kwargs)  # keywords newer than the saved model
-    env = _make_env(description["env"]["class"], env_kwargs, where)
+    task = _recorded_task(description["env"], where)
+    env_kwargs = task.recorded_kwargs(dict(description["env"]["kwargs"]))  # keywords newer than the saved model
+    env = _make_env(task, description["env"]["class"], env_kwargs, where)
     try:
         config = PPOConfig.from_dict(description["config"])
     except (TypeError, ValueError) as error:
@@ -167,8 +181,13 @@ def _read_description(path: Path) -> dict[str, Any]:
     if description.get("format") != MODEL_FORMAT:
         raise ValueError(f"{where} has format {description.get('format')!r}; expected {MODEL_FORMAT!r}")
     env = description.get("env")
-    if not isinstance(env, dict) or not isinstance(env.get("class"), str) or not isinstance(env.get("kwargs"), dict):
-        raise ValueError(f'{where}: env is {env!r}; expected {{"class": name, "kwargs": {{...}}}}')
+    if (
+        not isinstance(env, dict)
+        or not isinstance(env.get("class"), str)
+        or not isinstance(env.get("kwargs"), dict)
+        or not isinstance(env.get("task", ""), str)
+    ):
+        raise ValueError(f'{where}: env is {env!r}; expected {{"class": name, "kwargs": {{...}}, "task": name}}')
     if not isinstance(description.get("config"), dict):
         raise ValueError(
             f"{where}: config is {description.get('config')!r}; expected a JSON object of PPOConfig fields"
@@ -271,7 +290,9 @@ def _validated_env_params(env: Environment, env_kwargs: dict[str, Any], env_para
     ``make_env`` takes the environment's kwargs and every field of its parameters by name (the
     fields override the kwargs). Parameters that are not a dataclass are kept as loaded."""
     task = task_of_env(env)
-    if task is None or not dataclasses.is_dataclass(env_params):
+    # a task of environment_task (a suite's, a user's: no reference) builds its environment from
+    # constructor kwargs only; its parameters are kept as loaded (their shapes were checked)
+    if task is None or not task.has_reference or not dataclasses.is_dataclass(env_params):
         return env_params
     fields = {field.name: getattr(env_params, field.name) for field in dataclasses.fields(env_params)}
     try:
@@ -284,19 +305,35 @@ def _describe_kwargs(kwargs: dict[str, Any]) -> str:
     return ", ".join(f"{name}={value!r}" for name, value in kwargs.items()) or "default environment"
 
 
-def _env_kwargs(env: Environment) -> dict[str, Any]:
-    task = task_of_env(env)
-    return {} if task is None else task.env_kwargs(env)
-
-
-def _make_env(class_name: str, kwargs: dict[str, Any], where: Path | str = "saved model") -> Environment:
-    task = task_of_env_class(class_name)
-    if task is None:
-        raise ValueError(
-            f"{where} names environment class {class_name!r}; expected one of "
-            f"{sorted(task.env_class.__name__ for task in TASKS.values())}"
-        )
+def _recorded_task(env: dict[str, Any], where: Path) -> Task:
+    """The task model.json names (``env.task``), or, in a model saved before the task was
+    recorded, the task whose environment class it names."""
+    name = env.get("task")
+    if name is None:
+        task = task_of_env_class(env["class"])
+        if task is None:
+            raise ValueError(
+                f"{where} names environment class {env['class']!r} and no task; expected one of "
+                f"{sorted(task.env_class.__name__ for task in TASKS.values())}"
+            )
+        return task
     try:
-        return task.make_env(**kwargs)
+        return get_task(name)
+    except (ValueError, TypeError) as error:
+        raise ValueError(
+            f"{where} was saved from task {name!r}, which this process cannot build ({error}); a task of "
+            "register_task must be registered again before loading"
+        ) from None
+
+
+def _make_env(task: Task, class_name: str, kwargs: dict[str, Any], where: Path | str = "saved model") -> Environment:
+    try:
+        env = task.make_env(**kwargs)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: env kwargs {kwargs} are refused by {class_name}: {error}") from None
+    if type(env).__name__ != class_name:
+        raise ValueError(
+            f"{where} names environment class {class_name!r}, but task {task.name!r} builds a "
+            f"{type(env).__name__}: the task changed since the model was saved"
+        )
+    return env

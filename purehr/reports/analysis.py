@@ -106,6 +106,9 @@ MEASURED_FROM: dict[str, str] = {
     "robustness": ROBUSTNESS_COLUMN,
 }
 """Metrics a task measures only when its checkpoints.csv has this column (hrv's, not swing's)."""
+SUCCESS_METRICS = ("training_success_rate", "heldout_success_rate", "generalisation", "robustness")
+"""Metrics of success, undefined for an environment that defines none (``eval_success_rate`` NaN
+at every checkpoint: most gymnax and Brax tasks); such a task is judged on its return."""
 
 Columns = Mapping[str, np.ndarray]
 
@@ -276,7 +279,8 @@ def analyze_run(run_dir: str | Path) -> dict[str, Any]:
     Returns ``{"run_dir", "wall_time_s", "peak_memory_bytes", "curricula" (the manifest's
     difficulty schedules, {} for none), "tasks": {task: {"seeds":
     {seed: seed_metrics}, "aggregate": {metric: mean_confidence_interval, clipped to
-    METRIC_RANGES}, "not_measured": [metrics the task's logs have no column for, NaN by
+    METRIC_RANGES}, "defines_success", "not_measured": [metrics the task's logs have no column
+    for, and ``SUCCESS_METRICS`` where the environment defines no success: NaN by
     construction], "consistency", "samples_per_second_all_seeds"}}}``;
     ``samples_per_second_all_seeds`` is the task's steps over all seeds divided by the longest
     seed's elapsed time (seeds train together).
@@ -296,6 +300,11 @@ def analyze_run(run_dir: str | Path) -> dict[str, Any]:
             for seed, seed_dir in seed_dirs.items()
         }
         per_seed = {seed: seed_metrics(*seed_logs) for seed, seed_logs in logs.items()}
+        success_defined = defines_success([checkpoints for _, checkpoints in logs.values()])
+        if not success_defined:  # info["success"] is always False there: a training rate of 0 means nothing
+            per_seed = {
+                seed: dict(metrics, **dict.fromkeys(SUCCESS_METRICS, math.nan)) for seed, metrics in per_seed.items()
+            }
         metric_names = next(iter(per_seed.values())).keys()
         result["tasks"][task] = {
             "seeds": per_seed,
@@ -306,11 +315,13 @@ def analyze_run(run_dir: str | Path) -> dict[str, Any]:
                 )
                 for name in metric_names
             },
+            "defines_success": success_defined,
             "not_measured": [
                 name
                 for name, column in MEASURED_FROM.items()
                 if not any(column in checkpoints for _, checkpoints in logs.values())
-            ],
+            ]
+            + ([] if success_defined else [name for name in SUCCESS_METRICS if name not in MEASURED_FROM]),
             "consistency": consistency(np.array([metrics["final_reward"] for metrics in per_seed.values()])),
             "samples_per_second_all_seeds": _ratio(
                 sum(metrics["env_steps"] for metrics in per_seed.values()),
@@ -318,6 +329,14 @@ def analyze_run(run_dir: str | Path) -> dict[str, Any]:
             ),
         }
     return result
+
+
+def defines_success(checkpoint_logs: list[Columns]) -> bool:
+    """Whether a task's environment defines success: some checkpoint of some seed logged a finite
+    held-out ``eval_success_rate`` (an environment without success logs NaN throughout)."""
+    return any(
+        np.isfinite(np.asarray(columns.get("eval_success_rate", []), np.float64)).any() for columns in checkpoint_logs
+    )
 
 
 def to_json_safe(value: Any) -> Any:

@@ -24,6 +24,28 @@ GOAL_METRIC = {
     "hrv": ("episode_length", "episode length (steps)", 1),
 }
 """Per task: the held-out metric that says how fast a success is, its label and digits."""
+GENERIC_GOAL = ("return_mean", "held-out return", 2)
+"""The goal metric of every other task (a suite's, a user's): the held-out return, higher is
+better, judged against the best floor (and the reference policy where the task has one)."""
+EPISODE_LENGTH = ("episode_length", "episode length (steps)", 1)
+"""The table's second column for a task whose goal metric is its return (shown beside it)."""
+HEADER = "| task | policy | held-out success | speed of a success | held-out return | per seed: success (speed) |"
+GENERIC_HEADER = (
+    "| task | policy | held-out success | speed of a success, or episode length | held-out return | "
+    "per seed: success (speed), or return |"
+)
+"""The header of a run with a task outside ``GOAL_METRIC`` (swing and hrv alone keep ``HEADER``)."""
+
+
+def goal_metric(task: str) -> tuple[str, str, int]:
+    """(metric, label, digits) of the number a task is judged by."""
+    return GOAL_METRIC.get(task, GENERIC_GOAL)
+
+
+def _column_metric(task: str) -> tuple[str, str, int]:
+    """The table's second column: the goal metric, or the episode length where the goal is the
+    return (the next column already holds it)."""
+    return GOAL_METRIC.get(task, EPISODE_LENGTH)
 
 
 def final_checkpoint_metrics(run_dir: Path, task: str, seeds: list[int]) -> dict[str, np.ndarray]:
@@ -58,35 +80,60 @@ def _single(metrics: dict[str, Any], name: str, digits: int) -> str:
 
 def results_table(run_dir: str | Path) -> str:
     """A Markdown table, one block of rows per task: PPO (mean [95% t interval] over seeds,
-    per-seed success) and each reference policy's held-out metrics."""
+    per-seed success) and each reference policy's held-out metrics: the task's reference
+    (where it has one) and its floors. ``-`` marks a value that is undefined (no successful
+    episode; no success at all where the environment defines none)."""
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     seeds = list(manifest["seeds"])
-    lines = [
-        "| task | policy | held-out success | speed of a success | held-out return | per seed: success (speed) |",
-        "|---|---|---|---|---|---|",
-    ]
+    generic = [task for task in manifest["tasks"] if task not in GOAL_METRIC]
+    lines = [GENERIC_HEADER if generic else HEADER, "|---|---|---|---|---|---|"]
+    no_success, no_reference = [], []
     for task in manifest["tasks"]:
-        metric, label, digits = GOAL_METRIC.get(task, ("return_mean", "return", 2))
         ppo = final_checkpoint_metrics(run_dir, task, seeds)
-        steps = int(ppo["steps"][0])
-        success = _interval(ppo["success_rate"], "success_rate", 2)
-        lines.append(
-            f"| {task} | PPO, {len(seeds)} seeds, {steps:,} steps | {success} | "
-            f"{label}: {_interval(ppo[metric], metric, digits)} | {_interval(ppo['return_mean'], 'return_mean', 2)} | "
-            f"{', '.join(f'{v:.2f} ({p:.{digits}f})' for v, p in zip(ppo['success_rate'], ppo[metric]))} |"
-        )
-        baseline = manifest.get("baselines", {}).get(task, {})
-        references = {baseline.get("name", "baseline"): baseline.get("metrics", {})}
-        references.update(baseline.get("floors", {}))
+        if not np.isfinite(ppo["success_rate"]).any():
+            no_success.append(task)
+        lines.append(_ppo_row(task, ppo, len(seeds)))
+        entry = (manifest.get("baselines") or {}).get(task) or {}
+        references = {} if entry.get("metrics") is None else {entry.get("name") or "baseline": entry["metrics"]}
+        if not references:
+            no_reference.append(task)
+        references.update(entry.get("floors") or {})
+        metric, label, digits = _column_metric(task)
         for name, metrics in references.items():
+            metrics = metrics or {}
             lines.append(
                 f"| {task} | {name} | {_single(metrics, 'success_rate', 2)} | "
                 f"{label}: {_single(metrics, metric, digits)} | {_single(metrics, 'return_mean', 2)} | |"
             )
+    notes = []
+    if no_reference:
+        notes.append(f"no reference policy for {', '.join(no_reference)}: PPO against the floors only")
+    if no_success:
+        notes.append(f"success -: {', '.join(no_success)} defines no success (success_rate NaN); judged on the return")
     if any("*" in line for line in lines):
-        lines += ["", UNINFORMATIVE_NOTE]
-    return "\n".join(lines) + "\n"
+        notes.append(UNINFORMATIVE_NOTE)
+    return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+
+
+def _ppo_row(task: str, ppo: dict[str, np.ndarray], num_seeds: int) -> str:
+    metric, label, digits = _column_metric(task)
+    steps = int(ppo["steps"][0])
+    success = _interval(ppo["success_rate"], "success_rate", 2)
+    if np.isfinite(ppo["success_rate"]).any():
+        pairs = zip(ppo["success_rate"], ppo[metric])
+        per_seed = ", ".join(f"{_number(success, 2)} ({_number(speed, digits)})" for success, speed in pairs)
+    else:
+        per_seed = "returns " + ", ".join(_number(value, 2) for value in ppo["return_mean"])
+    return (
+        f"| {task} | PPO, {num_seeds} seeds, {steps:,} steps | {success} | "
+        f"{label}: {_interval(ppo[metric], metric, digits)} | {_interval(ppo['return_mean'], 'return_mean', 2)} | "
+        f"{per_seed} |"
+    )
+
+
+def _number(value: float, digits: int) -> str:
+    return f"{value:.{digits}f}" if math.isfinite(value) else "-"
 
 
 def goals_met(run_dir: str | Path) -> dict[str, dict[str, Any]]:
@@ -125,3 +172,42 @@ def goals_met(run_dir: str | Path) -> dict[str, dict[str, Any]]:
                 "met": bool(successful.all() and length <= 1.2 * oracle),
             }
     return verdicts
+
+
+def floor_comparisons(run_dir: str | Path) -> dict[str, dict[str, Any]]:
+    """For each task without a protocol goal (not in ``GOAL_METRIC``: a suite's or a user's), PPO's
+    held-out return on the last checkpoints against the best floor recorded in the manifest
+    (the highest ``return_mean``) and the reference policy where the task has one:
+    ``{metric, ppo_mean, per_seed, best_floor, best_floor_value, seeds_above_best_floor,
+    num_seeds, reference, reference_value}`` (``best_floor`` None when no floor is recorded)."""
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    seeds = list(manifest["seeds"])
+    metric = GENERIC_GOAL[0]
+    comparisons = {}
+    for task in manifest["tasks"]:
+        if task in GOAL_METRIC:
+            continue
+        per_seed = final_checkpoint_metrics(run_dir, task, seeds)[metric]
+        entry = (manifest.get("baselines") or {}).get(task) or {}
+        floors = {
+            name: float(metrics[metric])
+            for name, metrics in (entry.get("floors") or {}).items()
+            if isinstance(metrics, dict)
+            and isinstance(metrics.get(metric), (int, float))
+            and math.isfinite(metrics[metric])
+        }
+        best = max(floors, key=floors.get) if floors else None
+        reference = entry.get("metrics") if isinstance(entry.get("metrics"), dict) else None
+        comparisons[task] = {
+            "metric": metric,
+            "ppo_mean": float(np.nanmean(per_seed)) if np.isfinite(per_seed).any() else math.nan,
+            "per_seed": [float(value) for value in per_seed],
+            "best_floor": best,
+            "best_floor_value": floors[best] if best is not None else math.nan,
+            "seeds_above_best_floor": int(np.sum(per_seed > floors[best])) if best is not None else 0,
+            "num_seeds": len(seeds),
+            "reference": (entry.get("name") or "baseline") if reference is not None else None,
+            "reference_value": float(reference.get(metric, math.nan)) if reference is not None else math.nan,
+        }
+    return comparisons

@@ -11,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from purehr.reports.results_table import goals_met, results_table
+from purehr.reports.results_table import GOAL_METRIC, floor_comparisons, goals_met, results_table
 from purehr.run.progress import spelled_duration
 from purehr.run.run_dir import FIGURES, RunDirectory
 
@@ -22,11 +22,15 @@ def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cw
     figures and ``replay.html``, and the commands to go on with this run's directory."""
     run_dir = Path(run_dir)
     manifest = RunDirectory(run_dir).read_manifest()
+    against = (
+        "baseline and the floor policies"
+        if all(task in GOAL_METRIC for task in manifest["tasks"])
+        else "baseline (where the task has one) and the floor policies"
+    )
     lines = [
         _timing_line(run_dir, manifest),
         "",
-        "held-out metrics of the last checkpoint (mean [95% t interval] over seeds), against the "
-        "baseline and the floor policies:",
+        f"held-out metrics of the last checkpoint (mean [95% t interval] over seeds), against the {against}:",
         "",
         results_table(run_dir).rstrip("\n"),
         "",
@@ -38,6 +42,7 @@ def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cw
                 f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in verdict.items() if k != "met"
             )
         )
+    lines += [_floor_comparison_line(task, comparison) for task, comparison in floor_comparisons(run_dir).items()]
     figures = run_dir / FIGURES
     drawn = sorted(figures.glob("*.png")) if figures.is_dir() else []
     replay = figures / "replay.html"
@@ -66,6 +71,24 @@ def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cw
         "      in Python: r.params, r.policy(observation), r.checkpoint_row",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _floor_comparison_line(task: str, comparison: dict) -> str:
+    """A task without a protocol goal: PPO's held-out return against the best floor (and the
+    reference policy where the task has one), in words."""
+    ppo = f"PPO held-out return {comparison['ppo_mean']:.4g} (mean of {comparison['num_seeds']} seeds)"
+    if comparison["reference"] is None:
+        line = f"{task} (no reference policy, no protocol goal): {ppo}"
+    else:
+        line = (
+            f"{task} (no protocol goal): {ppo}; reference {comparison['reference']} {comparison['reference_value']:.4g}"
+        )
+    if comparison["best_floor"] is None:
+        return line + "; no floor recorded"
+    return (
+        f"{line}; best floor {comparison['best_floor']} {comparison['best_floor_value']:.4g}: PPO above it on "
+        f"{comparison['seeds_above_best_floor']} of {comparison['num_seeds']} seeds"
+    )
 
 
 def _timing_line(run_dir: Path, manifest: dict) -> str:
@@ -97,7 +120,7 @@ def _quoted(path: Path, cwd) -> str:
 
 
 def _script(scripts_dir, name: str, cwd) -> str:
-    scripts = Path(scripts_dir) if scripts_dir is not None else Path(__file__).resolve().parents[1] / "scripts"
+    scripts = Path(scripts_dir) if scripts_dir is not None else Path(__file__).resolve().parents[2] / "scripts"
     return f"{interpreter(cwd)} {_quoted(scripts / name, cwd)}"
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import inspect
 import json
 import os
 from collections.abc import Callable
@@ -84,6 +85,7 @@ def baseline_definition(setup: TaskSetup) -> dict[str, Any]:
         "policies": [[b.name, b.flag, b.definition] for b in setup.task.baselines],
         "environment": f"{type(setup.env).__module__}.{type(setup.env).__qualname__}",
         "env_kwargs": json_values(setup.task.env_kwargs(setup.env)),
+        "env_source": {**json_values(setup.task.source(setup.env)), "code": environment_code_digest(setup.env)},
         "eval_params": {
             "fields": [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]],
             "digest": tree_digest(params),
@@ -95,6 +97,16 @@ def baseline_definition(setup: TaskSetup) -> dict[str, Any]:
         "jax": jax.__version__,
         "source": purehr_source_digest(),
     }
+
+
+def environment_code_digest(env) -> str | None:
+    """SHA-256 of the file defining ``env``'s class (a user's environment is not purehr's
+    source, and an edit of it changes the floors), or None where it cannot be read."""
+    try:
+        path = inspect.getsourcefile(type(getattr(env, "unwrapped", env)))
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
+    except (OSError, TypeError):
+        return None
 
 
 def baseline_key(definition: dict[str, Any]) -> str:

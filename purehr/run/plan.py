@@ -8,6 +8,7 @@ under ``jax.distributed`` process 0 sends the same plan to the other processes
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,14 +37,18 @@ class RunRequest:
     configs: dict[str, PPOConfig] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
     curricula: dict[str, Curriculum | None] | None = None
+    env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """task -> keyword arguments of its ``make_env`` (``--env-arg``), recorded in the manifest."""
 
     @classmethod
-    def checked(cls, tasks=None, seeds=None, configs=None, overrides=None, curricula=None) -> RunRequest:
+    def checked(
+        cls, tasks=None, seeds=None, configs=None, overrides=None, curricula=None, env_kwargs=None
+    ) -> RunRequest:
         if tasks is not None:
             tasks = validate_tasks(tasks)
         if seeds is not None:
             seeds = validate_seeds(seeds)
-        return cls(tasks, seeds, dict(configs or {}), dict(overrides or {}), curricula)
+        return cls(tasks, seeds, dict(configs or {}), dict(overrides or {}), curricula, validate_env_kwargs(env_kwargs))
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,7 @@ class RunPlan:
     curricula: dict[str, Curriculum]  # checked; a task without one is absent
     manifest: dict | None = None  # a resumed run's, as read (the run's manifest is written from a copy)
     extended: dict[str, tuple[int, int]] = field(default_factory=dict)  # task -> (old, new budget)
+    env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)  # a new run's --env-arg, by task
 
     @property
     def resumed(self) -> bool:
@@ -65,7 +71,7 @@ class RunPlan:
 
     def setups(self) -> list[TaskSetup]:
         """The tasks' setups; a resumed run rebuilds the environments its manifest recorded."""
-        return build_setups(self.tasks, self.configs, self.curricula, self.manifest)
+        return build_setups(self.tasks, self.configs, self.curricula, self.manifest, self.env_kwargs)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +82,7 @@ class RunPlan:
             "curricula": {name: curriculum.to_dict() for name, curriculum in self.curricula.items()},
             "manifest": self.manifest,
             "extended": {name: list(budgets) for name, budgets in self.extended.items()},
+            "env_kwargs": self.env_kwargs,
         }
 
     @classmethod
@@ -88,6 +95,7 @@ class RunPlan:
             {name: Curriculum.from_dict(curriculum) for name, curriculum in data["curricula"].items()},
             data["manifest"],
             {name: (old, new) for name, (old, new) in data["extended"].items()},
+            dict(data.get("env_kwargs") or {}),
         )
 
 
@@ -101,7 +109,9 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
         raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
     defaults = {task: get_task(task).default_config for task in tasks}
     configs = merged_configs(tasks, request, defaults)
-    return RunPlan(Path(run_dir), tasks, request.seeds or list(DEFAULT_SEEDS), configs, curricula)
+    check_env_kwargs(tasks, request.env_kwargs)
+    seeds = request.seeds or list(DEFAULT_SEEDS)
+    return RunPlan(Path(run_dir), tasks, seeds, configs, curricula, env_kwargs=request.env_kwargs)
 
 
 def merged_configs(tasks: list[str], request: RunRequest, base: dict[str, PPOConfig]) -> dict[str, PPOConfig]:
@@ -124,6 +134,34 @@ def validate_tasks(tasks) -> list[str]:
     if len(set(tasks)) != len(tasks):
         raise ValueError(f"tasks={tasks}: each task may appear once")
     return tasks
+
+
+def validate_env_kwargs(env_kwargs) -> dict[str, dict[str, Any]]:
+    """task -> {keyword: JSON value}: what a manifest can record, so a resume rebuilds it."""
+    env_kwargs = dict(env_kwargs or {})
+    for task, kwargs in env_kwargs.items():
+        if not isinstance(kwargs, dict) or not all(isinstance(key, str) for key in kwargs):
+            raise ValueError(f"env_kwargs[{task!r}] is {kwargs!r}; expected a dict of keyword arguments")
+        try:
+            json.dumps(kwargs, allow_nan=False)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"env_kwargs[{task!r}] = {kwargs!r}: expected JSON values (numbers, strings, booleans, lists), "
+                "which the manifest records so that a resume and a restore rebuild the same environment"
+            ) from None
+    return env_kwargs
+
+
+def check_env_kwargs(tasks: list[str], env_kwargs: dict[str, dict[str, Any]]) -> None:
+    """Each task's environment builds with its keyword arguments (named when it does not)."""
+    unknown = sorted(set(env_kwargs) - set(tasks))
+    if unknown:
+        raise ValueError(f"environment arguments given for tasks {unknown} that are not being trained ({tasks})")
+    for task, kwargs in env_kwargs.items():
+        try:
+            get_task(task).make_env(**kwargs)
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"task {task!r} with environment arguments {kwargs}: {error}") from None
 
 
 def validate_curricula(tasks: list[str], curricula: dict[str, Curriculum | None] | None) -> dict[str, Curriculum]:

@@ -75,6 +75,7 @@ def train_all_seeds(
     devices: int | None = None,
     overrides: dict[str, Any] | None = None,
     directory_option: str = "--run-dir",
+    env_kwargs: dict[str, dict[str, Any]] | None = None,
 ) -> RunSummary:
     """Train every task x seed in one compiled call; see docs/protocol.md for what it leaves.
 
@@ -86,7 +87,8 @@ def train_all_seeds(
 
     ``curricula`` maps a task (hrv) to its ``Curriculum`` (None: no schedule). It is recorded
     in the manifest; on ``resume`` the recorded one is used when ``curricula`` is None, and a
-    different one is refused.
+    different one is refused. ``env_kwargs`` maps a task to its ``make_env`` keyword arguments
+    (JSON values; ``--env-arg``), recorded in the manifest's ``environments`` likewise.
 
     ``devices`` (default: all visible) shards the seed axis, and the environment axis when
     devices outnumber seeds, over a mesh (``purehr.devices.distributed``); on one device nothing moves.
@@ -99,7 +101,7 @@ def train_all_seeds(
     started = time.perf_counter()
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
-    request = RunRequest.checked(tasks, seeds, configs, overrides, curricula)
+    request = RunRequest.checked(tasks, seeds, configs, overrides, curricula, env_kwargs)
     # a bad --devices, or too few CPU pool threads for the devices, is refused before the run
     # directory is touched
     check_host_callback_threads(select_devices(devices))

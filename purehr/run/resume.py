@@ -5,10 +5,12 @@ uninterrupted one (docs/protocol.md, "Extending a run")."""
 
 from __future__ import annotations
 
+import sys
+
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig
 from purehr.run.plan import RunPlan, RunRequest, current_precision, merged_configs, validate_curricula, validate_request
-from purehr.run.record import manifest_curricula, task_record
+from purehr.run.record import TaskRecord, manifest_curricula, task_record
 from purehr.run.run_dir import RunDirectory
 
 
@@ -22,6 +24,8 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
     if unknown:
         raise ValueError(f"--resume: configs given for tasks {sorted(unknown)} that the run does not train ({tasks})")
     records = {task: task_record(manifest, task) for task in tasks}
+    _check_environments(records, request, where)
+    _note_changed_versions(manifest, records)
     saved = {task: record.config for task, record in records.items()}
     wanted = merged_configs(tasks, request, saved)
     curricula = validate_curricula(tasks, {task: record.curriculum for task, record in records.items()})
@@ -40,6 +44,35 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
         if budgets is not None:
             extended[task] = budgets
     return RunPlan(run_dir.root, tasks, seeds, wanted, curricula, manifest, extended)
+
+
+def _check_environments(records: dict[str, TaskRecord], request: RunRequest, where: str) -> None:
+    """Environment arguments given on a resume must build the environment the run recorded."""
+    for task, kwargs in request.env_kwargs.items():
+        if task not in records:
+            raise ValueError(f"--resume: environment arguments given for {task!r}, which the run does not train")
+        record = records[task]
+        recorded, given = record.task.env_kwargs(record.env), record.task.env_kwargs(record.task.make_env(**kwargs))
+        if given != recorded:
+            raise ValueError(
+                f"--resume: the {task} environment was recorded with {recorded} {where}, not {given}; "
+                "omit --env-arg to continue with the recorded environment"
+            )
+
+
+def _note_changed_versions(manifest: dict, records: dict[str, TaskRecord]) -> None:
+    """A suite package of another version than the run's may compute other numbers: said, not refused."""
+    for task, record in records.items():
+        recorded = ((manifest.get("sources") or {}).get(task) or {}).get("versions") or {}
+        installed = record.task.source(record.env).get("versions") or {}
+        changed = {name: (old, installed.get(name)) for name, old in recorded.items() if installed.get(name) != old}
+        if changed:
+            shown = ", ".join(f"{name} {old} -> {new}" for name, (old, new) in changed.items())
+            print(
+                f"note: --resume: {task} was trained with other package versions ({shown}); the resumed run "
+                "may not end bit-identical to an uninterrupted one",
+                file=sys.stderr,
+            )
 
 
 def _recorded_tasks_and_seeds(manifest: dict, request: RunRequest, where: str) -> tuple[list[str], list[int]]:

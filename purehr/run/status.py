@@ -62,6 +62,7 @@ def _new_manifest(plan: RunPlan, setups: list[TaskSetup], command: list[str] | N
         configs={s.name: s.config.to_dict() for s in setups},
         protocol=PROTOCOL_TEXT,
         environments={s.name: s.task.env_kwargs(s.env) for s in setups},
+        sources={s.name: s.task.source(s.env) for s in setups},
         curricula={name: curriculum.to_dict() for name, curriculum in plan.curricula.items()},
         baselines=baselines,
         wall_time_s=None,

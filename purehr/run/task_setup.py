@@ -19,15 +19,17 @@ def build_task_setup(
     *,
     manifest: dict | None = None,
     env: Environment | None = None,
+    env_kwargs: dict | None = None,
 ) -> TaskSetup:
     """``task``'s setup for ``config`` (default: the task's). The environment is ``env``, or
-    the one ``manifest`` recorded (a resumed or restored run), or the task's default. A task
+    the one ``manifest`` recorded (a resumed or restored run), or the task's built with
+    ``env_kwargs`` (default: none). A task
     with a curriculum trains under its schedule (in the scan) and is evaluated (checkpoints
     and baselines) on its final stage."""
     task = get_task(task) if isinstance(task, str) else task
     config = task.default_config if config is None else config
     if env is None:
-        env = task.make_env() if manifest is None else task.env_from_manifest(manifest)
+        env = task.make_env(**(env_kwargs or {})) if manifest is None else task.env_from_manifest(manifest)
     ppo = make_ppo(config, env, env.default_params, curriculum_schedule(curriculum, config))
     eval_params = heldout_env_params(ppo, config.hyperparams(), curriculum)
     return TaskSetup(task, env, env.default_params, eval_params, config, ppo)
@@ -38,12 +40,19 @@ def build_setups(
     configs: dict[str, PPOConfig],
     curricula: dict[str, Curriculum | None] | None = None,
     manifest: dict | None = None,
+    env_kwargs: dict[str, dict] | None = None,
 ) -> list[TaskSetup]:
     """One setup per task, in order (a task without a config: the task's default). The
     curricula were checked when the run was planned (``purehr.run.plan``); a resumed run
-    (``manifest``) rebuilds the environments it recorded."""
-    curricula = curricula or {}
-    return [build_task_setup(name, configs.get(name), curricula.get(name), manifest=manifest) for name in tasks]
+    (``manifest``) rebuilds the environments it recorded, a new one builds them with
+    ``env_kwargs`` (task -> ``make_env`` keywords)."""
+    curricula, env_kwargs = curricula or {}, env_kwargs or {}
+    return [
+        build_task_setup(
+            name, configs.get(name), curricula.get(name), manifest=manifest, env_kwargs=env_kwargs.get(name)
+        )
+        for name in tasks
+    ]
 
 
 def recorded_setup(manifest: dict, task: Task | str) -> TaskSetup:

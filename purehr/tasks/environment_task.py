@@ -10,6 +10,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from purehr.envs import spaces
 from purehr.envs.base import Environment, check_environment
 from purehr.envs.rollout import heldout_evaluation, random_policy, record_episode, zero_policy
@@ -51,6 +53,8 @@ tanh, normalized observations) at a batch a 2-core CPU turns over (64 envs x 32 
 minibatches): the default of a continuous-action environment."""
 BUILT_BY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """environment -> the name of the task whose ``make_env`` built it (``task_of_env``)."""
+BUILT_WITH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""environment -> the keyword arguments its ``make_env`` was called with (what a manifest records)."""
 SUPPORTED_OBSERVATIONS = "Box, or a Dict of Boxes (flattened in sorted-key order)"
 SUPPORTED_ACTIONS = "Discrete, MultiDiscrete or Box"
 
@@ -70,6 +74,11 @@ def check_spaces(env: Environment, name: str) -> None:
             f"task {name!r}: action space {action!r} is not supported; expected {SUPPORTED_ACTIONS} "
             "(a categorical, factored categorical or tanh-squashed Gaussian policy)"
         )
+    if isinstance(action, spaces.Box) and not (np.all(np.isfinite(action.low)) and np.all(np.isfinite(action.high))):
+        raise TypeError(
+            f"task {name!r}: action space {action!r} has infinite bounds; expected finite low and high "
+            "(the tanh-squashed Gaussian policy maps onto [low, high])"
+        )
 
 
 def default_config_for(env: Environment) -> PPOConfig:
@@ -86,23 +95,34 @@ def floors_for(env: Environment) -> tuple[Baseline, ...]:
     return (zero, random)
 
 
+def built_with(env: Environment) -> dict[str, Any]:
+    """The keyword arguments ``env`` was built with by its task's ``make_env`` ({} if none)."""
+    return dict(BUILT_WITH.get(getattr(env, "unwrapped", env), {}))
+
+
+def python_source(env: Environment) -> dict[str, Any]:
+    """Where an environment defined in Python (not a suite) comes from: its class."""
+    return {"suite": "python", "environment": f"{type(env).__module__}.{type(env).__name__}"}
+
+
 def environment_task(
     name: str,
     make_env: Callable[..., Environment],
     *,
     default_config: PPOConfig | None = None,
-    env_kwargs: Callable[[Environment], dict[str, Any]] = lambda env: {},
+    env_kwargs: Callable[[Environment], dict[str, Any]] | None = None,
     source: Callable[[Environment], dict[str, Any]] | None = None,
     env_class: type | None = None,
 ) -> Task:
     """A ``Task`` named ``name`` for the environments ``make_env(**kwargs)`` builds. The default
     environment is built once here, so a missing attribute or an unsupported space is named now
     (``check_environment``, ``check_spaces``). ``env_kwargs(env)`` is what a manifest records to
-    rebuild ``env`` (resume, restore); ``source(env)`` where it comes from."""
+    rebuild ``env`` (resume, restore; default: the keywords ``make_env`` was called with);
+    ``source(env)`` where it comes from."""
 
     def make_named_env(**kwargs: Any) -> Environment:
         env = make_env(**kwargs)
-        BUILT_BY[env] = name
+        BUILT_BY[env], BUILT_WITH[env] = name, dict(kwargs)
         return env
 
     env = make_named_env()
@@ -117,7 +137,7 @@ def environment_task(
         heldout_evaluation=heldout_evaluation,
         env_evaluation=heldout_evaluation,
         record_showcase=record_episode,
-        env_kwargs=env_kwargs,
+        env_kwargs=built_with if env_kwargs is None else env_kwargs,
         has_reference=False,
-        source=source or (lambda env: {"suite": "python", "environment": f"{type(env).__module__}.{type(env).__name__}"}),
+        source=source or python_source,
     )

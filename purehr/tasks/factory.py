@@ -12,16 +12,12 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import weakref
 from typing import Any
 
 from purehr.envs.base import Environment
 from purehr.ppo.config import PPOConfig
 from purehr.tasks.environment_task import environment_task
 from purehr.tasks.task import Task
-
-_KWARGS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""environment -> the keyword arguments its factory was called with (what the manifest records)."""
 
 
 def is_factory_name(name: str) -> bool:
@@ -46,7 +42,6 @@ def factory_task(name: str) -> Task:
                 f"task {name!r}: {attribute}({_shown(kwargs)}) returned a {type(env).__name__}; expected a "
                 "purehr.envs.base.Environment (see docs/environments.md and examples/my_env.py)"
             )
-        _KWARGS[env] = dict(kwargs)
         return env
 
     config = getattr(module, "PPO_CONFIG", None)
@@ -56,7 +51,6 @@ def factory_task(name: str) -> Task:
         name,
         make_env,
         default_config=config,
-        env_kwargs=lambda env: dict(_KWARGS.get(getattr(env, "unwrapped", env), {})),
         source=lambda env: {
             "suite": "factory",
             "factory": name,
@@ -75,6 +69,11 @@ def _import(module_name: str, name: str):
         raise ValueError(
             f"task {name!r}: module {module_name!r} does not import ({error}); expected module:factory with the "
             "module on the Python path or in the current directory"
+        ) from error
+    except Exception as error:  # a SyntaxError, or an error raised while the module runs
+        where = f" ({error.filename}:{error.lineno})" if isinstance(error, SyntaxError) else ""
+        raise ValueError(
+            f"task {name!r}: importing {module_name!r} raised {type(error).__name__}: {error}{where}"
         ) from error
 
 

@@ -223,9 +223,19 @@ def legend_below(fig: Figure, legend_ax: Axes, ax: Axes, *, ncol: int = 2, fonts
 
 
 def _metric_columns(logs: list[SeedLog]) -> list[str]:
+    """Success (where the environment defines it: a column of NaN only is an environment
+    without success, e.g. gymnax's), the return, and the alignment when logged."""
     optional = ["eval_alignment"]
-    columns = ["eval_success_rate", "eval_return_mean"]
+    columns = ["eval_return_mean"]
+    if defines_success(logs):
+        columns.insert(0, "eval_success_rate")
     return columns + [name for name in optional if all(name in log.checkpoints for log in logs)]
+
+
+def defines_success(logs: list[SeedLog]) -> bool:
+    """Whether any checkpoint of any seed logged a held-out success rate (NaN throughout: the
+    environment defines no success)."""
+    return any(np.isfinite(log.checkpoints.get("eval_success_rate", np.array([np.nan]))).any() for log in logs)
 
 
 def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
@@ -240,8 +250,9 @@ def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
 
 
 def plot_learning_figure(run: RunData, task: str, out_dir: Path) -> list[Path]:
-    """``<task>_learning.{pdf,png}``: held-out success and return (and alignment when logged)
-    against environment steps."""
+    """``<task>_learning.{pdf,png}``: held-out success (where defined) and return (and alignment
+    when logged) against environment steps, with the reference policy (where the task has one)
+    and the floors as lines."""
     return save_figure(learning_figure(run, task), out_dir, f"{task}_learning")
 
 
@@ -258,7 +269,10 @@ def learning_figure(run: RunData, task: str) -> Figure:
             ax.set_ylim(*METRIC_LIMITS[column])
         draw_reference_levels(ax, run, task, column)
         legend_below(fig, fig.add_subplot(grid[1, index]), ax)
-    fig.suptitle(f"{task}: PPO held-out evaluation at each checkpoint ({len(logs)} seeds)")
+    title = f"{task}: PPO held-out evaluation at each checkpoint ({len(logs)} seeds)"
+    if not defines_success(logs):
+        title += "\n(no success defined for this environment: held-out return only)"
+    fig.suptitle(title)
     return fig
 
 

@@ -35,6 +35,26 @@ def render_run(run_dir: str | Path, *, tasks: list[str] | None = None, replay: b
     return written
 
 
+def expected_figures(tasks: list[str]) -> list[str]:
+    """The files ``render_run`` writes under ``figures/`` for ``tasks`` (a task name may hold a
+    colon: ``gymnax:CartPole-v1_learning.png``): each task's learning figure and training log, and
+    the replay's player where the replayed task (swing) is among them."""
+    names = [
+        f"{task}_{figure}.{suffix}"
+        for task in tasks
+        for figure in ("learning", "training_log")
+        for suffix in ("png", "pdf")
+    ]
+    return names + (["replay.html"] if REPLAY_TASK in tasks else [])
+
+
+def missing_figures(run_dir: str | Path) -> list[str]:
+    """The files of ``expected_figures`` for the run's tasks that ``figures/`` lacks."""
+    tasks = RunDirectory(Path(run_dir)).read_manifest()["tasks"]
+    figures = Path(run_dir) / FIGURES
+    return [name for name in expected_figures(tasks) if not (figures / name).exists()]
+
+
 def render_figures_only(run_dir: str | Path) -> list[Path]:
     """Redraw the figures and final metrics (e.g. after refresh-baseline changed the
     manifest's baselines) and leave the replay exactly as it is."""

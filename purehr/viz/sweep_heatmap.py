@@ -46,7 +46,8 @@ def plot_heatmap(
     stem: str = "heatmap",
 ) -> list[Path]:
     """``heatmap.{png,pdf}``: per group (one column, in the order of ``rows``), mean held-out
-    success (top) and return (bottom) over seeds on the two ``shown`` axes; other swept axes are
+    success (top; left out where no setting has a finite one: an environment without success) and
+    return (bottom) over seeds on the two ``shown`` axes; other swept axes are
     reduced with ``max`` (the best setting at that cell) or ``mean``. ``rows``: one per (group,
     setting) with ``group``, every swept axis, ``seeds`` and each metric's ``{metric}_mean``
     (``purehr.experiments.ranking.setting_rows``). A setting with ``diverged_seeds`` is left
@@ -63,12 +64,18 @@ def plot_heatmap(
         by_group.setdefault(row["group"], []).append(row)
     others = [a for a in axes if a not in shown]
     note = f"; {reduce} over {', '.join(others)}" if others else ""
+    # an environment that defines no success (gymnax's, Brax's) has NaN success everywhere: return only
+    success_defined = any(np.isfinite(row.get("success_rate_mean", np.nan)) for row in rows)
+    metrics = [entry for entry in HEATMAP_METRICS if success_defined or entry[0] != "success_rate"]
     fig = Figure(
-        figsize=(max(4.0, 1.1 * len(x_values) + 2.2) * len(by_group), 2 * max(2.6, 0.75 * len(y_values) + 1.4))
+        figsize=(
+            max(4.0, 1.1 * len(x_values) + 2.2) * len(by_group),
+            len(metrics) * max(2.6, 0.75 * len(y_values) + 1.4),
+        )
     )
-    grid = fig.subplots(len(HEATMAP_METRICS), len(by_group), squeeze=False)
+    grid = fig.subplots(len(metrics), len(by_group), squeeze=False)
     for column, (group, group_rows) in enumerate(by_group.items()):
-        for row_index, (metric, label, fmt, scale) in enumerate(HEATMAP_METRICS):
+        for row_index, (metric, label, fmt, scale) in enumerate(metrics):
             ax = grid[row_index][column]
             healthy = [row for row in group_rows if not row.get("diverged_seeds")]
             cells = _cells(healthy, f"{metric}_mean", (x_name, x_values), (y_name, y_values), reduce)

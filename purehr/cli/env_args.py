@@ -1,0 +1,42 @@
+"""Environment constructor arguments on the command line: ``--env-arg TASK KEY=VALUE``
+(repeatable) and ``--brax-backend``, turned into the ``env_kwargs`` of a run (task -> the
+keyword arguments of its ``make_env``, recorded in the manifest)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+BRAX_PREFIX = "brax:"
+
+
+def parse_value(text: str) -> Any:
+    """JSON where the text is JSON (``3``, ``0.5``, ``true``, ``[1, 2]``, ``"x"``), else the text."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def env_kwargs_from_args(
+    env_args: list[list[str]] | None, tasks: list[str] | None, brax_backend: str | None
+) -> dict[str, dict[str, Any]]:
+    """task -> {keyword: value}; ``ValueError`` naming a malformed ``KEY=VALUE``, a task not in
+    ``--tasks``, or ``--brax-backend`` without a brax task."""
+    kwargs: dict[str, dict[str, Any]] = {}
+    for task, assignment in env_args or []:
+        key, equals, value = assignment.partition("=")
+        if not equals or not key.isidentifier():
+            raise ValueError(f"--env-arg {task} {assignment}: expected KEY=VALUE with KEY a keyword name (e.g. size=8)")
+        if tasks is not None and task not in tasks:
+            raise ValueError(f"--env-arg {task} {assignment}: {task!r} is not in --tasks {' '.join(tasks)}")
+        kwargs.setdefault(task, {})[key] = parse_value(value)
+    if brax_backend is not None:
+        brax_tasks = [task for task in tasks or [] if task.startswith(BRAX_PREFIX)]
+        if not brax_tasks:
+            raise ValueError(
+                f"--brax-backend {brax_backend}: no brax:<name> task in --tasks (a resume keeps its recorded backend)"
+            )
+        for task in brax_tasks:
+            kwargs.setdefault(task, {}).setdefault("backend", brax_backend)
+    return kwargs

@@ -1,0 +1,103 @@
+"""Brax environments as tasks: ``brax:<name>`` (``brax.envs``), through the adapter of
+``purehr.envs.brax_adapter``; the physics backend is the ``backend`` keyword
+(``--env-kwargs``-style environment arguments, recorded in the manifest).
+
+``DEFAULT_BACKEND = "positional"``: measured on the 2-core x86_64 CPU (64 environments x 1,000
+random-action steps of inverted_pendulum, one process, the backends interleaved, 5 rounds, the
+CPU shared with other jobs, load 5-9): positional 41k steps/s (best; compile 32 s), generalized
+43k (18 s), mjx 29k (31 s), spring 148k (19 s). Positional and generalized are as fast within
+the noise; positional is the backend of Brax's training notebook and of PureJaxRL's
+``BraxGymnaxWrapper``, so the published figures are for it. Spring is 3.5x faster but Brax's
+least realistic pipeline (joints and contacts as springs); MJX works on a CPU but is the
+slowest here (it is MuJoCo's, and wants an accelerator). Any of them is one keyword away.
+"""
+
+from __future__ import annotations
+
+import math
+from importlib import metadata
+
+from purehr.envs.brax_adapter import BraxEnv
+from purehr.ppo.config import PPOConfig
+from purehr.tasks.environment_task import CONTINUOUS_DEFAULTS, environment_task
+from purehr.tasks.task import Task
+
+PACKAGE = "brax"
+EXTRA = "brax"
+DEFAULT_BACKEND = "positional"
+EXAMPLE_ENVIRONMENT = "inverted_pendulum"
+
+BRAX_INITIAL_LOG_STD = math.log(math.log1p(math.e) + 0.001)
+"""Brax PPO's initial policy noise in purehr's terms: ``make_ppo_networks``' scalar std
+parameter starts at 1.0 and ``NormalTanhDistribution`` reads it as softplus(1) + 0.001 = 1.314,
+log 0.273."""
+
+INVERTED_PENDULUM_DEFAULTS = PPOConfig(
+    total_timesteps=200_000,
+    num_envs=128,
+    num_steps=80,
+    minibatch_size=320,
+    num_epochs=4,
+    learning_rate=3e-4,
+    anneal_lr=False,
+    gamma=0.97,
+    gae_lambda=0.95,
+    clip_range=0.3,
+    vf_coef=0.5,
+    ent_coef=0.01,
+    max_grad_norm=0.5,
+    actor_hidden=(32, 32, 32, 32),
+    critic_hidden=(256, 256, 256, 256, 256),
+    activation="swish",
+    log_std_init=BRAX_INITIAL_LOG_STD,
+    normalize_observations=True,
+    checkpoint_interval=50_000,
+    eval_episodes=20,
+    quick_eval_episodes=20,
+)
+"""Brax's published PPO settings for inverted_pendulum (the ``train_fn`` table of Brax's
+``notebooks/training.ipynb``: num_envs 2048, unroll_length 5, batch_size 1024, num_minibatches
+32, num_updates_per_batch 4, discounting 0.97, learning_rate 3e-4 constant, entropy_cost 1e-2,
+normalize_observations, reward_scaling 10, 2M steps; with ``ppo.train``'s defaults clipping
+epsilon 0.3, GAE lambda 0.95, value coefficient 0.5, and ``make_ppo_networks``' policy 4 x 32,
+value 5 x 256, swish, tanh-squashed Gaussian with a state-independent std), mapped onto
+purehr's fields and scaled to the 2-core CPU: each Brax update rolls every environment
+batch_size * num_minibatches / num_envs = 16 unrolls of 5 = 80 steps and cuts the batch into 32
+minibatches, so here num_steps 80, minibatch_size = 128 * 80 / 32; 128 environments instead of
+2048 (16x smaller batches, 16x more updates per step), 200k steps instead of 2M
+(both seeds of the measured run held 1,000, the most an episode pays, from 100k steps on). Not mapped:
+``reward_scaling`` (purehr has none; with separate actor and critic networks under Adam it
+mostly rescales the value targets), Brax's GAE over each 5-step unroll (purehr's runs over the
+80-step rollout) and its per-minibatch advantage normalisation; Brax clips no gradient, purehr
+keeps its global-norm clip at 0.5."""
+
+DEFAULT_CONFIGS = {EXAMPLE_ENVIRONMENT: INVERTED_PENDULUM_DEFAULTS}
+"""Per environment where this module maps Brax's published settings; the others take
+``CONTINUOUS_DEFAULTS`` (every Brax action is continuous), with the evaluation kept cheap: a
+Brax episode is 1,000 steps."""
+OTHER_DEFAULTS = CONTINUOUS_DEFAULTS.replace(eval_episodes=20, quick_eval_episodes=20)
+
+
+def environment_names() -> list[str]:
+    from purehr.envs.brax_adapter import registered_names
+
+    return registered_names()
+
+
+def suite_task(environment: str) -> Task:
+    def make_env(**make_kwargs) -> BraxEnv:
+        make_kwargs.setdefault("backend", DEFAULT_BACKEND)
+        return BraxEnv(environment, **make_kwargs)
+
+    return environment_task(
+        f"brax:{environment}",
+        make_env,
+        default_config=DEFAULT_CONFIGS.get(environment, OTHER_DEFAULTS),
+        env_kwargs=lambda env: dict(getattr(env, "unwrapped", env).make_kwargs),
+        source=lambda env: {"suite": "brax", "environment": environment, "versions": versions()},
+        env_class=BraxEnv,
+    )
+
+
+def versions() -> dict[str, str]:
+    return {package: metadata.version(package) for package in ("brax", "mujoco", "mujoco-mjx")}

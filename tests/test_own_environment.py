@@ -1,0 +1,276 @@
+"""A user's own environment through the whole protocol (issue 22): the example a user copies
+(examples/my_env.py), renamed, trains through the command line, and its checkpoint restores
+in a fresh process with the same held-out numbers; the Python API (``register_task``) trains
+it in-process; and bad input (a module that does not import, a factory that returns something
+else, a space PPO cannot take, a ``PPO_CONFIG`` that is not one) is named before anything is
+written. docs/environments.md is the user's side of this."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from purehr.envs.base import check_environment
+from purehr.envs.rollout import heldout_evaluation, random_policy, zero_policy
+from purehr.ppo.config import PPOConfig
+from purehr.run.protocol import train_all_seeds
+from purehr.run.restoring import restore
+from purehr.run.run_dir import read_checkpoint_rows
+from purehr.tasks import environment_task, get_task, register_task, registry
+from purehr.tasks.environment_task import check_spaces
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "my_env.py"
+TRAIN = REPO / "scripts" / "train_all_seeds.py"
+TASK = "cliff_walker:make_env"  # the example, copied and renamed as a user would
+STEPS, INTERVAL = 20_480, 5_120  # 20 updates of the example's 16 x 64 batch; a checkpoint every 5
+TARGETS = [0, 5_120, 10_240, 15_360, 20_480]
+MARGIN = 0.5
+"""Held-out success must beat each floor by this much (measured: 1.00 at 10,240 steps and after,
+for both seeds, against 0.115 acting at random and 0.025 doing nothing; 200 episodes)."""
+CHILD_ENV = {**os.environ, "PJRT_NPROC": "1"}
+RESTORE_AND_EVALUATE = """
+import json, sys
+import jax
+from purehr.run.restoring import restore
+from purehr.tasks import get_task
+r = restore(sys.argv[1], sys.argv[2], 0)
+evaluation = get_task(sys.argv[2]).heldout_evaluation
+metrics = jax.jit(lambda: evaluation(r.env, r.env_params, r.pure_policy, num_episodes=r.config.eval_episodes))()
+metrics = {name: float(value) for name, value in metrics.items()}
+print(json.dumps({"steps": r.steps, "goal_radius": r.env.default_params.goal_radius, "metrics": metrics}))
+"""
+
+
+def copy_example(folder: Path, module: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy(EXAMPLE, folder / f"{module}.py"))
+
+
+def test_the_example_is_an_environment_purehr_takes(tmp_path, monkeypatch):
+    """The example passes the checks every task's environment passes, and its floors are far
+    from what reaching the goal gives (the margin the learning test relies on)."""
+    copy_example(tmp_path, "example_checked")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import example_checked
+
+    env = example_checked.make_env()
+    check_environment(env)
+    check_spaces(env, "example")
+    assert env.defines_success and env.max_episode_steps() == 50
+    assert example_checked.make_env(goal_radius=0.2).default_params.goal_radius == 0.2
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) \['radius'\]"):
+        example_checked.make_env(radius=0.2)
+    with pytest.raises(ValueError, match=r"goal_radius=-1; expected a positive finite number"):
+        example_checked.make_env(goal_radius=-1)
+    params = env.default_params
+    floors = jax.jit(
+        lambda: {
+            "random": heldout_evaluation(env, params, random_policy(env.action_space(params)), 200),
+            "zero": heldout_evaluation(env, params, zero_policy(env.action_space(params)), 200),
+        }
+    )()
+    assert float(floors["random"]["success_rate"]) < 0.25 and float(floors["zero"]["success_rate"]) < 0.1
+
+
+# --- (a) the command line, then restore in a fresh process ----------------------------------
+
+
+@pytest.mark.slow
+def test_a_copied_example_trains_through_the_cli_and_restores_in_a_fresh_process(tmp_path):
+    """About 25 s on 2 cores: two subprocesses (training, 7 s of it compiling; restore and
+    evaluate). The environment argument goes into the manifest, and the restore rebuilds it."""
+    copy_example(tmp_path, "cliff_walker")
+    run = tmp_path / "run"
+    command = [sys.executable, str(TRAIN), "--tasks", TASK, "--seeds", "0", "1", "--steps", str(STEPS)]
+    command += ["--checkpoint-interval", str(INTERVAL), "--env-arg", TASK, "goal_radius=0.12"]
+    command += ["--run-dir", str(run), "--no-render", "--no-progress"]
+    trained = subprocess.run(command, cwd=tmp_path, env=CHILD_ENV, capture_output=True, text=True, timeout=300)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "finished", trained.stderr[-3000:]
+    assert manifest["environments"] == {TASK: {"goal_radius": 0.12}}
+    source = manifest["sources"][TASK]
+    assert source["suite"] == "factory" and source["factory"] == TASK
+    assert source["environment"] == "cliff_walker.PointReach" and source["file"].endswith("cliff_walker.py")
+    floors = manifest["baselines"][TASK]["floors"]
+    assert set(floors) == {"random", "zero action"}
+    last_rows = {}
+    for seed in (0, 1):
+        seed_dir = run / TASK / f"seed_{seed}"
+        rows = read_checkpoint_rows(seed_dir / "checkpoints.csv")
+        assert [row["target_steps"] for row in rows] == TARGETS
+        for row in rows:
+            assert (seed_dir / "checkpoints" / str(row["actual_steps"])).is_dir()
+        last_rows[seed] = rows[-1]
+        for floor in floors.values():
+            assert rows[-1]["eval_success_rate"] >= floor["success_rate"] + MARGIN, (seed, rows[-1], floors)
+
+    restored = subprocess.run(
+        [sys.executable, "-c", RESTORE_AND_EVALUATE, str(run), TASK],
+        cwd=tmp_path,
+        env=CHILD_ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert restored.returncode == 0, restored.stderr[-3000:]
+    again = json.loads(restored.stdout.splitlines()[-1])
+    assert again["steps"] == STEPS and again["goal_radius"] == 0.12
+    assert set(again["metrics"]) == {"success_rate", "episode_length", "return_mean", "return_std", "return_min"}
+    for name in ("success_rate", "episode_length"):  # counts over the 200 episodes: exact
+        assert again["metrics"][name] == last_rows[0][f"eval_{name}"], name
+    for name in ("return_mean", "return_std", "return_min"):  # measured equal; a sum's order may differ
+        np.testing.assert_allclose(again["metrics"][name], last_rows[0][f"eval_{name}"], rtol=1e-6, err_msg=name)
+    # last: the end-of-run report (the table of a task without a reference baseline)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+
+
+# --- (b) the Python API ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def registered(tmp_path, monkeypatch):
+    """The example registered as task "mine" (removed from the registry afterwards)."""
+    copy_example(tmp_path, "example_registered")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import example_registered
+
+    config = example_registered.PPO_CONFIG.replace(total_timesteps=10_240, checkpoint_interval=5_120)
+    task = register_task(environment_task("mine", example_registered.make_env, default_config=config))
+    yield task
+    registry.TASKS.pop("mine", None)
+
+
+@pytest.mark.slow
+def test_a_registered_environment_trains_through_the_python_api(registered, tmp_path):
+    """About 10 s (one compile): the task is a name every entry point knows (get_task,
+    restore); its default config is the one given; it learns well past its floors."""
+    assert get_task("mine") is registered
+    with pytest.raises(ValueError, match="already registered"):
+        register_task(environment_task("mine", registered.make_env))
+    run = tmp_path / "api_run"
+    train_all_seeds(run, tasks=["mine"], seeds=[3], progress=False)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert PPOConfig.from_dict(manifest["configs"]["mine"]) == registered.default_config
+    assert manifest["sources"]["mine"] == {"suite": "python", "environment": "example_registered.PointReach"}
+    rows = read_checkpoint_rows(run / "mine" / "seed_3" / "checkpoints.csv")
+    assert [row["target_steps"] for row in rows] == [0, 5_120, 10_240]
+    random_floor = manifest["baselines"]["mine"]["floors"]["random"]["success_rate"]
+    assert rows[-1]["eval_success_rate"] >= random_floor + MARGIN, (rows[-1], random_floor)
+    restored = restore(run, "mine", 3)
+    assert restored.steps == 10_240 and restored.checkpoint_row["state_digest"] == rows[-1]["state_digest"]
+
+
+def test_a_registered_environment_records_the_keywords_it_was_built_with(registered):
+    env = registered.make_env(goal_radius=0.12)
+    assert registered.env_kwargs(env) == {"goal_radius": 0.12}
+    assert registered.env_kwargs(registered.make_env()) == {}
+
+
+# --- (c) bad input, named before anything is written ----------------------------------------
+
+BAD_MODULES = {
+    "needs_missing_package": (
+        "import purehr_no_such_package\n\ndef make_env():\n    pass\n",
+        ValueError,
+        r"task 'needs_missing_package:make_env': module 'needs_missing_package' does not import "
+        r"\(No module named 'purehr_no_such_package'\)",
+    ),
+    "returns_a_dict": (
+        "def make_env(**kwargs):\n    return {'obs': 0}\n",
+        TypeError,
+        r"make_env\(\) returned a dict; expected a purehr.envs.base.Environment",
+    ),
+    "grid_observations": (
+        """
+        from purehr.envs import spaces
+        from example_base import PointReach
+
+        class GridPoint(PointReach):
+            def observation_space(self, params=None):
+                return spaces.Dict({"cell": spaces.Discrete(16), "goal": spaces.Discrete(16)})
+
+        def make_env(**kwargs):
+            return GridPoint(**kwargs)
+        """,
+        TypeError,
+        r"observation space Dict\(spaces=\{'cell': Discrete\(n=16\).* is not supported; expected Box, or a "
+        r"Dict of Boxes",
+    ),
+    "config_as_dict": (
+        "from example_base import make_env\n\nPPO_CONFIG = {'learning_rate': 3e-4}\n",
+        TypeError,
+        r"config_as_dict.PPO_CONFIG is a dict; expected a PPOConfig",
+    ),
+    "no_such_factory": (
+        "from example_base import make_env\n",
+        ValueError,
+        r"no_such_factory has no function 'build'; its callables: \['make_env'\]",
+    ),
+}
+
+
+@pytest.mark.parametrize("module", sorted(BAD_MODULES))
+def test_bad_own_environments_are_named_before_the_run_directory_exists(module, tmp_path, monkeypatch):
+    source, error, message = BAD_MODULES[module]
+    copy_example(tmp_path, "example_base")
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(source))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    factory = "build" if module == "no_such_factory" else "make_env"
+    run = tmp_path / "run"
+    with pytest.raises(error, match=message):
+        train_all_seeds(run, tasks=[f"{module}:{factory}"], seeds=[0], progress=False)
+    assert not run.exists()
+
+
+CLI_ROWS = {
+    "a module that does not import": (
+        ["--tasks", "broken_env:make_env"],
+        "error: task 'broken_env:make_env': module 'broken_env' does not import (No module named "
+        "'purehr_no_such_package')",
+    ),
+    "an argument the environment refuses": (
+        ["--tasks", "walker:make_env", "--env-arg", "walker:make_env", "goal_radius=wide"],
+        "error: task 'walker:make_env' with environment arguments {'goal_radius': 'wide'}: PointReach: "
+        "goal_radius='wide'; expected a positive finite number",
+    ),
+}
+
+
+@pytest.mark.parametrize("row", sorted(CLI_ROWS))
+def test_the_cli_names_bad_input_in_one_line(row, tmp_path, monkeypatch, capsys):
+    """The script's side of the rows above: exit status 2, one "error:" line, no run directory."""
+    flags, message = CLI_ROWS[row]
+    (tmp_path / "broken_env.py").write_text("import purehr_no_such_package\n")
+    copy_example(tmp_path, "walker")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as exited:
+        load_train_script().main([*flags, "--run-dir", str(run), "--no-render"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err, err
+    assert not run.exists()
+
+
+def load_train_script():
+    import importlib.util
+
+    name = "_purehr_script_train_all_seeds"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, TRAIN)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
