@@ -30,7 +30,7 @@ import numpy as np
 import optax
 from _common import load_averages, write_json
 
-from purehr.cli.arguments import HelpFormatter, output_file, positive_int
+from purehr.cli.arguments import HelpFormatter, output_file, positive_int, task_name
 from purehr.envs.spaces import flatten_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.algorithm import make_ppo
@@ -151,16 +151,6 @@ def heldout_return(task, env, config, params_per_seed) -> list[float]:
     ppo = make_ppo(config, env)
     setup_eval = jax.jit(lambda p: task.heldout_evaluation(env, env.default_params, ppo.policy(p), num_episodes=20))
     return [float(setup_eval(p)["return_mean"]) for p in params_per_seed]
-
-
-def task_name(text: str) -> str:
-    """A task name ``get_task`` resolves (swing, hrv, a registered task, <suite>:<environment>,
-    module:factory); a usage error with the registry's message (the choices) otherwise."""
-    try:
-        get_task(text)
-    except (ValueError, TypeError) as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
 
 
 def build_parser() -> argparse.ArgumentParser:

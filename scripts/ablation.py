@@ -15,20 +15,8 @@ import sys
 from pathlib import Path
 
 
-def task_name(text: str) -> str:
-    """A task name ``get_task`` resolves (swing, hrv, a registered task, <suite>:<environment>,
-    module:factory); a usage error with the registry's message (the choices) otherwise."""
-    from purehr.tasks import get_task
-
-    try:
-        get_task(text)
-    except (ValueError, TypeError) as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
-
-
 def build_parser() -> argparse.ArgumentParser:
-    from purehr.cli.arguments import HelpFormatter
+    from purehr.cli.arguments import HelpFormatter, task_name
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument(

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import jax
 
-from purehr.cli.arguments import HelpFormatter
+from purehr.cli.arguments import HelpFormatter, task_name
 from purehr.ppo.config import MAX_HELDOUT_EPISODES as MAX_EPISODES
 from purehr.run import restore
 from purehr.run.run_dir import RunDirectory
@@ -47,16 +47,6 @@ POLICIES = {name: tuple(baseline.flag for baseline in get_task(name).baselines) 
 def policies_of(task: str) -> tuple[str, ...]:
     """The ``--policy`` flags of ``task``'s baselines: its reference (if any), then its floors."""
     return POLICIES.get(task) or tuple(baseline.flag for baseline in get_task(task).baselines)
-
-
-def task_name(text: str) -> str:
-    """A task name ``get_task`` resolves (swing, hrv, a registered task, <suite>:<environment>,
-    module:factory); a usage error with the registry's message (the choices) otherwise."""
-    try:
-        get_task(text)
-    except (ValueError, TypeError) as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    return text
 
 
 @dataclass(frozen=True)

@@ -49,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--brax-backend",
         default=None,
         choices=("positional", "spring", "generalized", "mjx"),
-        help="physics backend of the brax:<name> tasks (default: positional, the fastest on a CPU; "
-        "docs/environments.md)",
+        help="physics backend of the brax:<name> tasks (default: positional, as fast as generalized on a "
+        "CPU and the backend of Brax's training notebook; docs/environments.md)",
     )
     parser.add_argument(
         "--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2 3 4; on --resume: the run's)"

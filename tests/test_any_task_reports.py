@@ -1,8 +1,9 @@
 """Everything after training for a task that is neither swing nor hrv (issue 22): a suite's task
 (gymnax:CartPole-v1) has no reference policy, only floors, and defines no success (NaN), and its
-name holds a colon. One small mixed run (hrv + gymnax:CartPole-v1, two seeds, trained and
-rendered once for the module) is read by the end-of-run table and summary, the figures, the
-analysis, ``scripts/evaluate.py``, ``restore`` in a fresh process and the seed API's save/load."""
+name holds a colon. The session's small protocol run (swing, hrv and gymnax:CartPole-v1, two
+seeds: tests/conftest.py), copied and rendered once for the module, is read by the end-of-run
+table and summary, the figures, the analysis, ``scripts/evaluate.py``, ``restore`` in a fresh
+process and the seed API's save/load."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import csv
 import importlib.util
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from conftest import PROTOCOL_SEEDS, PROTOCOL_TASKS
 
 from purehr.envs.gymnax_adapter import GymnaxEnv
 from purehr.model.facade import PPOModel, train_hr_ppo
@@ -33,34 +36,18 @@ from purehr.viz.run_data import load_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CARTPOLE = "gymnax:CartPole-v1"
-TASKS = ["hrv", CARTPOLE]
-SEEDS = [0, 1]
-TINY = dict(
-    total_timesteps=2048,
-    num_envs=4,
-    num_steps=64,
-    minibatch_size=128,
-    num_epochs=1,
-    actor_hidden=(16,),
-    critic_hidden=(16,),
-    checkpoint_interval=1024,
-    eval_episodes=8,
-    full_eval_interval=1,
-    quick_eval_episodes=4,
-)
-"""8 updates of 4 envs x 64 steps per task and seed, a full evaluation at 0, 1,024 and 2,048 steps."""
+SEEDS = PROTOCOL_SEEDS
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Path:
-    from purehr.run.protocol import train_all_seeds
-
-    configs = {task: get_task(task).default_config.replace(**TINY) for task in TASKS}
-    summary = train_all_seeds(
-        tmp_path_factory.mktemp("any_task") / "mixed", tasks=TASKS, seeds=SEEDS, configs=configs, progress=False
-    )
-    render_run(summary.run_dir)
-    return Path(summary.run_dir)
+def run(protocol_reference, tmp_path_factory) -> Path:
+    """The session's protocol run (conftest.py: swing, hrv and gymnax:CartPole-v1 x seeds 0 and 1,
+    16,384 steps, trained once for every protocol test), copied (never changed) and rendered
+    without the swing's replay video: no other compilation for this module."""
+    copy = tmp_path_factory.mktemp("any_task") / "mixed"
+    shutil.copytree(protocol_reference["summary"].run_dir, copy)
+    render_run(copy, replay=False)
+    return copy
 
 
 def manifest_of(run: Path) -> dict:
@@ -100,12 +87,13 @@ def test_the_table_gives_ppo_and_the_floors_and_no_reference(run):
         f"{floor['return_mean']:.2f} | |" in table.splitlines()
     )
     returns = [float(row["eval_return_mean"]) for row in last_rows(run, CARTPOLE)]
-    ppo = next(line for line in table.splitlines() if line.startswith(f"| {CARTPOLE} | PPO, 2 seeds, 2,048 steps |"))
+    steps = f"{int(last_rows(run, CARTPOLE)[0]['actual_steps']):,}"
+    ppo = next(line for line in table.splitlines() if line.startswith(f"| {CARTPOLE} | PPO, 2 seeds, {steps} steps |"))
     cells = [cell.strip() for cell in ppo.split("|")[1:-1]]
     assert cells[2] == "-" and cells[4].startswith(f"{np.mean(returns):.2f} [")
     assert cells[5] == "returns " + ", ".join(f"{value:.2f}" for value in returns)
     assert [line.split("|")[2].strip() for line in table.splitlines() if line.startswith(f"| {CARTPOLE} |")] == [
-        "PPO, 2 seeds, 2,048 steps",
+        f"PPO, 2 seeds, {steps} steps",
         "random",
     ]  # no reference row
     assert "| hrv | oracle | 1.00 |" in table  # the built-in task keeps its reference
@@ -140,9 +128,9 @@ def _panels(figure):
 
 @pytest.mark.slow
 def test_every_task_has_its_figures_and_cartpole_draws_return_and_its_floor(run):
-    assert missing_figures(run) == []
-    assert f"{CARTPOLE}_learning.png" in expected_figures(TASKS) and "replay.html" not in expected_figures(TASKS)
-    assert not (run / "figures" / "replay.html").exists()  # the replay is the swing's only
+    assert missing_figures(run) == ["replay.html"]  # drawn without the swing's replay; every task's figures
+    assert f"{CARTPOLE}_learning.png" in expected_figures(PROTOCOL_TASKS)
+    assert "replay.html" not in expected_figures(["hrv", CARTPOLE])  # the replay is the swing's only
     loaded = load_run(run)
     cartpole = _panels(learning_figure(loaded, CARTPOLE))
     assert [ax.get_ylabel() for ax in cartpole] == ["held-out mean return"]  # no all-NaN success panel

@@ -75,3 +75,16 @@ def positive_int(text: str) -> int:
 
 output_file.__name__ = "output file"
 positive_int.__name__ = "positive integer"
+
+
+def task_name(text: str) -> str:
+    """An argparse type: a task name ``get_task`` resolves (swing, hrv, a registered task,
+    <suite>:<environment>, module:factory); a usage error with the registry's message (the
+    choices) otherwise."""
+    from purehr.tasks import get_task
+
+    try:
+        get_task(text)
+    except (ValueError, TypeError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text

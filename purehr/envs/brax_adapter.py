@@ -86,6 +86,7 @@ class BraxEnv(Environment):
         if isinstance(episode_length, bool) or not isinstance(episode_length, int) or episode_length <= 0:
             raise ValueError(f"episode_length={episode_length!r}: expected a positive integer (steps)")
         self.name = name
+        self.task_name = f"brax:{name}"  # the task it belongs to (purehr.tasks.task_of_env)
         self.make_kwargs = {"backend": backend, "episode_length": int(episode_length), **kwargs}
         """The constructor's keywords, defaults resolved: what a manifest records to rebuild it."""
         self._env = brax_envs.get_environment(name, backend=backend, **kwargs)

@@ -44,6 +44,7 @@ class GymnaxEnv(Environment):
         if name not in gymnax.registered_envs:
             raise ValueError(f"unknown gymnax environment {name!r}; expected one of {sorted(gymnax.registered_envs)}")
         self.name = name
+        self.task_name = f"gymnax:{name}"  # the task it belongs to (purehr.tasks.task_of_env)
         self.make_kwargs = dict(make_kwargs)
         self._env, self._default_params = gymnax.make(name, **make_kwargs)
 

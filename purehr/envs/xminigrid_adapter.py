@@ -85,6 +85,7 @@ class XMiniGridEnv(Environment):
         env, default = xminigrid.make(name)
         _check_params_kwargs(name, default, params_kwargs)
         self.name = name
+        self.task_name = f"xminigrid:{name}"  # the task it belongs to (purehr.tasks.task_of_env)
         self.direction_observation = direction_observation
         self.make_kwargs = {**params_kwargs, **({"direction_observation": True} if direction_observation else {})}
         """What rebuilds this environment: ``XMiniGridEnv(name, **make_kwargs)`` (the manifest's record)."""

@@ -288,16 +288,20 @@ def _validated_env_params(env: Environment, env_kwargs: dict[str, Any], env_para
     """The loaded parameters put through the environment's constructor, which refuses what it
     would refuse from a user (``target_precision=nan``, ``step_size=-1``): the task's
     ``make_env`` takes the environment's kwargs and every field of its parameters by name (the
-    fields override the kwargs). Parameters that are not a dataclass are kept as loaded."""
+    fields override the kwargs). Parameters that are not a dataclass are kept as loaded, and so
+    are those of a task without a reference whose ``make_env`` takes no such fields (a
+    ``TypeError``: gymnax's take only ``gymnax.make`` keywords); their shapes were checked."""
     task = task_of_env(env)
-    # a task of environment_task (a suite's, a user's: no reference) builds its environment from
-    # constructor kwargs only; its parameters are kept as loaded (their shapes were checked)
-    if task is None or not task.has_reference or not dataclasses.is_dataclass(env_params):
+    if task is None or not dataclasses.is_dataclass(env_params):
         return env_params
     fields = {field.name: getattr(env_params, field.name) for field in dataclasses.fields(env_params)}
     try:
         return task.make_env(**{**env_kwargs, **fields}).default_params
-    except (TypeError, ValueError) as error:
+    except TypeError as error:
+        if not task.has_reference:
+            return env_params
+        raise ValueError(f"{file}: {error}") from None
+    except ValueError as error:
         raise ValueError(f"{file}: {error}") from None
 
 

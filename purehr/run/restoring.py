@@ -41,9 +41,12 @@ class Restored:
 
 
 def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest") -> Restored:
-    """``step`` is an environment-step count (the actual count, or the target it was saved
-    for) or ``"latest"``; ``seed`` and ``step`` may be NumPy integers. Only a checkpoint that
-    matches the digest checkpoints.csv recorded for it is returned."""
+    """``task`` is any name of the run that ``get_task`` resolves in this process (swing, hrv,
+    ``gymnax:CartPole-v1``, a ``module:factory`` whose module imports here; a ``register_task``
+    task registered again); its environment is rebuilt from the manifest's constructor
+    arguments. ``step`` is an environment-step count (the actual count, or the target it was
+    saved for) or ``"latest"``; ``seed`` and ``step`` may be NumPy integers. Only a checkpoint
+    that matches the digest checkpoints.csv recorded for it is returned."""
     run = RunDirectory(Path(run_dir))
     manifest = run.read_manifest()
     definition = get_task(task)  # an unknown task is refused by name, before the run is searched

@@ -83,8 +83,8 @@ def _suite_task(prefix: str, environment: str) -> Task:
 
 
 def task_of_env(env: Environment) -> Task | None:
-    """The task whose ``make_env`` built ``env``, or whose environment class ``env`` is
-    (wrappers looked through), or None."""
+    """The task whose ``make_env`` built ``env``, or that a suite adapter's ``task_name`` names,
+    or whose environment class ``env`` is (wrappers looked through), or None."""
     base: Any = getattr(env, "unwrapped", env)
     try:
         built_by = BUILT_BY.get(base)
@@ -92,6 +92,9 @@ def task_of_env(env: Environment) -> Task | None:
         built_by = None
     if built_by is not None:
         return get_task(built_by)
+    suite_name = getattr(base, "task_name", None)  # a suite's adapter built directly: GymnaxEnv("CartPole-v1")
+    if isinstance(suite_name, str):
+        return get_task(suite_name)
     return next((task for task in TASKS.values() if isinstance(base, task.env_class)), None)
 
 

@@ -65,7 +65,9 @@ def render_trained_run(run_dir: str | Path, *, diverged: bool = False) -> list[P
     """The last step of ``scripts/train_all_seeds.py``: ``render_run`` after training, with its
     time recorded in the manifest (``render_s``, ``wall_time_with_render_s``). A diverged run
     is rendered as far as it goes: its failure is printed, not raised."""
-    print("rendering the figures and the replay ...", file=sys.stderr, flush=True)
+    directory = RunDirectory(Path(run_dir))
+    replayed = REPLAY_TASK in directory.read_manifest()["tasks"]
+    print(f"rendering the figures{' and the replay' if replayed else ''} ...", file=sys.stderr, flush=True)
     started = time.perf_counter()
     written: list[Path] = []
     try:
@@ -75,7 +77,6 @@ def render_trained_run(run_dir: str | Path, *, diverged: bool = False) -> list[P
             raise
         print(f"rendering the diverged run failed: {type(raised).__name__}: {raised}", file=sys.stderr)
     render_s = time.perf_counter() - started
-    directory = RunDirectory(Path(run_dir))
     manifest = directory.read_manifest()
     manifest.update(render_s=render_s, wall_time_with_render_s=(manifest.get("wall_time_s") or 0.0) + render_s)
     directory.write_manifest(manifest)

@@ -1,6 +1,6 @@
 """Brax environments as tasks: ``brax:<name>`` (``brax.envs``), through the adapter of
 ``purehr.envs.brax_adapter``; the physics backend is the ``backend`` keyword
-(``--env-kwargs``-style environment arguments, recorded in the manifest).
+(``--brax-backend``, or ``--env-arg brax:<name> backend=...``; recorded in the manifest).
 
 ``DEFAULT_BACKEND = "positional"``: measured on the 2-core x86_64 CPU (64 environments x 1,000
 random-action steps of inverted_pendulum, one process, the backends interleaved, 5 rounds, the
@@ -9,7 +9,9 @@ CPU shared with other jobs, load 5-9): positional 41k steps/s (best; compile 32 
 the noise; positional is the backend of Brax's training notebook and of PureJaxRL's
 ``BraxGymnaxWrapper``, so the published figures are for it. Spring is 3.5x faster but Brax's
 least realistic pipeline (joints and contacts as springs); MJX works on a CPU but is the
-slowest here (it is MuJoCo's, and wants an accelerator). Any of them is one keyword away.
+slowest here (it is MuJoCo's, and wants an accelerator), though it is the one Brax still
+maintains (brax 0.14.2 warns that its own pipelines are no longer actively maintained). Any of
+them is one keyword away.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import math
 from importlib import metadata
 
-from purehr.envs.brax_adapter import BraxEnv
+from purehr.envs.brax_adapter import BraxEnv, registered_names
 from purehr.ppo.config import PPOConfig
 from purehr.tasks.environment_task import CONTINUOUS_DEFAULTS, environment_task
 from purehr.tasks.task import Task
@@ -79,8 +81,7 @@ OTHER_DEFAULTS = CONTINUOUS_DEFAULTS.replace(eval_episodes=20, quick_eval_episod
 
 
 def environment_names() -> list[str]:
-    from purehr.envs.brax_adapter import registered_names
-
+    """Brax's registered environments (``ImportError`` without brax: the registry names the pip command)."""
     return registered_names()
 
 
