@@ -25,6 +25,7 @@ def _protocol_defaults(name: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.arguments import HelpFormatter
+    from purehr.cli.env_args import add_environment_flags
     from purehr.cli.ppo_flags import FIELDS, add_config_flags
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
@@ -36,22 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(gymnax:CartPole-v1, brax:inverted_pendulum, xminigrid:MiniGrid-Empty-5x5) or module:factory for "
         "your own environment (docs/environments.md)",
     )
-    parser.add_argument(
-        "--env-arg",
-        nargs=2,
-        action="append",
-        default=None,
-        metavar=("TASK", "KEY=VALUE"),
-        help="a keyword argument of TASK's environment constructor (VALUE read as JSON where it is), "
-        "recorded in the manifest; repeat it for more",
-    )
-    parser.add_argument(
-        "--brax-backend",
-        default=None,
-        choices=("positional", "spring", "generalized", "mjx"),
-        help="physics backend of the brax:<name> tasks (default: positional, as fast as generalized on a "
-        "CPU and the backend of Brax's training notebook; docs/environments.md)",
-    )
+    add_environment_flags(parser)
     parser.add_argument(
         "--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2 3 4; on --resume: the run's)"
     )

@@ -4,10 +4,31 @@ keyword arguments of its ``make_env``, recorded in the manifest)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 from typing import Any
 
 BRAX_PREFIX = "brax:"
+
+
+def add_environment_flags(parser: argparse.ArgumentParser) -> None:
+    """``--env-arg`` and ``--brax-backend``."""
+    parser.add_argument(
+        "--env-arg",
+        nargs=2,
+        action="append",
+        default=None,
+        metavar=("TASK", "KEY=VALUE"),
+        help="a keyword argument of TASK's environment constructor (VALUE read as JSON where it is), "
+        "recorded in the manifest; repeat it for more",
+    )
+    parser.add_argument(
+        "--brax-backend",
+        default=None,
+        choices=("positional", "spring", "generalized", "mjx"),
+        help="physics backend of the brax:<name> tasks (default: positional, as fast as generalized on a "
+        "CPU and the backend of Brax's training notebook; docs/environments.md)",
+    )
 
 
 def parse_value(text: str) -> Any:
