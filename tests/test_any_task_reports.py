@@ -263,8 +263,14 @@ def test_a_cartpole_model_saves_and_loads_by_its_task_name(run, tmp_path):
     assert _same(loaded.evaluate(num_episodes=episodes), metrics)
     observation = np.asarray([0.01, -0.02, 0.03, 0.04], np.float32)
     assert model.predict(observation) == loaded.predict(observation)
-    # an environment no task built: the generic held-out evaluation, and a save that says why it cannot
-    untasked = PPOModel(GymnaxEnv("CartPole-v1"), model.env_params, model.config, model.params, model.metrics, 0)
+    # an adapter built directly belongs to its suite's task (its task_name): it saves and loads alike
+    direct = PPOModel(GymnaxEnv("CartPole-v1"), model.env_params, model.config, model.params, model.metrics, 0)
+    direct.save(tmp_path / "direct")
+    assert _same(PPOModel.load(tmp_path / "direct").evaluate(num_episodes=episodes), metrics)
+    # an environment of no task: the generic held-out evaluation, and a save that says why it cannot
+    orphan = GymnaxEnv("CartPole-v1")
+    orphan.task_name = None
+    untasked = PPOModel(orphan, model.env_params, model.config, model.params, model.metrics, 0)
     assert _same(untasked.evaluate(num_episodes=episodes), metrics)
     with pytest.raises(TypeError, match="GymnaxEnv belongs to no task"):
         untasked.save(tmp_path / "untasked")
