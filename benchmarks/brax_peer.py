@@ -302,7 +302,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--chunks", type=positive_int, default=4, help="Brax's compiled epochs (its num_evals - 1); 3 or more"
     )
-    parser.add_argument("--backend", default="positional", choices=("positional", "generalized", "spring", "mjx"))
+    parser.add_argument(
+        "--backend",
+        default="positional",
+        choices=("positional", "generalized", "spring", "mjx"),
+        help="Brax physics backend, the same for both libraries",
+    )
     parser.add_argument("--json", type=output_file, default=None, help="also write the record to this file")
     return parser
 
