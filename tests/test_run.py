@@ -160,6 +160,7 @@ def test_a_run_says_what_it_will_do_before_compiling_and_shows_progress_per_task
     # steps per seed and per task (not 2 x 2 x 16,384 summed), the last held-out success, no nan
     assert "swing done (16.4k), held-out success" in text and "hrv done (16.4k), held-out success" in text
     assert "gymnax:CartPole-v1 done (16.4k) |" in text  # no success where the environment defines none
+    assert "gymnax:CartPole-v1 at 16.4k steps: held-out return " in text  # by its return, seed by seed
     assert "swing at 16.4k steps: held-out success" in text and "(seeds " in text
     assert "nan" not in text.lower()
     # the command line prints its plan at once too (the run killed after its third checkpoint)

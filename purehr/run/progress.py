@@ -421,8 +421,15 @@ class Progress:
 
 def checkpoint_note(task: str, steps: int, success: np.ndarray, returns: np.ndarray) -> str:
     """The line written at each full evaluation: mean success and return over seeds, and
-    each seed's success when there are several."""
-    text = f"{task} at {format_steps(steps)} steps: held-out success {float(np.mean(success)):.2f}"
+    each seed's success when there are several. An environment without success (NaN,
+    docs/environments.md) is reported by its return, each seed's when there are several."""
+    text = f"{task} at {format_steps(steps)} steps: held-out"
+    if not np.isfinite(success).any():
+        if not np.isfinite(returns).any():
+            return f"{text} return -"
+        text += f" return {float(np.nanmean(returns)):.3g}"
+        return text + (" (seeds " + " ".join(f"{v:.3g}" for v in returns.ravel()) + ")" if returns.size > 1 else "")
+    text += f" success {float(np.mean(success)):.2f}"
     if success.size > 1:
         text += " (seeds " + " ".join(f"{v:.2f}" for v in success.ravel()) + ")"
     if np.isfinite(returns).any():
