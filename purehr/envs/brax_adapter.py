@@ -23,6 +23,7 @@ from purehr.envs.base import Environment, all_finite, end_if_not_finite
 from purehr.types import StepResult
 
 BACKENDS = ("positional", "generalized", "spring", "mjx")
+DEFAULT_BACKEND = "positional"  # why: purehr.tasks.suites.brax
 """Brax's physics pipelines (``brax.envs.base.PipelineEnv``)."""
 DEFAULT_EPISODE_LENGTH = 1000
 """Brax's own default (``brax.envs.create`` and ``ppo.train``'s ``EpisodeWrapper``)."""
@@ -70,7 +71,7 @@ class BraxEnv(Environment):
     def __init__(
         self,
         name: str,
-        backend: str = "positional",
+        backend: str = DEFAULT_BACKEND,
         episode_length: int = DEFAULT_EPISODE_LENGTH,
         **kwargs: Any,
     ):

@@ -7,7 +7,8 @@ action; it has no reference policy."""
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from importlib import metadata
 from typing import Any
 
 import numpy as np
@@ -141,3 +142,27 @@ def environment_task(
         has_reference=False,
         source=source or python_source,
     )
+
+
+def adapter_task(
+    suite: str, environment: str, adapter: type, packages: Sequence[str], default_config: PPOConfig | None
+) -> Task:
+    """The task ``<suite>:<environment>`` of a suite's adapter class, built as
+    ``adapter(environment, **kwargs)``: the manifest records the adapter's ``make_kwargs`` (its
+    keywords, defaults resolved) and the versions of ``packages``."""
+
+    def make_env(**make_kwargs: Any) -> Environment:
+        return adapter(environment, **make_kwargs)
+
+    return environment_task(
+        f"{suite}:{environment}",
+        make_env,
+        default_config=default_config,
+        env_kwargs=lambda env: dict(getattr(env, "unwrapped", env).make_kwargs),
+        source=lambda env: {"suite": suite, "environment": environment, "versions": package_versions(packages)},
+        env_class=adapter,
+    )
+
+
+def package_versions(packages: Sequence[str]) -> dict[str, str]:
+    return {package: metadata.version(package) for package in packages}

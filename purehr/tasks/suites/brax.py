@@ -2,31 +2,31 @@
 ``purehr.envs.brax_adapter``; the physics backend is the ``backend`` keyword
 (``--brax-backend``, or ``--env-arg brax:<name> backend=...``; recorded in the manifest).
 
-``DEFAULT_BACKEND = "positional"``: measured on the 2-core x86_64 CPU (64 environments x 1,000
-random-action steps of inverted_pendulum, one process, the backends interleaved, 5 rounds, the
-CPU shared with other jobs, load 5-9): positional 41k steps/s (best; compile 32 s), generalized
-43k (18 s), mjx 29k (31 s), spring 148k (19 s). Positional and generalized are as fast within
-the noise; positional is the backend of Brax's training notebook and of PureJaxRL's
-``BraxGymnaxWrapper``, so the published figures are for it. Spring is 3.5x faster but Brax's
-least realistic pipeline (joints and contacts as springs); MJX works on a CPU but is the
-slowest here (it is MuJoCo's, and wants an accelerator), though it is the one Brax still
-maintains (brax 0.14.2 warns that its own pipelines are no longer actively maintained). Any of
-them is one keyword away.
+The default backend (``purehr.envs.brax_adapter.DEFAULT_BACKEND``), positional: measured on the
+2-core x86_64 CPU (64 environments x 1,000 random-action steps of inverted_pendulum, one
+process, the backends interleaved, 5 rounds, the CPU shared with other jobs, load 5-9):
+positional 41k steps/s (best; compile 32 s), generalized 43k (18 s), mjx 29k (31 s), spring 148k
+(19 s). Positional and generalized are as fast within the noise; positional is the backend of
+Brax's training notebook and of PureJaxRL's ``BraxGymnaxWrapper``, so the published figures are
+for it. Spring is 3.5x faster but Brax's least realistic pipeline (joints and contacts as
+springs); MJX works on a CPU but is the slowest here (it is MuJoCo's, and wants an accelerator),
+though it is the one Brax still maintains (brax 0.14.2 warns that its own pipelines are no
+longer actively maintained). Any of them is one keyword away.
 """
 
 from __future__ import annotations
 
 import math
-from importlib import metadata
 
 from purehr.envs.brax_adapter import BraxEnv, registered_names
 from purehr.ppo.config import PPOConfig
-from purehr.tasks.environment_task import CONTINUOUS_DEFAULTS, environment_task
+from purehr.tasks.environment_task import CONTINUOUS_DEFAULTS, adapter_task, package_versions
 from purehr.tasks.task import Task
 
 PACKAGE = "brax"
+PACKAGES = ("brax", "mujoco", "mujoco-mjx")
+"""What the manifest's ``sources`` records the versions of."""
 EXTRA = "brax"
-DEFAULT_BACKEND = "positional"
 EXAMPLE_ENVIRONMENT = "inverted_pendulum"
 
 BRAX_INITIAL_LOG_STD = math.log(math.log1p(math.e) + 0.001)
@@ -86,19 +86,8 @@ def environment_names() -> list[str]:
 
 
 def suite_task(environment: str) -> Task:
-    def make_env(**make_kwargs) -> BraxEnv:
-        make_kwargs.setdefault("backend", DEFAULT_BACKEND)
-        return BraxEnv(environment, **make_kwargs)
-
-    return environment_task(
-        f"brax:{environment}",
-        make_env,
-        default_config=DEFAULT_CONFIGS.get(environment, OTHER_DEFAULTS),
-        env_kwargs=lambda env: dict(getattr(env, "unwrapped", env).make_kwargs),
-        source=lambda env: {"suite": "brax", "environment": environment, "versions": versions()},
-        env_class=BraxEnv,
-    )
+    return adapter_task("brax", environment, BraxEnv, PACKAGES, DEFAULT_CONFIGS.get(environment, OTHER_DEFAULTS))
 
 
 def versions() -> dict[str, str]:
-    return {package: metadata.version(package) for package in ("brax", "mujoco", "mujoco-mjx")}
+    return package_versions(PACKAGES)

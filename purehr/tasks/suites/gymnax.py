@@ -3,13 +3,13 @@ adapter of ``purehr.envs.gymnax_adapter``."""
 
 from __future__ import annotations
 
-from importlib import metadata
-
 from purehr.envs.gymnax_adapter import GymnaxEnv
-from purehr.tasks.environment_task import DISCRETE_DEFAULTS, environment_task
+from purehr.tasks.environment_task import DISCRETE_DEFAULTS, adapter_task, package_versions
 from purehr.tasks.task import Task
 
 PACKAGE = "gymnax"
+PACKAGES = ("gymnax",)
+"""What the manifest's ``sources`` records the versions of."""
 EXTRA = "gymnax"
 
 DEFAULT_CONFIGS = {"CartPole-v1": DISCRETE_DEFAULTS}
@@ -24,18 +24,8 @@ def environment_names() -> list[str]:
 
 
 def suite_task(environment: str) -> Task:
-    def make_env(**make_kwargs) -> GymnaxEnv:
-        return GymnaxEnv(environment, **make_kwargs)
-
-    return environment_task(
-        f"gymnax:{environment}",
-        make_env,
-        default_config=DEFAULT_CONFIGS.get(environment),
-        env_kwargs=lambda env: dict(getattr(env, "unwrapped", env).make_kwargs),
-        source=lambda env: {"suite": "gymnax", "environment": environment, "versions": versions()},
-        env_class=GymnaxEnv,
-    )
+    return adapter_task("gymnax", environment, GymnaxEnv, PACKAGES, DEFAULT_CONFIGS.get(environment))
 
 
 def versions() -> dict[str, str]:
-    return {package: metadata.version(package) for package in ("gymnax",)}
+    return package_versions(PACKAGES)

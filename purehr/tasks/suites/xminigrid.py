@@ -7,14 +7,14 @@ where the policy has to find its way, not from one fixed state."""
 
 from __future__ import annotations
 
-from importlib import metadata
-
 from purehr.envs.xminigrid_adapter import XMiniGridEnv
 from purehr.ppo.config import PPOConfig
-from purehr.tasks.environment_task import environment_task
+from purehr.tasks.environment_task import adapter_task, package_versions
 from purehr.tasks.task import Task
 
 PACKAGE = "xminigrid"
+PACKAGES = ("xminigrid",)
+"""What the manifest's ``sources`` records the versions of."""
 EXTRA = "xminigrid"
 EXAMPLE = "MiniGrid-EmptyRandom-6x6"
 
@@ -65,18 +65,8 @@ def default_config(environment: str) -> PPOConfig:
 
 
 def suite_task(environment: str) -> Task:
-    def make_env(**make_kwargs) -> XMiniGridEnv:
-        return XMiniGridEnv(environment, **make_kwargs)
-
-    return environment_task(
-        f"xminigrid:{environment}",
-        make_env,
-        default_config=default_config(environment),
-        env_kwargs=lambda env: dict(getattr(env, "unwrapped", env).make_kwargs),
-        source=lambda env: {"suite": "xminigrid", "environment": environment, "versions": versions()},
-        env_class=XMiniGridEnv,
-    )
+    return adapter_task("xminigrid", environment, XMiniGridEnv, PACKAGES, default_config(environment))
 
 
 def versions() -> dict[str, str]:
-    return {package: metadata.version(package) for package in ("xminigrid",)}
+    return package_versions(PACKAGES)
