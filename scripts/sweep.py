@@ -28,6 +28,7 @@ from pathlib import Path
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.arguments import HelpFormatter, task_name
     from purehr.cli.ppo_flags import add_config_flags
+    from purehr.cli.tracking_flags import add_tracking_flags
     from purehr.experiments.sweep import SHAPE_FIELDS
     from purehr.ppo.config import HYPERPARAMETERS
 
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how the heat map reduces the axes it does not show",
     )
     parser.add_argument("--top", type=int, default=20, help="rows of the ranking to print")
+    add_tracking_flags(parser, directory_note="--out")
     for title, fields, what in (
         ("swept hyperparameters (vmapped: one compiled call for the whole grid)", HYPERPARAMETERS, "values to sweep"),
         ("shape choices (one compiled group per combination)", SHAPE_FIELDS, "choices"),
@@ -88,6 +90,7 @@ def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
     """Every input checked before any work (exit 2 naming the value): the seeds, the swept axes,
     the groups' shape choices, the base config, the curriculum and the sweep's settings."""
     from purehr.cli.ppo_flags import config_values
+    from purehr.cli.tracking_flags import tracking_from_args
     from purehr.envs.hrv import Curriculum
     from purehr.experiments import sweep
     from purehr.ppo.config import HYPERPARAMETERS
@@ -121,9 +124,12 @@ def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
             base.replace(**setting)
         settings = sweep.sweep_settings(args.task, base, axes, choices, seeds, curriculum)
         sweep.prepare_out_dir(args.out, args.overwrite, settings)
+        tracking = tracking_from_args(args)
+        tracking.check_writable(args.out)
+        tracking.check_new_log_dir([args.task])
     except (ValueError, FileExistsError) as error:
         parser.exit(2, f"error: {error}\n")
-    return seeds, axes, choices, base, curriculum, settings
+    return seeds, axes, choices, base, curriculum, settings, tracking
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     from purehr.run.machine import environment_description
     from purehr.run.messages import budget_notice
 
-    seeds, axes, choices, base, curriculum, settings = checked_plan(parser, args)
+    seeds, axes, choices, base, curriculum, settings, tracking = checked_plan(parser, args)
     for choice in sweep.shape_combinations(choices):  # the trainer's words: a budget runs whole updates
         notice = budget_notice(args.task, base.replace(**choice))
         if notice is not None:
@@ -168,6 +174,13 @@ def main(argv: list[str] | None = None) -> int:
         heatmap_reduce=args.heatmap_reduce,
     )
     paths = sweep.write_outputs(args.out, groups, axes, ranking, description, args.heatmap, args.heatmap_reduce)
+    if tracking.enabled:
+        from purehr.experiments.sweep_dashboards import clear_dashboards, log_group
+
+        print(f"[sweep] logging every run to {', '.join(tracking.backends)} ...", file=sys.stderr, flush=True)
+        clear_dashboards(args.out, tracking)
+        for group in groups:
+            log_group(tracking, args.out, args.task, group)
     print(format_table(ranking, names, args.top))
     note = divergence_note(ranking)
     if note:

@@ -27,6 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.arguments import HelpFormatter
     from purehr.cli.env_args import add_environment_flags
     from purehr.cli.ppo_flags import FIELDS, add_config_flags
+    from purehr.cli.tracking_flags import add_tracking_flags
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument(
@@ -101,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         "stages, comma separated; evaluation uses the last stage. Not given: none "
         "for a new run, the recorded one on --resume",
     )
+    add_tracking_flags(parser, directory_note="the run directory")
     group = parser.add_argument_group("PPO fields (applied to every task; protocol defaults per task otherwise)")
     add_config_flags(
         group,
@@ -153,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: list[str] | None) -> int:
     """Trains (or resumes), renders and prints the summary; the exit status."""
+    from purehr.reports.dashboards import publish_to_dashboards
     from purehr.run.outcome import RunDiverged, RunFailed
     from purehr.run.preparation import RunAlreadyFinished
     from purehr.run.protocol import train_all_seeds
@@ -168,9 +171,14 @@ def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: 
             command=sys.argv if argv is None else argv,
             curricula=_curricula_from_args(args),
             directory_option=directory_option,
+            keep_dashboards_open=True,  # the figures rendered next go to the same runs
         )
-        if not args.no_render:
-            render_trained_run(summary.run_dir)
+        try:
+            if not args.no_render:
+                render_trained_run(summary.run_dir)
+        finally:
+            if summary.tracking is not None:
+                publish_to_dashboards(summary.run_dir, summary.tracking)
     except RunAlreadyFinished:
         return _finish_finished_run(args, run_dir)
     except (ValueError, TypeError, OSError) as error:  # a bad task or environment, FileExistsError, ...
@@ -236,6 +244,7 @@ def _start_jax(args, parser, run_dir: Path) -> None:
 def _run_request(args) -> dict:
     """What every process passes to ``train_all_seeds`` (process 0 alone writes and reports)."""
     from purehr.cli.env_args import env_kwargs_from_args
+    from purehr.cli.tracking_flags import tracking_from_args
 
     return dict(
         tasks=args.tasks,
@@ -244,11 +253,13 @@ def _run_request(args) -> dict:
         overrides=overrides_from_args(args),
         resume=args.resume,
         devices=args.devices,
+        log=tracking_from_args(args),
     )
 
 
 def _finish_finished_run(args, run_dir: Path) -> int:
     """A run killed after training (before or while rendering) is finished: finish its files."""
+    from purehr.reports.dashboards import publish_to_dashboards
     from purehr.run.resume import extension_hint
     from purehr.run.run_dir import RunDirectory
     from purehr.viz.render import render_run
@@ -265,6 +276,7 @@ def _finish_finished_run(args, run_dir: Path) -> int:
         else:
             print("rendering the figures it is missing", file=sys.stderr)
             render_run(run_dir)
+            publish_to_dashboards(run_dir)  # killed before its dashboards had them
     else:
         print("it has all its figures", file=sys.stderr)
     report(run_dir)

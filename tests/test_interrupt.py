@@ -6,12 +6,12 @@ A run whose training ended (its manifest not yet "finished") resumes without com
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -25,6 +25,7 @@ from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS
 from purehr.run import program, protocol
 from purehr.run.files import read_csv
 from purehr.run.protocol import train_all_seeds
+from purehr.run.recorder import RunRecorder
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = PROTOCOL_CLI + ["--seeds", "0", "1", "--no-render", "--no-progress"]
@@ -36,41 +37,39 @@ def digests(run: Path, task: str, seed: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def interrupted(tmp_path_factory, request):
-    """A subprocess run of the protocol sent one SIGINT after its second swing checkpoint,
-    trained while the session's uninterrupted reference trains in this process."""
-    base = tmp_path_factory.mktemp("interrupt")
-    run_dir = base / "run"
-    out, err = (base / "stdout.txt").open("w"), (base / "stderr.txt").open("w")
-    child = subprocess.Popen(
-        [sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"), "--run-dir", str(run_dir)] + CLI,
-        stdout=out,
-        stderr=err,
-    )
+def interrupted(tmp_path_factory, protocol_reference):
+    """The command line (``scripts/train_all_seeds.py``'s ``main``), run in this process so that
+    it trains with the reference's compiled program, sent one SIGINT, as a terminal's Ctrl-C
+    reaches it, at its first swing update after its second checkpoint."""
+    run_dir = tmp_path_factory.mktemp("interrupt") / "run"
+    spec = importlib.util.spec_from_file_location("train_all_seeds_script", ROOT / "scripts" / "train_all_seeds.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
     signalled = {}
+    logged = RunRecorder.on_update
 
-    def interrupt_after_the_second_checkpoint():
-        csv = run_dir / "swing" / "seed_1" / "checkpoints.csv"
-        while child.poll() is None:
-            if csv.exists() and len(read_csv(csv)) >= 2:
-                child.send_signal(signal.SIGINT)
-                signalled["at"] = time.perf_counter()
-                break
-            time.sleep(0.005)
-        child.wait()
-        signalled["exited_after_s"] = time.perf_counter() - signalled.get("at", time.perf_counter())
+    def interrupting(self, task, metrics):
+        if task == "swing" and int(np.asarray(metrics["update"])[0]) == 7 and not signalled:
+            os.kill(os.getpid(), signal.SIGINT)
+            signalled["at"] = time.perf_counter()
+        return logged(self, task, metrics)
 
-    watcher = threading.Thread(target=interrupt_after_the_second_checkpoint)
-    watcher.start()
-    reference = request.getfixturevalue("protocol_reference")["summary"]
-    watcher.join(timeout=600)
-    out.close(), err.close()
+    handler = signal.getsignal(signal.SIGINT)
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RunRecorder, "on_update", interrupting)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                returncode = script.main(["--run-dir", str(run_dir)] + CLI)
+        finally:
+            signal.signal(signal.SIGINT, handler)  # the script ignores SIGINT once it has stopped
+    signalled["exited_after_s"] = time.perf_counter() - signalled.get("at", time.perf_counter())
     return {
         "run_dir": run_dir,
-        "reference": reference,
-        "returncode": child.returncode,
-        "stdout": (base / "stdout.txt").read_text(),
-        "stderr": (base / "stderr.txt").read_text(),
+        "reference": protocol_reference["summary"],
+        "returncode": returncode,
+        "stdout": out.getvalue(),
+        "stderr": err.getvalue(),
         "signalled": signalled,
     }
 
@@ -83,7 +82,7 @@ def test_ctrl_c_stops_at_the_next_update_marks_the_run_interrupted_and_exits_130
     run_dir = interrupted["run_dir"]
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "interrupted"
-    # it stopped well before the end (the signal came after update 6 of 32)
+    # it stopped well before the end (the signal came at update 7 of 32)
     logged = [len(read_csv(run_dir / task / "seed_0" / "updates.csv")) for task in PROTOCOL_TASKS]
     assert max(logged) < UPDATES, logged
     # it says where it resumes, and how, with the interpreter that ran it

@@ -33,6 +33,7 @@ LAYER_OF = {
     "purehr.ppo": "ppo",
     "purehr.tasks": "tasks",
     "purehr.devices": "devices",
+    "purehr.tracking": "tracking",
     "purehr.run": "run",
     "purehr.model": "model",
     "purehr.viz": "viz",
@@ -47,13 +48,14 @@ BELOW = {
     "ppo": {"envs"},
     "tasks": {"envs", "ppo"},
     "devices": {"envs", "ppo"},
-    "run": {"envs", "ppo", "tasks", "devices"},
-    "model": {"envs", "ppo", "tasks", "run"},
+    "tracking": {"ppo"},
+    "run": {"envs", "ppo", "tasks", "devices", "tracking"},
+    "model": {"envs", "ppo", "tasks", "run", "tracking"},
     "viz": {"envs", "run"},
-    "reports": {"envs", "ppo", "tasks", "devices", "run", "viz"},
-    "experiments": {"envs", "ppo", "tasks", "devices", "run", "viz", "reports"},
-    "cli": {"envs", "ppo", "tasks", "devices", "run", "model", "viz", "reports", "experiments"},
-    "top": {"envs", "ppo", "tasks", "devices", "run", "model", "viz", "reports", "experiments", "cli"},
+    "reports": {"envs", "ppo", "tasks", "devices", "tracking", "run", "viz"},
+    "experiments": {"envs", "ppo", "tasks", "devices", "tracking", "run", "viz", "reports"},
+    "cli": {"envs", "ppo", "tasks", "devices", "tracking", "run", "model", "viz", "reports", "experiments"},
+    "top": {"envs", "ppo", "tasks", "devices", "tracking", "run", "model", "viz", "reports", "experiments", "cli"},
 }
 MAY_IMPORT = {layer: {"leaf", layer} | below for layer, below in BELOW.items()}
 # (importing module, imported module) -> why the import sits inside a function
@@ -227,7 +229,7 @@ def test_the_checks_see_a_circle_and_the_new_rooms_rules(tmp_path, monkeypatch):
     assert import_circles() == [["purehr.reports.analysis", "purehr.reports.table"]]
     assert layering_violations() == [
         "purehr/model/facade.py:1: purehr.model.facade (model) imports purehr.cli.arguments (cli): model may "
-        "import only envs, leaf, model, ppo, run, tasks",
+        "import only envs, leaf, model, ppo, run, tasks, tracking",
         "purehr/viz/heatmap.py:1: purehr.viz.heatmap (viz) imports purehr.experiments.sweep (experiments): viz "
         "may import only envs, leaf, run, viz",
     ]

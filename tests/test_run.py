@@ -34,6 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SEEDS = PROTOCOL_SEEDS
 TASKS = PROTOCOL_TASKS
 CLI = PROTOCOL_CLI + ["--seeds", "0", "1", "--no-render", "--no-progress"]
+LOGGED = importlib.util.find_spec("wandb") is not None and importlib.util.find_spec("tensorboardX") is not None
+# the killed run also logs to both dashboards (when installed): its resume must hold every step once there
 # batch 512: targets 0, 3000, ..., 15000 are first reached at 0, 3072, 6144, ...; the last update saves too
 EXPECTED_TARGETS = [0, 3000, 6000, 9000, 12000, 15000, 16384]
 EXPECTED_ACTUAL = [0, 3072, 6144, 9216, 12288, 15360, 16384]
@@ -54,7 +56,8 @@ def runs(tmp_path_factory, request):
     killed_dir = base / "killed"
     child = subprocess.Popen(
         [sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"), "--run-dir", str(killed_dir)]
-        + CLI,
+        + CLI
+        + (["--log", "tensorboard", "wandb"] if LOGGED else []),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
@@ -231,13 +234,19 @@ def test_restore_in_a_fresh_process_returns_the_saved_parameters(runs):
     assert len(action) == 10 and all(0 <= a <= 4 for a in action)
 
 
-@pytest.mark.slow
-def test_killed_run_resumes_to_bit_identical_parameters(runs):
+@pytest.fixture(scope="module")
+def resumed(runs):
+    """The killed run resumed here, once (with the dashboards its manifest records)."""
     assert runs["killed"].get("rows", 0) >= 3, runs["child_output"][-2000:]
     assert runs["child_returncode"] == -signal.SIGKILL
+    assert json.loads((runs["killed_dir"] / "manifest.json").read_text())["status"] == "running"
+    with contextlib.redirect_stderr(io.StringIO()):
+        return train_all_seeds(runs["killed_dir"], tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_to_bit_identical_parameters(runs, resumed):
     killed_dir = runs["killed_dir"]
-    assert json.loads((killed_dir / "manifest.json").read_text())["status"] == "running"
-    resumed = train_all_seeds(killed_dir, tasks=TASKS, seeds=SEEDS, resume=True, progress=False)
     assert resumed.resumed_from["swing"] >= 3072
     for task in TASKS:
         assert params_equal(resumed.final_runners[task], runs["reference"].final_runners[task]), task
@@ -247,6 +256,25 @@ def test_killed_run_resumes_to_bit_identical_parameters(runs):
             assert [r["state_digest"] for r in rows] == [r["state_digest"] for r in reference_rows]
             updates = read_csv(killed_dir / task / f"seed_{seed}" / "updates.csv")
             assert [int(r["update"]) for r in updates] == list(range(1, 33))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not LOGGED, reason="the tracking extra (tensorboardX, wandb) is not installed")
+def test_the_killed_run_holds_every_step_once_on_both_dashboards(runs, resumed):
+    """SIGKILLed after its third checkpoint and resumed: TensorBoard's event files and the W&B
+    run, read back with their own readers, hold every step once, in order, equal to updates.csv,
+    checkpoints.csv and the uninterrupted run's."""
+    from dashboard_checks import assert_tensorboard_exact, assert_wandb_exact
+
+    killed_dir, reference = runs["killed_dir"], runs["reference"].run_dir
+    tracking = json.loads((killed_dir / "manifest.json").read_text())["tracking"]
+    assert tracking["backends"] == ["tensorboard", "wandb"]
+    run_ids = [tracking["run_ids"][task][str(seed)] for task in TASKS for seed in SEEDS]
+    assert len(set(run_ids)) == len(TASKS) * len(SEEDS)  # one W&B run per task x seed, kept for the resume
+    for task in TASKS:
+        for seed in SEEDS:
+            assert_tensorboard_exact(killed_dir, reference, task, seed, pieces=2)  # killed, resumed
+            assert_wandb_exact(killed_dir, reference, task, seed, tracking["run_ids"][task][str(seed)], pieces=2)
 
 
 @pytest.mark.slow

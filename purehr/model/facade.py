@@ -10,9 +10,11 @@ task's defaults and held-out evaluation, and saves and loads by the task's name;
 
 from __future__ import annotations
 
+import datetime
 import sys
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +29,12 @@ from purehr.model.saved import ModelContents, read_model, write_model
 from purehr.ppo.algorithm import PPO, diverged_at_update, make_ppo
 from purehr.ppo.config import MAX_HELDOUT_EPISODES, PPOConfig
 from purehr.ppo.trainer import TrainResult, keys_for_seeds, make_train
+from purehr.run.dashboards import run_identity
+from purehr.run.machine import environment_description
 from purehr.run.progress import Progress, TaskPlan
 from purehr.tasks import curriculum_schedule, task_of_env
 from purehr.tasks.environment_task import default_config_for
+from purehr.tracking import Tracking, TrackingSettings, start_tracking
 from purehr.types import Evaluation
 
 
@@ -128,6 +133,8 @@ def train_hr_ppo(
     progress: bool | None = None,
     env_params=None,
     curriculum=None,
+    log=None,
+    log_dir: str | Path | None = None,
     **config_overrides,
 ) -> PPOModel:
     """Train PPO on ``env`` with its task's defaults (an argument left None takes the task's
@@ -139,7 +146,10 @@ def train_hr_ppo(
     ``Curriculum()`` for the stages of docs/hrv_task.md) changes difficulty and precision inside
     the scan; the returned model's ``env_params`` are then the final stage's (what
     ``model.evaluate`` uses). Other ``PPOConfig`` fields can be passed by name (e.g.
-    ``num_envs``). A budget in which no episode ended warns (its returns are all NaN)."""
+    ``num_envs``). A budget in which no episode ended warns (its returns are all NaN).
+    ``log`` (``"tensorboard"``, ``"wandb"``, a list, or a ``purehr.tracking.TrackingSettings``)
+    logs every update there as it trains, into ``log_dir`` (default
+    ``runs/<environment>-<UTC time>``; TensorBoard's run ``<environment>/seed_<k>``, W&B offline)."""
     _refuse_non_environment(env)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed={seed!r}: expected a non-negative integer")
@@ -164,12 +174,13 @@ def train_hr_ppo(
         curriculum.check_params(env_params)
     if progress is None:
         progress = getattr(sys.stderr, "isatty", lambda: False)()
+    tracking = _api_tracking(log, log_dir, env.name, seed, config)
     bar = _progress_bar(env, config) if progress else None
     train = make_train(
         config,
         env,
         env_params,
-        callback=_seed_callback(callback, bar, env.name),
+        callback=_seed_callback(callback, bar, env.name, tracking, seed),
         env_params_schedule=curriculum_schedule(curriculum, config),
     )
     try:
@@ -177,6 +188,8 @@ def train_hr_ppo(
     finally:
         if bar is not None:
             bar.close()
+        if tracking is not None:
+            tracking.close()
     if curriculum is not None:
         env_params = curriculum.final_params(env_params)
     model = _trained_model(result, env, env_params, config, seed, curriculum)
@@ -210,10 +223,28 @@ def _progress_bar(env: Environment, config: PPOConfig) -> Progress:
     return Progress({env.name: TaskPlan.from_config(config, checkpoints=False)}, num_seeds=1)
 
 
-def _seed_callback(callback: Callable | None, bar: Progress | None, task_name: str) -> Callable | None:
+def _api_tracking(log, log_dir, name: str, seed: int, config: PPOConfig) -> Tracking | None:
+    """The seed API's dashboards (``log``), one run ``<name>/seed_<seed>`` in ``log_dir``."""
+    settings = TrackingSettings.checked(log)
+    if not settings.enabled:
+        return None
+    if log_dir is None:
+        log_dir = Path("runs") / f"{name}-{datetime.datetime.now(datetime.UTC):%Y%m%d-%H%M%S}"
+    settings = replace(settings, log_dir=str(log_dir)).with_run_ids([name], [seed])
+    settings.check_writable(Path(log_dir))
+    settings.check_new_log_dir([f"{name}/seed_{seed}"])
+    identity = run_identity(environment_description())
+    run = {"config": config.to_dict(), "identity": identity, "wandb_id": settings.run_id(name, seed)}
+    return start_tracking(settings, Path(log_dir), name, {(name, seed): run})
+
+
+def _seed_callback(
+    callback: Callable | None, bar: Progress | None, task_name: str, tracking: Tracking | None = None, seed: int = 0
+) -> Callable | None:
     """``make_train``'s host callback: the progress bar (started at the first update, once the
-    program is compiled), then the user's callback with the one seed's metrics as floats."""
-    if callback is None and bar is None:
+    program is compiled), the dashboards, then the user's callback with the one seed's metrics
+    as floats."""
+    if callback is None and bar is None and tracking is None:
         return None
 
     def on_update(metrics):
@@ -221,6 +252,8 @@ def _seed_callback(callback: Callable | None, bar: Progress | None, task_name: s
             if bar.started is None:
                 bar.start()
             bar.on_update(task_name, metrics)
+        if tracking is not None:
+            tracking.updates(task_name, [seed], metrics)
         if callback is not None:
             return callback({name: value[0].item() for name, value in metrics.items()})
         return None

@@ -344,7 +344,7 @@ def make_ppo(
             lambda old, new: jnp.where(frozen, old, new), (runner.params, runner.opt_state), (params, opt_state)
         )
 
-        metrics = dict(stats)
+        metrics = dict(stats, explained_variance=explained_variance(trajectory.value, targets))
         metrics.update(_rollout_metrics(trajectory))
         metrics["update"] = runner.update_index + 1
         next_runner = RunnerState(params, opt_state, env_state, observation, key, runner.update_index + 1, hparams)
@@ -375,6 +375,13 @@ def diverged_at_update(runner: RunnerState, config: PPOConfig) -> jax.Array:
     applied = optimizer_steps(runner.opt_state)
     healthy = applied == runner.update_index * steps_per_update
     return jnp.where(healthy, 0, applied // steps_per_update + 1).astype(jnp.int32)
+
+
+def explained_variance(values: jax.Array, targets: jax.Array) -> jax.Array:
+    """1 - Var[targets - values] / Var[targets] over the whole batch (CleanRL's); NaN where the
+    targets do not vary (no variance to explain)."""
+    variance = targets.var()
+    return jnp.where(variance > 0, 1.0 - (targets - values).var() / jnp.where(variance > 0, variance, 1.0), jnp.nan)
 
 
 def _rollout_metrics(trajectory: Transition) -> dict[str, jax.Array]:

@@ -11,3 +11,7 @@ LOSS_STATISTICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", 
 """The statistics ``purehr.ppo.loss.ppo_loss`` returns beside the loss, in order."""
 GRADIENT_STATISTICS = ("grad_norm",)
 """Measured on each minibatch's gradients beside the loss statistics."""
+VALUE_STATISTICS = ("explained_variance",)
+"""How much of the return targets' variance the critic explained at rollout time, before the
+update (1 - Var[target - V] / Var[target]; CleanRL's definition): near 1 a good critic, at or
+below 0 one no better than a constant."""

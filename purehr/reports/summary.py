@@ -14,6 +14,7 @@ from pathlib import Path
 from purehr.reports.results_table import GOAL_METRIC, floor_comparisons, goals_met, results_table
 from purehr.run.progress import spelled_duration
 from purehr.run.run_dir import FIGURES, RunDirectory
+from purehr.tracking.settings import RUN_FOLDERS, TrackingSettings
 
 
 def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cwd: str | Path | None = None) -> str:
@@ -70,7 +71,23 @@ def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cw
         f"seed={seed}, step='latest')",
         "      in Python: r.params, r.policy(observation), r.checkpoint_row",
     ]
+    lines += _dashboard_lines(run_dir, manifest, cwd)
     return "\n".join(lines) + "\n"
+
+
+def _dashboard_lines(run_dir: Path, manifest: dict, cwd) -> list[str]:
+    """How to look at the dashboards the run logged to (``--log``)."""
+    tracking, lines = TrackingSettings.from_json(manifest.get("tracking")), []
+    if "tensorboard" in tracking.backends:
+        folder = tracking.tensorboard_dir(run_dir)
+        lines += [f"  tensorboard --logdir {_quoted(folder, cwd)}", "      the run on TensorBoard (every task x seed)"]
+    if "wandb" in tracking.backends and tracking.resolved_wandb_mode() == "offline":
+        pieces = run_dir / RUN_FOLDERS["wandb"] / "offline-run-*"
+        lines += [
+            f"  wandb sync {_shown(pieces, cwd)}",
+            "      uploads the offline W&B runs (their resumed pieces in order)",
+        ]
+    return lines
 
 
 def _floor_comparison_line(task: str, comparison: dict) -> str:

@@ -5,9 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from purehr.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, ROLLOUT_METRICS
+from purehr.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, ROLLOUT_METRICS, VALUE_STATISTICS
 
-UPDATE_COLUMNS = ["update", "env_steps", "elapsed_s", *ROLLOUT_METRICS, *LOSS_STATISTICS, *GRADIENT_STATISTICS]
+UPDATE_COLUMNS = [
+    "update",
+    "env_steps",
+    "elapsed_s",
+    *ROLLOUT_METRICS,
+    *LOSS_STATISTICS,
+    *GRADIENT_STATISTICS,
+    *VALUE_STATISTICS,
+]
 """The fixed columns of every updates.csv (docs/protocol.md); a task's diagnostics follow."""
 CHECKPOINT_HEAD = ["target_steps", "actual_steps", "update", "elapsed_s"]
 CHECKPOINT_TAIL = ["checkpoint_path", "showcase_path", "state_digest"]

@@ -21,6 +21,7 @@ from purehr.ppo.trainer import validate_seeds
 from purehr.run.runner import TaskSetup
 from purehr.run.task_setup import build_setups
 from purehr.tasks import TASK_NAMES, get_task
+from purehr.tracking.settings import TrackingSettings
 
 DEFAULT_TASKS = TASK_NAMES
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
@@ -39,16 +40,26 @@ class RunRequest:
     curricula: dict[str, Curriculum | None] | None = None
     env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)
     """task -> keyword arguments of its ``make_env`` (``--env-arg``), recorded in the manifest."""
+    tracking: TrackingSettings = field(default_factory=TrackingSettings)
+    """The dashboards it logs to (``--log``); a resume adds them to the recorded ones."""
 
     @classmethod
     def checked(
-        cls, tasks=None, seeds=None, configs=None, overrides=None, curricula=None, env_kwargs=None
+        cls, tasks=None, seeds=None, configs=None, overrides=None, curricula=None, env_kwargs=None, log=None
     ) -> RunRequest:
         if tasks is not None:
             tasks = validate_tasks(tasks)
         if seeds is not None:
             seeds = validate_seeds(seeds)
-        return cls(tasks, seeds, dict(configs or {}), dict(overrides or {}), curricula, validate_env_kwargs(env_kwargs))
+        return cls(
+            tasks,
+            seeds,
+            dict(configs or {}),
+            dict(overrides or {}),
+            curricula,
+            validate_env_kwargs(env_kwargs),
+            TrackingSettings.checked(log),
+        )
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,7 @@ class RunPlan:
     manifest: dict | None = None  # a resumed run's, as read (the run's manifest is written from a copy)
     extended: dict[str, tuple[int, int]] = field(default_factory=dict)  # task -> (old, new budget)
     env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)  # a new run's --env-arg, by task
+    tracking: TrackingSettings = field(default_factory=TrackingSettings)  # with a W&B run id per task x seed
 
     @property
     def resumed(self) -> bool:
@@ -83,6 +95,7 @@ class RunPlan:
             "manifest": self.manifest,
             "extended": {name: list(budgets) for name, budgets in self.extended.items()},
             "env_kwargs": self.env_kwargs,
+            "tracking": self.tracking.to_json(),
         }
 
     @classmethod
@@ -96,6 +109,7 @@ class RunPlan:
             data["manifest"],
             {name: (old, new) for name, (old, new) in data["extended"].items()},
             dict(data.get("env_kwargs") or {}),
+            TrackingSettings.from_json(data.get("tracking")),
         )
 
 
@@ -111,7 +125,10 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     configs = merged_configs(tasks, request, defaults)
     check_env_kwargs(tasks, request.env_kwargs)
     seeds = request.seeds or list(DEFAULT_SEEDS)
-    return RunPlan(Path(run_dir), tasks, seeds, configs, curricula, env_kwargs=request.env_kwargs)
+    request.tracking.check_writable(Path(run_dir))
+    request.tracking.check_new_log_dir([f"{task}/seed_{seed}" for task in tasks for seed in seeds])
+    tracking = request.tracking.with_run_ids(tasks, seeds)
+    return RunPlan(Path(run_dir), tasks, seeds, configs, curricula, env_kwargs=request.env_kwargs, tracking=tracking)
 
 
 def merged_configs(tasks: list[str], request: RunRequest, base: dict[str, PPOConfig]) -> dict[str, PPOConfig]:

@@ -16,6 +16,7 @@ Under ``jax.distributed`` process 0 alone does this; the others follow (``purehr
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 import time
@@ -38,6 +39,7 @@ from purehr.devices.distributed import (
 )
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig
+from purehr.run.dashboards import open_run_tracking
 from purehr.run.followers import Followers, follow_primary
 from purehr.run.messages import start_banner
 from purehr.run.outcome import RunDiverged, RunFailed, RunInterrupted, RunSummary, diverged_seeds
@@ -76,6 +78,8 @@ def train_all_seeds(
     overrides: dict[str, Any] | None = None,
     directory_option: str = "--run-dir",
     env_kwargs: dict[str, dict[str, Any]] | None = None,
+    log=None,
+    keep_dashboards_open: bool = False,
 ) -> RunSummary:
     """Train every task x seed in one compiled call; see docs/protocol.md for what it leaves.
 
@@ -89,6 +93,10 @@ def train_all_seeds(
     in the manifest; on ``resume`` the recorded one is used when ``curricula`` is None, and a
     different one is refused. ``env_kwargs`` maps a task to its ``make_env`` keyword arguments
     (JSON values; ``--env-arg``), recorded in the manifest's ``environments`` likewise.
+    ``log`` names the dashboards besides the CSV files (``["tensorboard", "wandb"]``, or a
+    ``purehr.tracking.TrackingSettings``); a resume continues the recorded ones and may add more.
+    ``keep_dashboards_open``: a finished run's dashboards stay open in ``RunSummary.tracking``
+    (the script adds the rendered figures to the same runs, then closes them); else closed here.
 
     ``devices`` (default: all visible) shards the seed axis, and the environment axis when
     devices outnumber seeds, over a mesh (``purehr.devices.distributed``); on one device nothing moves.
@@ -101,7 +109,7 @@ def train_all_seeds(
     started = time.perf_counter()
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
-    request = RunRequest.checked(tasks, seeds, configs, overrides, curricula, env_kwargs)
+    request = RunRequest.checked(tasks, seeds, configs, overrides, curricula, env_kwargs, log)
     # a bad --devices, or too few CPU pool threads for the devices, is refused before the run
     # directory is touched
     check_host_callback_threads(select_devices(devices))
@@ -113,7 +121,7 @@ def train_all_seeds(
         plan = _plan(run, request, resume, overwrite, directory_option)
         lock = run.lock()
         try:
-            return _train_locked(run, plan, started, progress, command, devices, followers)
+            return _train_locked(run, plan, started, progress, command, devices, followers, keep_dashboards_open)
         finally:
             lock.release()
     except BaseException as error:
@@ -151,8 +159,10 @@ def _train_locked(
     command: list[str] | None,
     devices,
     followers: Followers,
+    keep_dashboards_open: bool = False,
 ) -> RunSummary:
-    """``train_all_seeds`` once this process holds the run directory."""
+    """``train_all_seeds`` once this process holds the run directory; the dashboards are
+    closed on every way out but a finished run's with ``keep_dashboards_open``."""
     setups = plan.setups()
     configs = {s.name: s.config for s in setups}
     print(start_banner(run_dir.root, plan.tasks, plan.seeds, configs, resume=plan.resumed), file=sys.stderr, flush=True)
@@ -164,6 +174,23 @@ def _train_locked(
         runners = broadcast_tree({name: jax.tree.map(np.asarray, runner) for name, runner in runners.items()})
     mark_running(run_dir, plan, setups, start.resumed_from, start.quarantined, command, mesh)
     recorder = _recorder(run_dir, plan, setups, start, runners, progress)
+    kept_rows = (start.update_rows, start.checkpoint_rows)
+    recorder.tracking = open_run_tracking(run_dir, plan, setups, start.resumed_from, kept_rows, recorder.say)
+    try:
+        summary = _train_and_finish(run_dir, plan, setups, runners, mesh, recorder, start, started)
+    except BaseException:
+        if recorder.tracking is not None and not recorder.abandoned:  # a second Ctrl-C exits at once
+            recorder.tracking.close()
+        raise
+    if recorder.tracking is not None and not keep_dashboards_open:
+        recorder.tracking.close()
+    return dataclasses.replace(summary, tracking=recorder.tracking if keep_dashboards_open else None)
+
+
+def _train_and_finish(
+    run_dir: RunDirectory, plan: RunPlan, setups: list[TaskSetup], runners, mesh, recorder, start, started: float
+) -> RunSummary:
+    """Compiles, trains and marks the manifest: the summary of a finished run, else the error."""
     final, error, compile_s = _compile_and_train(setups, plan, runners, mesh, recorder, start, started)
     wall = time.perf_counter() - started
     if error is None:

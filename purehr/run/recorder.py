@@ -75,6 +75,7 @@ class RunRecorder:
         checkpoint_rows=None,
         progress=None,
         kept=None,
+        tracking=None,
     ):
         self.run_dir = run_dir
         self.setups = {setup.name: setup for setup in setups}
@@ -87,6 +88,7 @@ class RunRecorder:
             name: {seed: SeedCheckpoints(run_dir.checkpoint_dir(name, seed)) for seed in seeds} for name in self.setups
         }
         self.progress = progress
+        self.tracking = tracking  # purehr.tracking.Tracking (--log), or None
         self.last_update_time = {name: self.started for name in self.setups}
         self.seconds_in_checkpoint_callbacks = 0.0
         self.seconds_in_evaluation = 0.0
@@ -158,6 +160,8 @@ class RunRecorder:
             row["env_steps"] = row["update"] * batch_size  # Python ints: exact at any budget
             row["elapsed_s"] = now
             self.update_rows[task][seed].append(row)
+            if self.tracking is not None:
+                self.tracking.update(task, seed, row)
             self._note_divergence(task, seed, row.get("diverged_at_update", 0))
         self.last_update_time[task] = time.perf_counter()
         if self.progress is not None:
@@ -227,6 +231,10 @@ class RunRecorder:
                 state_digest=digest,
             )
             self.checkpoint_rows[task][seed].append(row)
+            if self.tracking is not None:
+                self.tracking.checkpoint(task, seed, row)
+        if self.tracking is not None:  # what a resume keeps is never newer than what is logged
+            self.tracking.sync()
         self.flush(task)
         self.checkpoints_written += 1
         if self.progress is not None:

@@ -12,6 +12,7 @@ from purehr.ppo.config import PPOConfig
 from purehr.run.plan import RunPlan, RunRequest, current_precision, merged_configs, validate_curricula, validate_request
 from purehr.run.record import TaskRecord, manifest_curricula, task_record
 from purehr.run.run_dir import RunDirectory
+from purehr.tracking.settings import TrackingSettings
 
 
 def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> RunPlan:
@@ -43,7 +44,10 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
         budgets = _budget_change(task, saved[task], wanted[task], curricula.get(task), where)
         if budgets is not None:
             extended[task] = budgets
-    return RunPlan(run_dir.root, tasks, seeds, wanted, curricula, manifest, extended)
+    tracking = TrackingSettings.from_json(manifest.get("tracking")).merged_with(request.tracking).validated()
+    tracking.check_writable(run_dir.root)
+    tracking = tracking.with_run_ids(tasks, seeds)
+    return RunPlan(run_dir.root, tasks, seeds, wanted, curricula, manifest, extended, tracking=tracking)
 
 
 def _check_environments(records: dict[str, TaskRecord], request: RunRequest, where: str) -> None:

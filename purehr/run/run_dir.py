@@ -25,6 +25,7 @@ from purehr.run.files import (
     read_rows,
 )
 from purehr.run.lock import RunLock, lock_holder, take_lock
+from purehr.tracking.settings import RUN_FOLDERS
 from purehr.types import Columns
 
 MANIFEST = "manifest.json"
@@ -301,6 +302,8 @@ def run_written_paths(root: Path, manifest: dict[str, Any]) -> tuple[list[Path],
     }
     figure_names |= {partial_name(name) for name in figure_names}
     top = {MANIFEST, FINAL_METRICS_CSV}
+    logged_to = (manifest.get("tracking") or {}).get("backends", [])
+    top |= {RUN_FOLDERS[name] for name in logged_to if name in RUN_FOLDERS}
     seed_entries = {UPDATES_CSV, CHECKPOINTS_CSV}
     # and their temporaries; ".<name>.tmp" are those of runs written before atomic_output
     top |= {partial_name(name) for name in top} | {LOCK, *MANIFEST_TEMPORARIES}

@@ -43,7 +43,7 @@ def mark_running(
         manifest = _new_manifest(plan, setups, command)
     else:
         manifest = _resumed_manifest(plan, resumed_from, quarantined, command)
-    manifest.update(status="running")
+    manifest.update(status="running", tracking=plan.tracking.to_json())
     manifest["mesh"] = None if mesh is None else describe_mesh(mesh)
     run_dir.write_manifest(manifest)
 
