@@ -25,6 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import load_averages, write_json  # noqa: E402
 
+from purehr.cli.arguments import HelpFormatter, output_file, positive_int  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 LOGGED = ["--log", "tensorboard", "wandb"]
 
@@ -47,13 +49,19 @@ def run_once(run_dir: Path, logged: bool, extra: list[str]) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeats", type=int, default=2, help="pairs of runs (logged, plain), alternated")
-    parser.add_argument("--steps", type=int, default=None, help="--steps of every run (default: the protocol's)")
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--repeats", type=positive_int, default=2, help="pairs of runs (logged, plain), alternated")
+    parser.add_argument(
+        "--steps", type=positive_int, default=None, help="--steps of every run (default: the protocol's)"
+    )
     parser.add_argument("--seeds", nargs="+", default=None, help="--seeds of every run (default: the protocol's)")
-    parser.add_argument("--json", type=Path, default=None, help="where to write the record")
-    args = parser.parse_args(argv)
+    parser.add_argument("--json", type=output_file, default=None, help="where to write the record (default: nowhere)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     extra = (["--steps", str(args.steps)] if args.steps else []) + (["--seeds", *args.seeds] if args.seeds else [])
     before = os.getloadavg()
     runs = []
