@@ -35,6 +35,7 @@ from purehr.run.progress import Progress, TaskPlan
 from purehr.tasks import curriculum_schedule, task_of_env
 from purehr.tasks.environment_task import default_config_for
 from purehr.tracking import Tracking, TrackingSettings, start_tracking
+from purehr.tracking.naming import run_label
 from purehr.types import Evaluation
 
 
@@ -232,7 +233,7 @@ def _api_tracking(log, log_dir, name: str, seed: int, config: PPOConfig) -> Trac
         log_dir = Path("runs") / f"{name}-{datetime.datetime.now(datetime.UTC):%Y%m%d-%H%M%S}"
     settings = replace(settings, log_dir=str(log_dir)).with_run_ids([name], [seed])
     settings.check_writable(Path(log_dir))
-    settings.check_new_log_dir([f"{name}/seed_{seed}"])
+    settings.check_new_log_dir([run_label(name, seed)])
     identity = run_identity(environment_description())
     run = {"config": config.to_dict(), "identity": identity, "wandb_id": settings.run_id(name, seed)}
     return start_tracking(settings, Path(log_dir), name, {(name, seed): run})

@@ -27,11 +27,9 @@ def publish_to_dashboards(run_dir: str | Path, tracking: Tracking | None = None)
         return False
     print(f"adding the results table and figures to {', '.join(settings.backends)} ...", file=sys.stderr, flush=True)
     table = results_table(directory.root)
-    if tracking is None:
+    reopen = tracking is None
+    if reopen:
         tracking = start_tracking(settings.validated(), directory.root, directory.root.name, {})
-        reopen = True
-    else:
-        reopen = False
     for task in manifest["tasks"]:
         figures = {name: directory.root / FIGURES / f"{task}_{name}.png" for name in FIGURES_PUBLISHED}
         figures = {name: path for name, path in figures.items() if path.exists()}

@@ -21,6 +21,7 @@ from purehr.ppo.trainer import validate_seeds
 from purehr.run.runner import TaskSetup
 from purehr.run.task_setup import build_setups
 from purehr.tasks import TASK_NAMES, get_task
+from purehr.tracking.naming import run_label
 from purehr.tracking.settings import TrackingSettings
 
 DEFAULT_TASKS = TASK_NAMES
@@ -126,7 +127,7 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     check_env_kwargs(tasks, request.env_kwargs)
     seeds = request.seeds or list(DEFAULT_SEEDS)
     request.tracking.check_writable(Path(run_dir))
-    request.tracking.check_new_log_dir([f"{task}/seed_{seed}" for task in tasks for seed in seeds])
+    request.tracking.check_new_log_dir([run_label(task, seed) for task in tasks for seed in seeds])
     tracking = request.tracking.with_run_ids(tasks, seeds)
     return RunPlan(Path(run_dir), tasks, seeds, configs, curricula, env_kwargs=request.env_kwargs, tracking=tracking)
 

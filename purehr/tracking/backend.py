@@ -21,8 +21,9 @@ class Backend:
 
     name = "backend"
     synced = True
-    """Whether the run waits, before a checkpoint's index is written, until this backend holds
-    every row handed over (else a resume relies on reading back what it holds)."""
+    """Whether a checkpoint waits until this backend has written every row handed over (the
+    files current at every checkpoint); W&B is not waited for. Correctness across kills does
+    not rest on it: a resume reads back what each backend holds."""
 
     def __init__(self) -> None:
         self.held: dict[tuple[str, int], dict[str, int]] = {}
@@ -64,8 +65,8 @@ class Backend:
         """The end of a run: the results table (Markdown) and figures (name -> PNG path)."""
 
     def flush(self) -> None:
-        """Everything logged so far is in the backend's files (called before a checkpoint's
-        index is written, so that what a resume keeps is never newer than what is logged)."""
+        """What was logged so far goes to the backend's files (called at every checkpoint, before
+        its index is written; what a kill still cuts off, a resume reads back and fills in)."""
 
     def close(self) -> None:
         """Flushes and ends every run."""

@@ -12,7 +12,6 @@ from purehr.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, ROLLOUT_MET
 TRAIN = frozenset(LOSS_STATISTICS + GRADIENT_STATISTICS + VALUE_STATISTICS + ("diverged_at_update",))
 ROLLOUT = frozenset(ROLLOUT_METRICS)
 NOT_LOGGED = frozenset({"update", "env_steps"})  # the step axis itself
-UPDATE_GROUPS = "train/ (losses, KL, clip fraction, entropy, explained variance, gradient norm), rollout/ (returns)"
 
 
 def update_tag(column: str) -> str:
