@@ -26,6 +26,7 @@ def _protocol_defaults(name: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.arguments import HelpFormatter
     from purehr.cli.env_args import add_environment_flags
+    from purehr.cli.pbt_flags import add_pbt_flags
     from purehr.cli.ppo_flags import FIELDS, add_config_flags
     from purehr.cli.tracking_flags import add_tracking_flags
 
@@ -103,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
         "for a new run, the recorded one on --resume",
     )
     add_tracking_flags(parser, directory_note="the run directory")
+    add_pbt_flags(parser)
     group = parser.add_argument_group("PPO fields (applied to every task; protocol defaults per task otherwise)")
     add_config_flags(
         group,
@@ -244,11 +246,14 @@ def _start_jax(args, parser, run_dir: Path) -> None:
 def _run_request(args) -> dict:
     """What every process passes to ``train_all_seeds`` (process 0 alone writes and reports)."""
     from purehr.cli.env_args import env_kwargs_from_args
+    from purehr.cli.pbt_flags import pbt_from_args
     from purehr.cli.tracking_flags import tracking_from_args
 
+    pbt, seeds = pbt_from_args(args)
     return dict(
         tasks=args.tasks,
-        seeds=args.seeds,
+        seeds=seeds,
+        pbt=pbt,
         env_kwargs=env_kwargs_from_args(args.env_arg, args.tasks, args.brax_backend),
         overrides=overrides_from_args(args),
         resume=args.resume,

@@ -98,3 +98,22 @@ def test_a_stop_from_the_host_and_a_new_target_without_recompiling():
     assert [int(r.update_index[0]) for r in runners] == [3, 5]
     assert all(call[0] == "b" for call in other.calls)
     assert ("b", "checkpoint", 0) not in other.calls  # not untrained: no start checkpoint
+
+
+def test_a_hook_that_replaces_the_runner_is_where_the_next_update_continues_from():
+    """PBT's hook: at every second update (and at the start, untrained) the runner becomes
+    value + 100; the updates after it continue from that value (v -> 2v + 1 by hand)."""
+    jump = Hook(
+        every(2), lambda runner, _m: runner.replace(value=runner.value + 100), at_start=True, replaces_runner=True
+    )
+    loop = UpdateLoop(toy_update, 4, (jump,))
+    start = Toy(jnp.zeros(2, jnp.int32), jnp.zeros(2, jnp.int32))
+    (final,), (output,) = jax.jit(lambda r: run_updates([loop], [r], 4))(start)
+    # 0 -> +100 at the start = 100; u1: 201; u2: 403 -> +100 = 503; u3: 1007; u4: 2015 -> +100 = 2115
+    assert np.asarray(final.value).tolist() == [2115, 2115]
+    assert np.asarray(output.metrics["value"][:, 0]).tolist() == [201, 403, 1007, 2015]  # before each jump
+    assert output.hooks == (None,) and output.at_start == (None,)
+    # resumed from the state saved after update 2 (after its jump): no start hook, the same end
+    resumed = Toy(jnp.full(2, 503, jnp.int32), jnp.full(2, 2, jnp.int32))
+    (again,), _ = jax.jit(lambda r: run_updates([loop], [r], 4))(resumed)
+    assert np.asarray(again.value).tolist() == [2115, 2115]

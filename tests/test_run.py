@@ -11,8 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
-import time
 import warnings
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import imageio_ffmpeg
 import jax
 import numpy as np
 import pytest
-from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_configs
+from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS, KilledRun, protocol_configs
 
 from purehr.run import restore
 from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
@@ -54,41 +52,22 @@ def runs(tmp_path_factory, request):
     checkpoint."""
     base = tmp_path_factory.mktemp("runs")
     killed_dir = base / "killed"
-    child = subprocess.Popen(
-        [sys.executable, "-W", "ignore", str(ROOT / "scripts" / "train_all_seeds.py"), "--run-dir", str(killed_dir)]
-        + CLI
-        + (["--log", "tensorboard", "wandb"] if LOGGED else []),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+    child = KilledRun(
+        killed_dir, CLI + (["--log", "tensorboard", "wandb"] if LOGGED else []), "swing/seed_1/checkpoints.csv"
     )
-    killed = {}
-
-    def kill_after_third_checkpoint():
-        csv = killed_dir / "swing" / "seed_1" / "checkpoints.csv"
-        while child.poll() is None:
-            if csv.exists() and len(read_csv(csv)) >= 3:
-                child.send_signal(signal.SIGKILL)
-                killed["rows"] = len(read_csv(csv))
-                break
-            time.sleep(0.01)
-        child.wait()
-
-    watcher = threading.Thread(target=kill_after_third_checkpoint)
-    watcher.start()
     trained = request.getfixturevalue("protocol_reference")  # trained now, unless an earlier file did
     reference = dataclasses.replace(trained["summary"], run_dir=base / "reference")
     shutil.copytree(trained["summary"].run_dir, reference.run_dir)
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("always")
         render_trained_run(reference.run_dir)  # as scripts/train_all_seeds.py does after training
-    watcher.join(timeout=600)
-    output = child.stdout.read().decode()
+    output = child.wait()
     return {
         "reference": reference,
         "warnings": trained["warnings"] + [str(w.message) for w in caught],
         "messages": trained["messages"],  # the banner, the progress line and the notes
         "killed_dir": killed_dir,
-        "killed": killed,
+        "killed": {"rows": child.rows},
         "child_output": output,
         "child_returncode": child.returncode,
     }

@@ -4,7 +4,8 @@
       per loop: cond(update_index == 0) -> each at_start hook (the untrained state)
       lax.scan over length updates                         <- the scan is outside
         per loop: cond(still going) -> update              <- vmap over seeds inside the update
-                  per hook: cond(going and due) -> hook    (evaluate, checkpoint, call back)
+                  per hook: cond(going and due) -> hook    (evaluate, checkpoint, call back;
+                                                            PBT's hook returns the runner to go on from)
 
 ``make_train`` drives one loop, the protocol runner (``purehr.run.runner``) one per task.
 Every predicate comes from the update counter, which is the same for every seed of a loop,
@@ -88,13 +89,16 @@ class Hook:
 
     ``run(runner, metrics)`` returns None, or arrays that the scan stacks ([update, ...]; NaN,
     or 0 for integers, where it was not due). With ``stops`` it returns a bool scalar, and
-    False ends the loop's updates with the state reached. With ``at_start`` it also runs once
-    before the first update when the loop starts untrained (``metrics`` is then None)."""
+    False ends the loop's updates with the state reached. With ``replaces_runner`` it returns
+    the runner the loop continues from (population-based training's exploit/explore step).
+    With ``at_start`` it also runs once before the first update when the loop starts untrained
+    (``metrics`` is then None)."""
 
     due: Callable[[jax.Array], jax.Array]
     run: Callable[[Runner, Metrics | None], Any]
     at_start: bool = False
     stops: bool = False
+    replaces_runner: bool = False
 
 
 def every(interval: int) -> Callable[[jax.Array], jax.Array]:
@@ -144,6 +148,10 @@ def _keep_going(*_) -> jax.Array:
     return jnp.bool_(True)
 
 
+def _unchanged(runner: Runner, _metrics) -> Runner:
+    return runner
+
+
 def run_updates(
     loops: Sequence[UpdateLoop], runners: Sequence[Runner], length: int
 ) -> tuple[list[Runner], list[LoopOutput]]:
@@ -151,9 +159,16 @@ def run_updates(
     has updates (loops with fewer updates, or resumed further, stop early) and running its due
     hooks in order. Returns the final runners and each loop's stacked outputs."""
 
-    def start(loop: UpdateLoop, runner: Runner) -> tuple:
+    def start(loop: UpdateLoop, runner: Runner) -> tuple[Runner, tuple]:
         untrained = runner.update_index[0] == 0
-        return tuple(_when(untrained, hook.run, runner, None) if hook.at_start else None for hook in loop.hooks)
+        outputs = []
+        for hook in loop.hooks:
+            if hook.at_start and hook.replaces_runner:
+                runner = jax.lax.cond(untrained, hook.run, _unchanged, runner, None)
+                outputs.append(None)
+            else:
+                outputs.append(_when(untrained, hook.run, runner, None) if hook.at_start else None)
+        return runner, tuple(outputs)
 
     def step(loop: UpdateLoop, runner: Runner, going: jax.Array) -> tuple[Runner, jax.Array, LoopOutput]:
         active = jnp.logical_and(going, runner.update_index[0] < loop.num_updates)
@@ -166,6 +181,9 @@ def run_updates(
             if hook.stops:
                 going = jnp.logical_and(going, jax.lax.cond(due, hook.run, _keep_going, runner, metrics))
                 outputs.append(None)
+            elif hook.replaces_runner:
+                runner = loop.constrain(jax.lax.cond(due, hook.run, _unchanged, runner, metrics))
+                outputs.append(None)
             else:
                 outputs.append(_when(due, hook.run, runner, metrics))
         return runner, going, LoopOutput(metrics, tuple(outputs), ())
@@ -175,6 +193,7 @@ def run_updates(
         stepped = [step(loop, runner, flag) for loop, runner, flag in zip(loops, runners, going)]
         return ([s[0] for s in stepped], [s[1] for s in stepped]), [s[2] for s in stepped]
 
-    at_start = [start(loop, runner) for loop, runner in zip(loops, runners)]
-    (runners, _), outputs = jax.lax.scan(body, (list(runners), [jnp.bool_(True)] * len(loops)), None, length=length)
+    started = [start(loop, runner) for loop, runner in zip(loops, runners)]
+    runners, at_start = [s[0] for s in started], [s[1] for s in started]
+    (runners, _), outputs = jax.lax.scan(body, (runners, [jnp.bool_(True)] * len(loops)), None, length=length)
     return runners, [output.replace(at_start=first) for output, first in zip(outputs, at_start)]

@@ -19,7 +19,12 @@ UPDATE_COLUMNS = [
 """The fixed columns of every updates.csv (docs/protocol.md); a task's diagnostics follow."""
 CHECKPOINT_HEAD = ["target_steps", "actual_steps", "update", "elapsed_s"]
 CHECKPOINT_TAIL = ["checkpoint_path", "showcase_path", "state_digest"]
-"""checkpoints.csv: the head, then ``eval_<metric>`` per held-out metric, then the tail (text)."""
+"""checkpoints.csv: the head, then ``eval_<metric>`` per held-out metric, a population's
+``pbt_`` columns (a PBT run only), then the tail (text)."""
+PBT_PREFIX = "pbt_"
+"""A PBT run's checkpoint columns: ``pbt_fitness`` (what the member was ranked by),
+``pbt_parent`` (the seed whose weights it continues from; its own where it copied nobody) and
+``pbt_<hyperparameter>`` (each explored value after the step), docs/pbt.md."""
 CHECKPOINT_INTEGERS = ("target_steps", "actual_steps", "update")
 UPDATE_INTEGERS = ("update",)
 """The columns that must hold integers (steps and update counts: what a resume lines up)."""
@@ -37,5 +42,5 @@ def update_columns(metric_names: Iterable[str]) -> list[str]:
     return UPDATE_COLUMNS + sorted(set(metric_names) - set(UPDATE_COLUMNS))
 
 
-def checkpoint_columns(evaluation_names: Iterable[str]) -> list[str]:
-    return CHECKPOINT_HEAD + [f"eval_{name}" for name in evaluation_names] + CHECKPOINT_TAIL
+def checkpoint_columns(evaluation_names: Iterable[str], population_names: Iterable[str] = ()) -> list[str]:
+    return CHECKPOINT_HEAD + [f"eval_{name}" for name in evaluation_names] + list(population_names) + CHECKPOINT_TAIL

@@ -9,16 +9,17 @@ under ``jax.distributed`` process 0 sends the same plan to the other processes
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import jax
 
 from purehr.envs.hrv.curriculum import Curriculum
+from purehr.population import PBTSettings, PopulationStep
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.trainer import validate_seeds
-from purehr.run.runner import TaskSetup
+from purehr.run.runner import TaskSetup, population_updates
 from purehr.run.task_setup import build_setups
 from purehr.tasks import TASK_NAMES, get_task
 from purehr.tracking.naming import run_label
@@ -43,11 +44,15 @@ class RunRequest:
     """task -> keyword arguments of its ``make_env`` (``--env-arg``), recorded in the manifest."""
     tracking: TrackingSettings = field(default_factory=TrackingSettings)
     """The dashboards it logs to (``--log``); a resume adds them to the recorded ones."""
+    pbt: PBTSettings | None = None
+    """Population-based training over the seeds (``--pbt``); None: independent seeds."""
 
     @classmethod
     def checked(
-        cls, tasks=None, seeds=None, configs=None, overrides=None, curricula=None, env_kwargs=None, log=None
+        cls, tasks=None, seeds=None, configs=None, overrides=None, curricula=None, env_kwargs=None, log=None, pbt=None
     ) -> RunRequest:
+        if pbt is not None and not isinstance(pbt, PBTSettings):
+            raise ValueError(f"pbt={pbt!r}: expected a purehr.population.PBTSettings (or None)")
         if tasks is not None:
             tasks = validate_tasks(tasks)
         if seeds is not None:
@@ -60,6 +65,7 @@ class RunRequest:
             curricula,
             validate_env_kwargs(env_kwargs),
             TrackingSettings.checked(log),
+            pbt,
         )
 
 
@@ -77,14 +83,19 @@ class RunPlan:
     extended: dict[str, tuple[int, int]] = field(default_factory=dict)  # task -> (old, new budget)
     env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)  # a new run's --env-arg, by task
     tracking: TrackingSettings = field(default_factory=TrackingSettings)  # with a W&B run id per task x seed
+    pbt: PBTSettings | None = None  # population-based training over the seeds, checked
 
     @property
     def resumed(self) -> bool:
         return self.manifest is not None
 
     def setups(self) -> list[TaskSetup]:
-        """The tasks' setups; a resumed run rebuilds the environments its manifest recorded."""
-        return build_setups(self.tasks, self.configs, self.curricula, self.manifest, self.env_kwargs)
+        """The tasks' setups; a resumed run rebuilds the environments its manifest recorded.
+        Under PBT each task's seeds are its population (``PopulationStep``)."""
+        setups = build_setups(self.tasks, self.configs, self.curricula, self.manifest, self.env_kwargs)
+        if self.pbt is None:
+            return setups
+        return [replace(setup, population=population_step(self.pbt, setup, self.seeds)) for setup in setups]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -97,6 +108,7 @@ class RunPlan:
             "extended": {name: list(budgets) for name, budgets in self.extended.items()},
             "env_kwargs": self.env_kwargs,
             "tracking": self.tracking.to_json(),
+            "pbt": None if self.pbt is None else self.pbt.to_dict(),
         }
 
     @classmethod
@@ -111,6 +123,7 @@ class RunPlan:
             {name: (old, new) for name, (old, new) in data["extended"].items()},
             dict(data.get("env_kwargs") or {}),
             TrackingSettings.from_json(data.get("tracking")),
+            None if data.get("pbt") is None else PBTSettings.from_dict(data["pbt"]),
         )
 
 
@@ -129,7 +142,31 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     request.tracking.check_writable(Path(run_dir))
     request.tracking.check_new_log_dir([run_label(task, seed) for task in tasks for seed in seeds])
     tracking = request.tracking.with_run_ids(tasks, seeds)
-    return RunPlan(Path(run_dir), tasks, seeds, configs, curricula, env_kwargs=request.env_kwargs, tracking=tracking)
+    if request.pbt is not None:
+        check_population(request.pbt, seeds, configs)
+    return RunPlan(
+        Path(run_dir),
+        tasks,
+        seeds,
+        configs,
+        curricula,
+        env_kwargs=request.env_kwargs,
+        tracking=tracking,
+        pbt=request.pbt,
+    )
+
+
+def check_population(pbt: PBTSettings, seeds: list[int], configs: dict[str, PPOConfig]) -> None:
+    """A PBT run's settings against its population (the seeds) and every task's config."""
+    fire_at = {task: population_updates(config, pbt.interval) for task, config in configs.items()}
+    pbt.check_run(len(seeds), configs, fire_at)
+
+
+def population_step(pbt: PBTSettings, setup: TaskSetup, seeds: list[int]) -> PopulationStep:
+    """``setup``'s population step: its fitness rule, the updates it fires at, its key."""
+    rule = pbt.fitness_of(setup.name, setup.env.defines_success)
+    fire_at = population_updates(setup.config, pbt.interval)
+    return PopulationStep(pbt, rule, fire_at, seeds[0], setup.name)
 
 
 def merged_configs(tasks: list[str], request: RunRequest, base: dict[str, PPOConfig]) -> dict[str, PPOConfig]:

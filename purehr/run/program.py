@@ -41,7 +41,7 @@ def compiled_program(
     curricula = curricula or {}
     mesh_key = None if mesh is None else (tuple(mesh.shape.items()), tuple(d.id for d in mesh.devices.flat))
     key = (
-        tuple((s.name, s.config, curricula.get(s.name)) for s in setups),
+        tuple((s.name, s.config, curricula.get(s.name), s.population and s.population.identity()) for s in setups),
         num_seeds,
         bool(jax.config.jax_enable_x64),
         mesh_key,

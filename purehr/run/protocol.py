@@ -80,6 +80,7 @@ def train_all_seeds(
     env_kwargs: dict[str, dict[str, Any]] | None = None,
     log=None,
     keep_dashboards_open: bool = False,
+    pbt=None,
 ) -> RunSummary:
     """Train every task x seed in one compiled call; see docs/protocol.md for what it leaves.
 
@@ -95,6 +96,8 @@ def train_all_seeds(
     (JSON values; ``--env-arg``), recorded in the manifest's ``environments`` likewise.
     ``log`` names the dashboards besides the CSV files (``["tensorboard", "wandb"]``, or a
     ``purehr.tracking.TrackingSettings``); a resume continues the recorded ones and may add more.
+    ``pbt`` (a ``purehr.population.PBTSettings``): the seeds of each task are one population
+    trained by population-based training (docs/pbt.md); recorded, and kept on a resume.
     ``keep_dashboards_open``: a finished run's dashboards stay open in ``RunSummary.tracking``
     (the script adds the rendered figures to the same runs, then closes them); else closed here.
 
@@ -109,7 +112,7 @@ def train_all_seeds(
     started = time.perf_counter()
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
-    request = RunRequest.checked(tasks, seeds, configs, overrides, curricula, env_kwargs, log)
+    request = RunRequest.checked(tasks, seeds, configs, overrides, curricula, env_kwargs, log, pbt)
     # a bad --devices, or too few CPU pool threads for the devices, is refused before the run
     # directory is touched
     check_host_callback_threads(select_devices(devices))

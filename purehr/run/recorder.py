@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from purehr.run.checkpoints import SeedCheckpoints, tree_digest
-from purehr.run.columns import checkpoint_columns, update_columns
+from purehr.run.columns import PBT_PREFIX, checkpoint_columns, update_columns
 from purehr.run.files import write_csv, write_npz
 from purehr.run.run_dir import RunDirectory
 
@@ -224,7 +224,7 @@ class RunRecorder:
                 showcase_path = self.run_dir.showcase_path(task, seed, steps)
                 write_npz(showcase_path, {name: np.asarray(value)[index] for name, value in showcase.items()})
             row = {"target_steps": target, "actual_steps": steps, "update": update, "elapsed_s": now}
-            row.update({f"eval_{name}": _scalar(value[index]) for name, value in evaluation.items()})
+            row.update(self._evaluation_columns(evaluation, index))
             row.update(
                 checkpoint_path=str(self.checkpoints[task][seed].path(steps).relative_to(self.run_dir.root)),
                 showcase_path="" if showcase_path is None else str(showcase_path.relative_to(self.run_dir.root)),
@@ -242,6 +242,19 @@ class RunRecorder:
         self.seconds_in_checkpoint_callbacks += time.perf_counter() - entered
         self.last_update_time[task] = time.perf_counter()
 
+    def _evaluation_columns(self, evaluation: dict, index: int) -> dict:
+        """A seed's held-out metrics as ``eval_<name>``; a population's record (``pbt_<name>``)
+        as it is, its parent as the parent's seed."""
+        columns = {}
+        for name, value in evaluation.items():
+            if name == "pbt_parent":
+                columns[name] = self.seeds[int(value[index])]
+            elif name.startswith(PBT_PREFIX):
+                columns[name] = _scalar(value[index])
+            else:
+                columns[f"eval_{name}"] = _scalar(value[index])
+        return columns
+
     # --- files ------------------------------------------------------------------------------
     def flush(self, task: str | None = None) -> None:
         for name in [task] if task else list(self.setups):
@@ -252,9 +265,9 @@ class RunRecorder:
                 checkpoints = self.checkpoint_rows[name][seed]
                 if checkpoints:
                     evaluation_names = [c[len("eval_") :] for c in checkpoints[0] if c.startswith("eval_")]
-                    write_csv(
-                        self.run_dir.checkpoints_csv(name, seed), checkpoint_columns(evaluation_names), checkpoints
-                    )
+                    population_names = [c for c in checkpoints[0] if c.startswith(PBT_PREFIX)]
+                    columns = checkpoint_columns(evaluation_names, population_names)
+                    write_csv(self.run_dir.checkpoints_csv(name, seed), columns, checkpoints)
 
     def finish(self) -> None:
         """Waits for the asynchronous saves and writes the CSVs; every manager is closed even

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 
 from purehr.envs.hrv.curriculum import Curriculum
+from purehr.population import PBTSettings
 from purehr.ppo.config import PPOConfig
 from purehr.run.plan import RunPlan, RunRequest, current_precision, merged_configs, validate_curricula, validate_request
 from purehr.run.record import TaskRecord, manifest_curricula, task_record
@@ -44,10 +45,31 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
         budgets = _budget_change(task, saved[task], wanted[task], curricula.get(task), where)
         if budgets is not None:
             extended[task] = budgets
+    pbt = _recorded_population(manifest, request, extended)
     tracking = TrackingSettings.from_json(manifest.get("tracking")).merged_with(request.tracking).validated()
     tracking.check_writable(run_dir.root)
     tracking = tracking.with_run_ids(tasks, seeds)
-    return RunPlan(run_dir.root, tasks, seeds, wanted, curricula, manifest, extended, tracking=tracking)
+    return RunPlan(run_dir.root, tasks, seeds, wanted, curricula, manifest, extended, tracking=tracking, pbt=pbt)
+
+
+def _recorded_population(manifest: dict, request: RunRequest, extended: dict) -> PBTSettings | None:
+    """A PBT run resumes with its recorded settings (given ones must equal them) and is never
+    extended: a larger budget moves the step's updates, so the extension could not be the run
+    an uninterrupted PBT run would have been."""
+    recorded = manifest.get("pbt")
+    pbt = None if recorded is None else PBTSettings.from_dict(recorded)
+    if request.pbt is not None and (pbt is None or request.pbt.to_dict() != pbt.to_dict()):
+        raise ValueError(
+            f"--resume: the run was started with PBT settings {recorded}, not {request.pbt.to_dict()}; "
+            "resume with the original settings (or omit the --pbt flags)"
+        )
+    if pbt is not None and extended:
+        changes = ", ".join(f"{task}: {old:,} -> {new:,} steps" for task, (old, new) in extended.items())
+        raise ValueError(
+            f"--resume: a PBT run cannot be extended ({changes}); the step's updates depend on the budget. "
+            "Start a new run with the larger --steps"
+        )
+    return pbt
 
 
 def _check_environments(records: dict[str, TaskRecord], request: RunRequest, where: str) -> None:

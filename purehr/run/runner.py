@@ -8,6 +8,8 @@
                   cond(update crossed a checkpoint target, or was the last)   (hook)
                     -> held-out evaluation (full, with a showcase episode, at every
                        full_eval_interval-th target; quick between), vmapped over seeds, on device
+                    -> with --pbt: fitness, and where due the exploit/explore step on the
+                       seed axis (purehr.population), so the state saved is the one trained on
                     -> io_callback(save every seed's full state)
 
 Predicates come from the update counter alone, which is the same for every seed of a task,
@@ -29,7 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from purehr.envs.base import Environment
-from purehr.ppo.algorithm import PPO, RunnerState
+from purehr.population import PopulationStep
+from purehr.ppo.algorithm import PPO, RunnerState, diverged_at_update
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
 from purehr.tasks import Task
@@ -43,6 +46,7 @@ class TaskSetup:
     eval_env_params: Any
     config: PPOConfig
     ppo: PPO
+    population: PopulationStep | None = None  # population-based training (docs/pbt.md)
 
     @property
     def name(self) -> str:
@@ -93,6 +97,16 @@ def checkpoint_schedule(config: PPOConfig) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(updates, np.int32), np.asarray(full, bool)
 
 
+def population_updates(config: PPOConfig, interval: int) -> tuple[int, ...]:
+    """The checkpoint updates after which population-based training's step fires: every
+    ``interval``-th checkpoint target, never the initial state or the last update (the final
+    parameters are the ones trained)."""
+    updates, _ = checkpoint_schedule(config)
+    batch, every_steps = config.batch_size, config.checkpoint_interval
+    last = config.num_updates
+    return tuple(int(u) for u in updates if 0 < u < last and (u * batch // every_steps) % interval == 0)
+
+
 def checkpoint_due(config: PPOConfig, update_index: jax.Array) -> jax.Array:
     """Whether the run saves after ``update_index`` updates (traceable; see ``checkpoint_schedule``)."""
     updates, _ = checkpoint_schedule(config)
@@ -131,14 +145,18 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
         def save(runner, evaluation, showcase, has_showcase) -> None:
             host.on_checkpoint(setup.name, runner, evaluation, showcase if bool(has_showcase) else None)
 
-        def checkpoint(runner: RunnerState, _metrics) -> None:
+        def checkpoint(runner: RunnerState, _metrics) -> RunnerState | None:
             if setup.config.full_eval_interval == 1:
                 evaluation, showcase, recorded = full(runner.params)
             else:  # a real branch: the predicate comes from the update counter, the same for all seeds
                 evaluation, showcase, recorded = jax.lax.cond(
                     setup.full_evaluation_due(runner.update_index[0]), full, quick, runner.params
                 )
+            if setup.population is not None:  # the saved state is the one the population continues from
+                runner, record = setup.population(runner, evaluation, diverged_at_update(runner, setup.config) > 0)
+                evaluation = dict(evaluation, **record)
             call_host(save, runner, evaluation, showcase, recorded)
+            return runner if setup.population is not None else None  # else nothing for the scan to stack
 
         def log(_runner, metrics) -> jax.Array:
             return call_host(functools.partial(host.on_update, setup.name), metrics, keep_going=True)
@@ -148,7 +166,10 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
             setup.ppo.num_updates,
             # the log hook stops the task where the host says so (Ctrl-C); the update it logged
             # still checkpoints when due
-            hooks=(Hook(every(1), log, stops=True), Hook(setup.crossed_target, checkpoint, at_start=True)),
+            hooks=(
+                Hook(every(1), log, stops=True),
+                Hook(setup.crossed_target, checkpoint, at_start=True, replaces_runner=setup.population is not None),
+            ),
         )
 
     loops = [task_loop(setup) for setup in setups]

@@ -64,6 +64,7 @@ def _new_manifest(plan: RunPlan, setups: list[TaskSetup], command: list[str] | N
         environments={s.name: s.task.env_kwargs(s.env) for s in setups},
         sources={s.name: s.task.source(s.env) for s in setups},
         curricula={name: curriculum.to_dict() for name, curriculum in plan.curricula.items()},
+        pbt=None if plan.pbt is None else plan.pbt.to_dict(),
         baselines=baselines,
         wall_time_s=None,
         precision=current_precision(),

@@ -32,8 +32,14 @@ def update_scalars(row: dict[str, Any]) -> dict[str, float]:
 
 
 def heldout_scalars(row: dict[str, Any]) -> dict[str, float]:
-    """A ``checkpoints.csv`` row's held-out metrics (``eval_<name>``) as ``heldout/<name>``."""
-    return {f"heldout/{name[len('eval_') :]}": float(value) for name, value in row.items() if name.startswith("eval_")}
+    """A ``checkpoints.csv`` row's held-out metrics (``eval_<name>``) as ``heldout/<name>``, and
+    a PBT run's record (``pbt_<name>``: fitness, parent seed, explored values) as ``pbt/<name>``."""
+    scalars = {}
+    for name, value in row.items():
+        for prefix, group in (("eval_", "heldout"), ("pbt_", "pbt")):
+            if name.startswith(prefix):
+                scalars[f"{group}/{name[len(prefix) :]}"] = float(value)
+    return scalars
 
 
 def history(update_rows: list[dict], checkpoint_rows: list[dict]) -> list[tuple[int, dict[str, float]]]:

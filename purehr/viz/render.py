@@ -12,6 +12,7 @@ from pathlib import Path
 
 from purehr.run.run_dir import FIGURES, FINAL_METRICS_CSV, RunDirectory
 from purehr.viz.learning_curves import plot_learning_figure, plot_training_log, write_final_metrics
+from purehr.viz.pbt_figures import PBT_FIGURES, render_pbt_figures
 from purehr.viz.replay import render_replay
 from purehr.viz.run_data import load_run
 
@@ -19,15 +20,16 @@ REPLAY_TASK = "swing"
 
 
 def render_run(run_dir: str | Path, *, tasks: list[str] | None = None, replay: bool = True) -> list[Path]:
-    """Learning and training-log figures per task and final_metrics.csv; with ``replay``
-    (and the swing task among ``tasks``) also the swing replay video, poster, timeline and
-    HTML player. Returns the paths written."""
+    """Learning and training-log figures per task (a PBT run's population figures too) and
+    final_metrics.csv; with ``replay`` (and the swing task among ``tasks``) also the swing
+    replay video, poster, timeline and HTML player. Returns the paths written."""
     run = load_run(run_dir, tasks)
     figures_dir = run.run_dir / FIGURES
     written: list[Path] = []
     for task in run.tasks:
         written += plot_learning_figure(run, task, figures_dir)
         written += plot_training_log(run, task, figures_dir)
+    written += render_pbt_figures(run)  # a PBT run's hyperparameters, lineage and members; [] otherwise
     written.append(write_final_metrics(run, run.run_dir / FINAL_METRICS_CSV))
     if replay and REPLAY_TASK in run.logs:
         outputs = render_replay(run, figures_dir, task=REPLAY_TASK)
@@ -35,14 +37,16 @@ def render_run(run_dir: str | Path, *, tasks: list[str] | None = None, replay: b
     return written
 
 
-def expected_figures(tasks: list[str]) -> list[str]:
+def expected_figures(tasks: list[str], pbt: bool = False) -> list[str]:
     """The files ``render_run`` writes under ``figures/`` for ``tasks`` (a task name may hold a
-    colon: ``gymnax:CartPole-v1_learning.png``): each task's learning figure and training log, and
-    the replay's player where the replayed task (swing) is among them."""
+    colon: ``gymnax:CartPole-v1_learning.png``): each task's learning figure and training log
+    (with ``pbt``, its population's figures too), and the replay's player where the replayed
+    task (swing) is among them."""
+    figures = ("learning", "training_log") + (PBT_FIGURES if pbt else ())
     names = [
-        f"{task}_{figure}.{suffix}"
+        f"{figure}_{task}.{suffix}" if figure.startswith("pbt_") else f"{task}_{figure}.{suffix}"
         for task in tasks
-        for figure in ("learning", "training_log")
+        for figure in figures
         for suffix in ("png", "pdf")
     ]
     return names + (["replay.html"] if REPLAY_TASK in tasks else [])
@@ -50,9 +54,10 @@ def expected_figures(tasks: list[str]) -> list[str]:
 
 def missing_figures(run_dir: str | Path) -> list[str]:
     """The files of ``expected_figures`` for the run's tasks that ``figures/`` lacks."""
-    tasks = RunDirectory(Path(run_dir)).read_manifest()["tasks"]
+    manifest = RunDirectory(Path(run_dir)).read_manifest()
     figures = Path(run_dir) / FIGURES
-    return [name for name in expected_figures(tasks) if not (figures / name).exists()]
+    expected = expected_figures(manifest["tasks"], pbt=manifest.get("pbt") is not None)
+    return [name for name in expected if not (figures / name).exists()]
 
 
 def render_figures_only(run_dir: str | Path) -> list[Path]:

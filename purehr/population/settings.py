@@ -1,0 +1,163 @@
+"""Population-based training's settings (Jaderberg et al. 2017, as docs/pbt.md describes): which
+hyperparameters a population explores and within which bounds, the exploit rule (truncation
+selection), the explore rule (perturb or resample), the fitness of each task and how often the
+step fires. Everything is checked here, before anything is compiled, naming the bad value.
+
+The defaults are Ray Tune's ``PopulationBasedTraining`` defaults (quantile fraction 0.25,
+resample probability 0.25) with factors 0.8 / 1.25 instead of its 0.8 / 1.2: a pair whose
+product is 1 is symmetric in log scale, so a hyperparameter perturbed at random does not drift.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from purehr.ppo.config import HYPERPARAMETERS, PPOConfig
+
+FITNESS_RULES = ("success", "return")
+"""``success``: held-out success rate, ties broken by held-out mean return; ``return``: held-out
+mean return. Any tie left goes to the lower member index (docs/pbt.md)."""
+
+DEFAULT_BOUNDS: dict[str, tuple[float, float]] = {
+    "learning_rate": (1e-5, 1e-2),
+    "clip_range": (0.05, 0.5),
+    "ent_coef": (1e-5, 0.1),
+    "vf_coef": (0.1, 2.0),
+    "gae_lambda": (0.8, 0.999),
+    "gamma": (0.9, 0.9999),
+    "max_grad_norm": (0.1, 10.0),
+}
+"""Where each hyperparameter may go unless ``--pbt-bounds`` says otherwise."""
+
+COMPLEMENT_SCALE = ("gae_lambda", "gamma")
+"""Explored through 1 - x in log scale (the horizon 1 / (1 - x) is what matters: 0.99 -> 0.995
+halves what 0.9 -> 0.95 halves); every other hyperparameter is explored in log scale of x."""
+
+DEFAULT_EXPLORE = ("learning_rate", "ent_coef", "clip_range")
+
+
+@dataclass(frozen=True)
+class PBTSettings:
+    explore: tuple[str, ...] = field(
+        default=DEFAULT_EXPLORE, metadata={"help": "the PPOHyperparams fields the population explores"}
+    )
+    bounds: dict[str, tuple[float, float]] = field(
+        default_factory=dict, metadata={"help": "NAME=LOW:HIGH per explored hyperparameter (default: DEFAULT_BOUNDS)"}
+    )
+    fraction: float = field(
+        default=0.25, metadata={"help": "truncation selection: the bottom fraction copies a member of the top fraction"}
+    )
+    factors: tuple[float, float] = field(
+        default=(0.8, 1.25), metadata={"help": "explore: a copied hyperparameter is multiplied by one of these"}
+    )
+    resample_probability: float = field(
+        default=0.25, metadata={"help": "explore: the chance a copied hyperparameter is drawn anew within its bounds"}
+    )
+    interval: int = field(default=1, metadata={"help": "the step fires at every k-th checkpoint target"})
+    fitness: dict[str, str] = field(
+        default_factory=dict, metadata={"help": "TASK=success|return (default: success where the task defines it)"}
+    )
+
+    def bounds_of(self, name: str) -> tuple[float, float]:
+        return tuple(self.bounds.get(name, DEFAULT_BOUNDS[name]))
+
+    def selected(self, population: int) -> int:
+        """How many members copy (and how many are copied from) at each step."""
+        return math.floor(population * self.fraction)
+
+    # ------------------------------------------------------------------------------ checks
+    @classmethod
+    def checked(cls, **given: Any) -> PBTSettings:
+        """The settings from keyword values (None: the default), each checked by name."""
+        given = {name: value for name, value in given.items() if value is not None}
+        unknown = set(given) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown PBT setting(s) {sorted(unknown)}")
+        if "explore" in given:
+            given["explore"] = tuple(given["explore"])
+        if "factors" in given:
+            given["factors"] = tuple(float(f) for f in given["factors"])
+        if "bounds" in given:
+            given["bounds"] = {name: tuple(float(b) for b in pair) for name, pair in given["bounds"].items()}
+        settings = cls(**given)
+        settings._check_names()
+        settings._check_numbers()
+        # the defaults written out: what the manifest records is the whole of what was used
+        return dataclasses.replace(settings, bounds={name: settings.bounds_of(name) for name in settings.explore})
+
+    def _check_names(self) -> None:
+        if not self.explore:
+            raise ValueError(f"--pbt-explore {list(self.explore)}: expected at least one of {list(HYPERPARAMETERS)}")
+        for name in self.explore:
+            if name not in HYPERPARAMETERS:
+                raise ValueError(
+                    f"--pbt-explore {name!r}: not a hyperparameter PBT can explore; expected some of "
+                    f"{list(HYPERPARAMETERS)} (shapes such as network width or batch size are out of scope)"
+                )
+        if len(set(self.explore)) != len(self.explore):
+            raise ValueError(f"--pbt-explore {list(self.explore)}: each hyperparameter may appear once")
+        for name, (low, high) in self.bounds.items():
+            if name not in self.explore:
+                raise ValueError(f"--pbt-bounds {name}: {name!r} is not explored (--pbt-explore {list(self.explore)})")
+            if not (math.isfinite(low) and math.isfinite(high) and 0 < low < high):
+                raise ValueError(f"--pbt-bounds {name}={low}:{high}: expected 0 < LOW < HIGH, both finite")
+            if name in COMPLEMENT_SCALE and not high < 1:
+                raise ValueError(f"--pbt-bounds {name}={low}:{high}: expected HIGH < 1 ({name} is explored as 1 - x)")
+
+    def _check_numbers(self) -> None:
+        if not 0 < self.fraction <= 0.5:
+            raise ValueError(f"--pbt-fraction {self.fraction}: expected a number in (0, 0.5]")
+        if len(self.factors) != 2 or not all(math.isfinite(f) and f > 0 for f in self.factors):
+            raise ValueError(f"--pbt-factors {list(self.factors)}: expected two finite positive numbers")
+        if not 0 <= self.resample_probability <= 1:
+            raise ValueError(f"--pbt-resample {self.resample_probability}: expected a probability in [0, 1]")
+        if isinstance(self.interval, bool) or not isinstance(self.interval, int) or self.interval < 1:
+            raise ValueError(f"--pbt-interval {self.interval!r}: expected a positive integer (checkpoint targets)")
+        for task, rule in self.fitness.items():
+            if rule not in FITNESS_RULES:
+                raise ValueError(f"--pbt-fitness {task}={rule}: expected one of {list(FITNESS_RULES)}")
+
+    def check_run(self, population: int, configs: dict[str, PPOConfig], steps_between: dict[str, list[int]]) -> None:
+        """What needs the run: the population, each task's starting values and PBT updates.
+        ``steps_between[task]`` lists the updates at which the step would fire."""
+        if self.selected(population) < 1:
+            raise ValueError(
+                f"--population {population}: truncation selection with --pbt-fraction {self.fraction} "
+                f"needs at least {math.ceil(1 / self.fraction)} members (floor(population x fraction) >= 1)"
+            )
+        unknown = set(self.fitness) - set(configs)
+        if unknown:
+            raise ValueError(f"--pbt-fitness for {sorted(unknown)}: not trained in this run ({sorted(configs)})")
+        for task, config in configs.items():
+            for name in self.explore:
+                low, high = self.bounds_of(name)
+                value = getattr(config, name)
+                if not low <= value <= high:
+                    raise ValueError(
+                        f"--pbt-bounds {name}={low:g}:{high:g} exclude {task}'s starting value {name}={value:g}; "
+                        f"expected bounds around it (give --pbt-bounds {name}=LOW:HIGH)"
+                    )
+            if not steps_between[task]:
+                raise ValueError(
+                    f"--pbt-interval {self.interval}: the PBT step never fires within {task}'s budget "
+                    f"({config.total_timesteps:,} steps, a checkpoint every {config.checkpoint_interval:,}); "
+                    "expected an interval below the number of checkpoint targets"
+                )
+
+    def fitness_of(self, task: str, defines_success: bool) -> str:
+        return self.fitness.get(task, "success" if defines_success else "return")
+
+    # ------------------------------------------------------------------------------ records
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["explore"] = list(self.explore)
+        data["factors"] = list(self.factors)
+        data["bounds"] = {name: list(self.bounds_of(name)) for name in self.explore}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PBTSettings:
+        return cls.checked(**data)

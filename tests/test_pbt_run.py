@@ -1,0 +1,130 @@
+"""Population-based training through the protocol: one compiled call trains both tasks'
+populations, the checkpoints record every member's fitness, parent and hyperparameters, and a
+run SIGKILLed after its third checkpoint resumes to the final parameters, hyperparameters and
+lineage of an uninterrupted run, bit for bit. The step's arithmetic is tests/test_pbt.py."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import signal
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from conftest import PROTOCOL_CLI, PROTOCOL_SMALL, KilledRun
+
+from purehr.population import PBTSettings
+from purehr.run import restore
+from purehr.run.files import read_csv
+from purehr.run.protocol import train_all_seeds
+from purehr.tasks import get_task
+from purehr.viz.pbt_figures import render_pbt_figures
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = ["swing", "hrv"]
+POPULATION = [0, 1, 2, 3]
+EXPLORE = ["learning_rate", "ent_coef", "clip_range"]
+FLAGS = PROTOCOL_CLI[PROTOCOL_CLI.index("--steps") :]  # PROTOCOL_SMALL without its task list
+CLI = [
+    "--tasks",
+    *TASKS,
+    *FLAGS,
+    "--pbt",
+    "--population",
+    "4",
+    "--pbt-explore",
+    *EXPLORE,
+    "--no-render",
+    "--no-progress",
+]
+# batch 512, targets every 3,000 steps: checkpoints after updates 0, 6, 12, 18, 24, 30 and 32;
+# the step fires at 6 ... 30 (never at the initial state or the last update)
+FIRED_AT_STEPS = [3072, 6144, 9216, 12288, 15360]
+
+
+def leaves_equal(a, b) -> bool:
+    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+
+
+@pytest.fixture(scope="module")
+def pbt_runs(tmp_path_factory):
+    """An uninterrupted PBT run in process and, at the same time on the other core, the same run
+    from the command line, SIGKILLed after its third swing checkpoint and then resumed here."""
+    base = tmp_path_factory.mktemp("pbt")
+    killed_dir = base / "killed"
+    child = KilledRun(killed_dir, CLI, "swing/seed_3/checkpoints.csv")
+    configs = {task: get_task(task).default_config.replace(**PROTOCOL_SMALL) for task in TASKS}
+    with contextlib.redirect_stderr(io.StringIO()):
+        reference = train_all_seeds(
+            base / "reference",
+            tasks=TASKS,
+            seeds=POPULATION,
+            configs=configs,
+            progress=False,
+            pbt=PBTSettings.checked(explore=EXPLORE),
+        )
+    output = child.wait()
+    assert child.rows >= 3 and child.returncode == -signal.SIGKILL, output[-2000:]
+    assert json.loads((killed_dir / "manifest.json").read_text())["status"] == "running"
+    with contextlib.redirect_stderr(io.StringIO()):
+        resumed = train_all_seeds(killed_dir, resume=True, progress=False)
+    return {"reference": reference, "resumed": resumed, "killed_dir": killed_dir}
+
+
+def rows_of(run_dir: Path, task: str, seed: int) -> list[dict]:
+    return read_csv(run_dir / task / f"seed_{seed}" / "checkpoints.csv")
+
+
+@pytest.mark.slow
+def test_a_killed_pbt_run_resumes_to_the_same_parameters_hyperparameters_and_lineage(pbt_runs):
+    reference, resumed = pbt_runs["reference"], pbt_runs["resumed"]
+    assert 0 < resumed.resumed_from["swing"] < 16384
+    recorded = [f"pbt_{name}" for name in ["fitness", "parent", *EXPLORE]]
+    for task in TASKS:
+        assert leaves_equal(resumed.final_runners[task], reference.final_runners[task]), task
+        np.testing.assert_array_equal(  # the explored hyperparameters are part of the state
+            resumed.final_runners[task].hparams.learning_rate, reference.final_runners[task].hparams.learning_rate
+        )
+        for seed in POPULATION:
+            rows, reference_rows = rows_of(pbt_runs["killed_dir"], task, seed), rows_of(reference.run_dir, task, seed)
+            assert [r["state_digest"] for r in rows] == [r["state_digest"] for r in reference_rows]
+            assert [[r[c] for c in recorded] for r in rows] == [[r[c] for c in recorded] for r in reference_rows]
+    manifest = json.loads((pbt_runs["killed_dir"] / "manifest.json").read_text())
+    assert manifest["pbt"]["explore"] == EXPLORE and manifest["seeds"] == POPULATION
+
+
+@pytest.mark.slow
+def test_each_checkpoint_records_the_population_and_a_copy_carries_its_parents_weights(pbt_runs):
+    run_dir = pbt_runs["reference"].run_dir
+    copies = 0
+    for task in TASKS:
+        by_seed = {seed: rows_of(run_dir, task, seed) for seed in POPULATION}
+        for index, steps in enumerate(int(r["actual_steps"]) for r in by_seed[0]):
+            parents = {seed: int(by_seed[seed][index]["pbt_parent"]) for seed in POPULATION}
+            copied = [seed for seed, parent in parents.items() if parent != seed]
+            if steps not in FIRED_AT_STEPS:
+                assert not copied, (task, steps)  # the first and the last checkpoint never copy
+                continue
+            assert len(copied) == 1  # floor(4 x 0.25): the worst member copies the best
+            (child,) = copied
+            parent = parents[child]
+            fitness = {seed: float(by_seed[seed][index]["pbt_fitness"]) for seed in POPULATION}
+            assert fitness[child] == min(fitness.values()) and fitness[parent] == max(fitness.values())
+            saved_child = restore(run_dir, task, child, steps)
+            saved_parent = restore(run_dir, task, parent, steps)
+            assert leaves_equal(saved_child.params, saved_parent.params)  # what it continues from
+            assert leaves_equal(saved_child.runner.opt_state, saved_parent.runner.opt_state)
+            for name in EXPLORE:  # perturbed from the parent's value, within the bounds
+                ratio = float(by_seed[child][index][f"pbt_{name}"]) / float(by_seed[parent][index][f"pbt_{name}"])
+                low, high = PBTSettings().bounds_of(name)
+                assert low <= float(by_seed[child][index][f"pbt_{name}"]) <= high
+                assert ratio != 1.0 or float(by_seed[child][index][f"pbt_{name}"]) in (low, high)
+            copies += 1
+    assert copies == 2 * len(FIRED_AT_STEPS)
+    figures = render_pbt_figures(run_dir)
+    assert sorted(p.name for p in figures if p.suffix == ".png") == sorted(
+        f"pbt_{name}_{task}.png" for name in ("hyperparameters", "lineage", "learning") for task in TASKS
+    )
