@@ -30,19 +30,47 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--pbt-runs", type=int, default=3, help="independent PBT runs (disjoint seeds)")
     parser.add_argument("--pbt-interval", type=int, default=2, help="the PBT step at every k-th checkpoint target")
     parser.add_argument("--out", type=Path, required=True, help="output directory (new or empty)")
+    parser.add_argument(
+        "--tables-only",
+        action="store_true",
+        help="train nothing: write comparison.csv and comparison.md again from --out's comparison.json",
+    )
     return parser
+
+
+def write_tables(out: Path, members: dict, population: int, task: str) -> str:
+    from purehr.experiments.pbt_comparison import format_table, summarise
+    from purehr.run.files import atomic_write_text, write_csv
+
+    rows = summarise(members, population)
+    write_csv(out / "comparison.csv", list(rows[0]), rows)
+    table = format_table(rows, task)
+    atomic_write_text(out / "comparison.md", table + "\n")
+    return table
+
+
+def _members_from_json(members: dict) -> dict:
+    """comparison.json's members with their seeds as integers again (JSON keys are text)."""
+    return {
+        arm: outcomes if arm.startswith("grid") else {int(k): v for k, v in outcomes.items()}
+        for arm, outcomes in members.items()
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.tables_only:
+        record = json.loads((args.out / "comparison.json").read_text())
+        print(write_tables(args.out, _members_from_json(record["members"]), record["population"], record["task"]))
+        return 0
     if args.out.exists() and any(args.out.iterdir()):
         parser.exit(2, f"error: --out {args.out} is not empty; choose a new directory\n")
     if args.pbt_runs < 2 or args.steps <= 0:
         parser.exit(2, f"error: --pbt-runs {args.pbt_runs} (>= 2, for an interval) and --steps {args.steps} (> 0)\n")
-    from purehr.experiments.pbt_comparison import compare, format_table
+    from purehr.experiments.pbt_comparison import compare
     from purehr.population import PBTSettings
-    from purehr.run.files import atomic_write_json, atomic_write_text, write_csv
+    from purehr.run.files import atomic_write_json
     from purehr.run.machine import environment_description, load_average
 
     try:
@@ -51,10 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"error: {error}\n")
     load_before = load_average()
     result = compare(args.task, args.steps, args.population, args.pbt_runs, args.out, pbt)
-    rows = result["rows"]
-    write_csv(args.out / "comparison.csv", list(rows[0]), rows)
-    table = format_table(rows, args.task)
-    atomic_write_text(args.out / "comparison.md", table + "\n")
+    table = write_tables(args.out, result["members"], args.population, args.task)
     record = dict(
         command=[sys.executable, *(sys.argv if argv is None else ["scripts/compare_pbt.py", *argv])],
         machine=environment_description(),

@@ -69,11 +69,12 @@ def run_outcomes(run_dir: Path, task: str, seeds: Sequence[int]) -> dict[int, di
     }
 
 
-def summary_row(method: str, samples: list[dict[str, float]], what: str) -> dict[str, Any]:
-    """Mean and 95% t interval over ``samples`` (independent runs, or seeds) of each number."""
-    row: dict[str, Any] = {"method": method, "what": what, "n": len(samples)}
-    for name in ("steps_to_bar", "success_rate", "speed"):
-        values = np.asarray([s[name] for s in samples], float)
+def summary_row(method: str, samples: list[dict[str, float]], what: str, checkpoints: bool = True) -> dict[str, Any]:
+    """Mean and 95% t interval over ``samples`` (independent runs, or seeds) of each number;
+    without ``checkpoints`` (a sweep's end evaluation) the steps to the bar were not recorded."""
+    row: dict[str, Any] = {"method": method, "what": what, "n": len(samples), "checkpoints": checkpoints}
+    for name in ("steps_to_bar", "success_rate", "speed", "members_at_bar"):
+        values = np.asarray([s.get(name, math.nan) for s in samples], float)
         interval = mean_confidence_interval(values)
         row.update(
             {
@@ -86,6 +87,32 @@ def summary_row(method: str, samples: list[dict[str, float]], what: str) -> dict
     return row
 
 
+def at_bar(outcomes: dict) -> dict[str, float]:
+    """How many members of one run end at held-out success >= ``SUCCESS_BAR`` (as a sample)."""
+    return {"members_at_bar": float(sum(o["success_rate"] >= SUCCESS_BAR for o in outcomes.values()))}
+
+
+def summarise(members: dict[str, Any], population: int) -> list[dict[str, Any]]:
+    """The comparison's rows from every arm's per-member outcomes (``compare``'s ``members``,
+    also as comparison.json keeps them, with string keys)."""
+    pbt = [outcomes for name, outcomes in members.items() if name.startswith("pbt_")]
+    seeds, grid = members["seeds"], members["grid_best_cell"]
+    cells = grid["cells"]
+    best_cell = cells[best_of(dict(enumerate(cells)))]
+    cell = {"steps_to_bar": math.nan, "success_rate": best_cell["success_rate"], "speed": best_cell["speed"]}
+    return [
+        summary_row(
+            "pbt",
+            [dict(o[best_of(o)], **at_bar(o)) for o in pbt],
+            f"best member at the end, over {len(pbt)} independent PBT runs",
+        ),
+        summary_row("seeds", [dict(seeds[best_of(seeds)], **at_bar(seeds))], f"best of the {population} seeds"),
+        summary_row("seeds", list(seeds.values()), f"each of the {population} seeds"),
+        summary_row("grid", [cell], f"best of the {len(cells)} cells, at the sweep's end evaluation", False),
+        summary_row("grid", [grid["outcome"]], "the best cell trained again through the protocol (same seed)"),
+    ]
+
+
 def compare(
     task: str,
     steps: int,
@@ -96,14 +123,14 @@ def compare(
     grid: dict[str, Sequence[float]] | None = None,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Trains every arm under ``out_dir/runs`` and returns the rows, per-member outcomes and timing."""
+    """Trains every arm under ``out_dir/runs`` and returns every member's outcome and the timing
+    (``summarise`` makes the rows)."""
     grid = dict(DEFAULT_GRID if grid is None else grid)
     cells = int(np.prod([len(v) for v in grid.values()]))
     if cells != population:
         raise ValueError(f"the grid {grid} has {cells} cells; expected {population}, the compute of the population")
     runs_dir, timing, members = out_dir / "runs", {}, {}
     overrides = {"total_timesteps": steps}
-    best_pbt = []
     for index in range(pbt_runs):
         seeds = list(range(index * population, (index + 1) * population))
         name = f"pbt_{index}"
@@ -112,7 +139,6 @@ def compare(
         train_all_seeds(runs_dir / name, tasks=[task], seeds=seeds, overrides=overrides, progress=False, pbt=pbt)
         timing[name] = time.perf_counter() - started
         members[name] = run_outcomes(runs_dir / name, task, seeds)
-        best_pbt.append(members[name][best_of(members[name])])
     seeds = list(range(population))
     say(f"[pbt] seeds: the default configuration, {task} x seeds 0..{population - 1}")
     started = time.perf_counter()
@@ -121,14 +147,7 @@ def compare(
     members["seeds"] = run_outcomes(runs_dir / "seeds", task, seeds)
     best_cell, timing["grid"], timing["grid_best_cell"] = _grid_arm(task, steps, grid, runs_dir, say)
     members["grid_best_cell"] = best_cell
-    seed_outcomes = list(members["seeds"].values())
-    rows = [
-        summary_row("pbt", best_pbt, f"best member at the end, over {pbt_runs} independent PBT runs"),
-        summary_row("seeds", [members["seeds"][best_of(members["seeds"])]], f"best of the {population} seeds"),
-        summary_row("seeds", seed_outcomes, f"mean over the {population} seeds"),
-        summary_row("grid", [best_cell["outcome"]], f"best of the {cells} cells, trained again with checkpoints"),
-    ]
-    return {"rows": rows, "members": members, "timing_s": timing, "load_average_after": load_average()}
+    return {"members": members, "timing_s": timing, "load_average_after": load_average()}
 
 
 def _grid_arm(
@@ -174,6 +193,8 @@ def format_table(rows: list[dict[str, Any]], task: str) -> str:
     """The comparison as a Markdown table: mean [95% t interval] (n) of each number."""
 
     def cell(row, name, digits):
+        if name == "steps_to_bar" and not row["checkpoints"]:
+            return "not recorded (no checkpoints)"
         if not math.isfinite(row[name]):
             return "never"
         low, high = row[f"{name}_ci_low"], row[f"{name}_ci_high"]
@@ -183,12 +204,14 @@ def format_table(rows: list[dict[str, Any]], task: str) -> str:
 
     speed = SPEED_METRIC[task]
     lines = [
-        f"| arm | what | steps to held-out success >= {SUCCESS_BAR} | final success | final {speed} |",
-        "|---|---|---|---|---|",
+        f"| arm | what | steps to held-out success >= {SUCCESS_BAR} | final success | final {speed} "
+        f"| members at >= {SUCCESS_BAR} at the end |",
+        "|---|---|---|---|---|---|",
     ]
     for row in rows:
+        members = cell(row, "members_at_bar", 1) if row["members_at_bar_reached"] else "-"
         lines.append(
             f"| {row['method']} | {row['what']} | {cell(row, 'steps_to_bar', 0)} | {cell(row, 'success_rate', 2)} "
-            f"| {cell(row, 'speed', 2)} |"
+            f"| {cell(row, 'speed', 2)} | {members} |"
         )
     return "\n".join(lines)
