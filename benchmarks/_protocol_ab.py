@@ -7,12 +7,15 @@ tracking_overhead.py (``--log``) and pbt_cost.py (``--pbt``)."""
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _common import load_averages, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 MEASURES = ("process_wall_s", "process_cpu_s", "training_s", "compile_s")
@@ -50,3 +53,17 @@ def alternate(with_flags: list[str], common: list[str], repeats: int) -> tuple[l
     for measure in MEASURES:
         ratio[measure] = sum(r[measure] for r in runs if r["with"]) / sum(r[measure] for r in runs if not r["with"])
     return runs, ratio
+
+
+def measure_and_record(
+    with_flags: list[str], common: list[str], repeats: int, ratio_name: str, json_path: Path | None, with_key: str
+) -> None:
+    """``alternate``, then the record every such benchmark writes: the command, every run (its
+    with / without flag as ``with_key``), the ratios as ``ratio_name``, the load around it."""
+    before = os.getloadavg()
+    runs, ratio = alternate(with_flags, common, repeats)
+    runs = [dict({k: v for k, v in run.items() if k != "with"}, **{with_key: run["with"]}) for run in runs]
+    record = {"command": [sys.executable, *sys.argv], "runs": runs, ratio_name: ratio}
+    record.update(load_averages(before))
+    print(json.dumps({ratio_name: ratio, **load_averages(before)}))
+    write_json(json_path, record)

@@ -10,14 +10,11 @@ time (wall less compilation); the ratio is PBT / seeds of each, over the pairs."
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_averages, write_json  # noqa: E402
-from _protocol_ab import alternate  # noqa: E402
+from _protocol_ab import measure_and_record  # noqa: E402
 
 from purehr.cli.arguments import HelpFormatter, output_file, positive_int  # noqa: E402
 
@@ -36,12 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     seeds = [str(seed) for seed in range(args.population)]
     common = ["--tasks", *args.tasks, "--steps", str(args.steps), "--seeds", *seeds]
-    before = os.getloadavg()
-    runs, ratio = alternate(["--pbt"], common, args.repeats)
-    record = {"command": [sys.executable, *sys.argv], "runs": runs, "ratio_pbt_over_seeds": ratio}
-    record.update(load_averages(before))
-    print(json.dumps({"ratio_pbt_over_seeds": ratio, **load_averages(before)}))
-    write_json(args.json, record)
+    measure_and_record(["--pbt"], common, args.repeats, "ratio_pbt_over_seeds", args.json, with_key="with")
     return 0
 
 

@@ -13,14 +13,11 @@ else the shared machine runs); the ratio is logged / plain of each, over the pai
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import load_averages, write_json  # noqa: E402
-from _protocol_ab import alternate  # noqa: E402
+from _protocol_ab import measure_and_record  # noqa: E402
 
 from purehr.cli.arguments import HelpFormatter, output_file, positive_int  # noqa: E402
 
@@ -41,13 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     extra = (["--steps", str(args.steps)] if args.steps else []) + (["--seeds", *args.seeds] if args.seeds else [])
-    before = os.getloadavg()
-    runs, ratio = alternate(LOGGED, extra, args.repeats)
-    runs = [dict({k: v for k, v in run.items() if k != "with"}, logged=run["with"]) for run in runs]
-    record = {"command": [sys.executable, *sys.argv], "runs": runs, "ratio_logged_over_plain": ratio}
-    record.update(load_averages(before))
-    print(json.dumps({"ratio_logged_over_plain": ratio, **load_averages(before)}))
-    write_json(args.json, record)
+    measure_and_record(LOGGED, extra, args.repeats, "ratio_logged_over_plain", args.json, with_key="logged")
     return 0
 
 
