@@ -31,6 +31,7 @@ from purehr.run.files import read_csv
 from purehr.run.machine import load_average
 from purehr.run.protocol import train_all_seeds
 from purehr.tasks import get_task
+from purehr.viz.pbt_figures import best_member
 
 SUCCESS_BAR = 0.95
 DEFAULT_GRID = {"learning_rate": (1e-4, 3e-4, 1e-3, 3e-3), "ent_coef": (1e-4, 1e-3)}
@@ -52,14 +53,12 @@ def member_outcome(rows: list[dict[str, str]], speed_metric: str) -> dict[str, f
 
 
 def best_of(outcomes: dict[int, dict[str, float]]) -> int:
-    """The member best at the end: highest success, then return, then the lower seed; NaN last."""
-
-    def key(seed: int) -> tuple:
-        o = outcomes[seed]
-        finite = [v if math.isfinite(v) else -math.inf for v in (o["success_rate"], o["return_mean"])]
-        return (-finite[0], -finite[1], seed)
-
-    return min(outcomes, key=key)
+    """The member best at the end: highest success, then return, then the lower seed; NaN last
+    (the rule the PBT figures mark their best member by)."""
+    return best_member(
+        {seed: o["success_rate"] for seed, o in outcomes.items()},
+        {seed: o["return_mean"] for seed, o in outcomes.items()},
+    )
 
 
 def run_outcomes(run_dir: Path, task: str, seeds: Sequence[int]) -> dict[int, dict[str, float]]:
