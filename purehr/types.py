@@ -17,8 +17,12 @@ StepResult: TypeAlias = tuple[Any, Any, "jax.Array", "jax.Array", "jax.Array", d
 Policy: TypeAlias = Callable[[Any, "jax.Array", "jax.Array"], "jax.Array"]
 """``policy(observation, t, key) -> action`` for one unbatched observation: ``t`` is the step
 index in the episode (int32), ``key`` a PRNG key for a stochastic policy (a deterministic one
-ignores it). Every baseline, held-out evaluation and showcase recorder takes this shape, and
-``PPO.policy(network_params)`` returns it; a pure function, so it runs under jit and vmap."""
+ignores it). Every baseline takes this shape, and ``PPO.policy(network_params)`` of a
+feed-forward network returns it; a pure function, so it runs under jit and vmap.
+A policy with memory is a ``purehr.envs.policies.RecurrentPolicy`` (``initial_state`` and
+``step(state, observation, t, key) -> (action, state)``): every held-out evaluation and
+showcase recorder takes either, running a feed-forward one through ``as_recurrent`` (the
+empty state ``()``, so its compiled program is unchanged)."""
 
 EnvParamsSchedule: TypeAlias = Callable[[Any, "jax.Array"], Any]
 """``schedule(env_params, update_index) -> env_params`` for that update (a curriculum); the

@@ -6,9 +6,10 @@
 Continuous hyperparameters (--learning-rate, --clip-range, --ent-coef, --vf-coef,
 --gae-lambda, --gamma, --max-grad-norm) are vmapped: every combination x every seed trains
 in one jax.jit call. Shape-changing choices (--minibatch-size, --num-envs, --num-steps,
---num-epochs, --actor-hidden, --critic-hidden; hidden sizes written 64,64) given several
-values make separate groups, one compiled call each, in the same invocation. Every trained
-policy is then evaluated on the task's held-out protocol (vmapped, on the device).
+--num-epochs, --actor-hidden, --critic-hidden, --policy, --recurrent-width; hidden sizes
+written 64,64) given several values make separate groups, one compiled call each, in the same
+invocation. Every trained policy is then evaluated on the task's held-out protocol (vmapped,
+on the device).
 
 Writes to --out: ranking.csv (mean and two-sided 95% t interval over seeds of held-out
 success and return per setting, best first), runs.csv (every run), heatmap.png/.pdf (two

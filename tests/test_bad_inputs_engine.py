@@ -70,7 +70,12 @@ def test_bad_config_is_refused_naming_field_and_value(changes, message):
 
 def test_every_config_field_has_a_type_check():
     """A new field must join a checked group, or it would escape the checks above."""
-    checked = set(INT_FIELDS) | set(FLOAT_FIELDS) | set(BOOL_FIELDS) | {"actor_hidden", "critic_hidden", "activation"}
+    checked = (
+        set(INT_FIELDS)
+        | set(FLOAT_FIELDS)
+        | set(BOOL_FIELDS)
+        | {"actor_hidden", "critic_hidden", "activation", "policy"}
+    )
     assert checked == set(PPOConfig.__dataclass_fields__)
 
 

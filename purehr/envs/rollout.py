@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from purehr.envs import spaces
 from purehr.envs.base import Environment
+from purehr.envs.policies import RecurrentPolicy, as_recurrent
 from purehr.types import Policy
 
 HELDOUT_SEED = 20261201
@@ -20,10 +21,17 @@ judged on the same episodes."""
 
 
 def run_episodes(
-    env: Environment, env_params, policy: Policy, key: jax.Array, num_episodes: int, num_steps: int | None = None
+    env: Environment,
+    env_params,
+    policy: Policy | RecurrentPolicy,
+    key: jax.Array,
+    num_episodes: int,
+    num_steps: int | None = None,
 ) -> dict[str, jax.Array]:
-    """Per-episode return, length and success of ``policy(obs, t, key)`` over the first
-    episode from each of ``num_episodes`` resets (later steps are masked out)."""
+    """Per-episode return, length and success of ``policy`` over the first episode from each
+    of ``num_episodes`` resets (later steps are masked out). Each episode starts from the
+    policy's ``initial_state`` (``as_recurrent``; a feed-forward policy carries none)."""
+    policy = as_recurrent(policy)
     num_steps = env.max_episode_steps(env_params) if num_steps is None else num_steps
 
     def one_episode(episode_key):
@@ -31,18 +39,27 @@ def run_episodes(
         observation, state = env.reset(reset_key, env_params)
 
         def step(carry, t):
-            observation, state, key, running, total, length, success = carry
+            observation, state, memory, key, running, total, length, success = carry
             key, action_key, step_key = jax.random.split(key, 3)
-            action = policy(observation, t, action_key)
+            action, memory = policy.step(memory, observation, t, action_key)
             observation, state, reward, terminated, truncated, info = env.step(step_key, state, action, env_params)
             total = total + jnp.where(running, reward, 0.0)
             length = length + running.astype(jnp.int32)
             success = jnp.logical_or(success, jnp.logical_and(running, info["success"]))
             running = jnp.logical_and(running, jnp.logical_not(jnp.logical_or(terminated, truncated)))
-            return (observation, state, key, running, total, length, success), None
+            return (observation, state, memory, key, running, total, length, success), None
 
-        start = (observation, state, run_key, jnp.bool_(True), jnp.float32(0.0), jnp.int32(0), jnp.bool_(False))
-        (_, _, _, _, total, length, success), _ = jax.lax.scan(step, start, jnp.arange(num_steps))
+        start = (
+            observation,
+            state,
+            policy.initial_state,
+            run_key,
+            jnp.bool_(True),
+            jnp.float32(0.0),
+            jnp.int32(0),
+            jnp.bool_(False),
+        )
+        (_, _, _, _, _, total, length, success), _ = jax.lax.scan(step, start, jnp.arange(num_steps))
         return {"return": total, "length": length, "success": success}
 
     return jax.vmap(one_episode)(jax.random.split(key, num_episodes))
@@ -58,7 +75,7 @@ def defines_success(env: Environment) -> bool:
 
 
 def heldout_evaluation(
-    env: Environment, env_params, policy: Policy, num_episodes: int = 100, seed: int = HELDOUT_SEED
+    env: Environment, env_params, policy: Policy | RecurrentPolicy, num_episodes: int = 100, seed: int = HELDOUT_SEED
 ) -> dict[str, jax.Array]:
     """The generic held-out evaluation (pure, jittable): ``num_episodes`` fixed episodes
     (``heldout_key(seed)``), each run to its end or the time limit. Returns ``return_mean``,
@@ -76,23 +93,25 @@ def heldout_evaluation(
     }
 
 
-def record_episode(env: Environment, env_params, policy: Policy) -> dict[str, jax.Array]:
+def record_episode(env: Environment, env_params, policy: Policy | RecurrentPolicy) -> dict[str, jax.Array]:
     """The first held-out episode step by step (a checkpoint's showcase): ``reward``,
     ``action``, ``success`` and ``active`` (the steps inside the episode), [max steps, ...]."""
+    policy = as_recurrent(policy)
     reset_key, run_key = jax.random.split(jax.random.split(heldout_key(), 1)[0])
     observation, state = env.reset(reset_key, env_params)
 
     def step(carry, t):
-        observation, state, key, running = carry
+        observation, state, memory, key, running = carry
         key, action_key, step_key = jax.random.split(key, 3)
-        action = policy(observation, t, action_key)
+        action, memory = policy.step(memory, observation, t, action_key)
         observation, state, reward, terminated, truncated, info = env.step(step_key, state, action, env_params)
         row = {"reward": reward, "action": jnp.asarray(action), "success": info["success"], "active": running}
         running = jnp.logical_and(running, jnp.logical_not(jnp.logical_or(terminated, truncated)))
-        return (observation, state, key, running), row
+        return (observation, state, memory, key, running), row
 
     steps = jnp.arange(env.max_episode_steps(env_params))
-    _, rows = jax.lax.scan(step, (observation, state, run_key, jnp.bool_(True)), steps)
+    start = (observation, state, policy.initial_state, run_key, jnp.bool_(True))
+    _, rows = jax.lax.scan(step, start, steps)
     return rows
 
 

@@ -36,7 +36,16 @@ from purehr.run.files import atomic_write_json, check_output_file, json_values, 
 from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
 from purehr.viz.sweep_heatmap import heatmap_axes, plot_heatmap
 
-SHAPE_FIELDS = ("num_envs", "num_steps", "num_epochs", "minibatch_size", "actor_hidden", "critic_hidden")
+SHAPE_FIELDS = (
+    "num_envs",
+    "num_steps",
+    "num_epochs",
+    "minibatch_size",
+    "actor_hidden",
+    "critic_hidden",
+    "policy",
+    "recurrent_width",
+)
 """PPOConfig fields that change the compiled program: one group (one compile) per choice."""
 SWEEP_MARKER = "sweep.json"
 RANKING_CSV = "ranking.csv"

@@ -24,8 +24,8 @@ import numpy as np
 from purehr.envs.base import Environment, check_env_params
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.envs.rollout import heldout_evaluation
-from purehr.envs.spaces import observation_batch_size
 from purehr.model.saved import ModelContents, read_model, write_model
+from purehr.ppo.acting import Actor
 from purehr.ppo.algorithm import PPO, diverged_at_update, make_ppo
 from purehr.ppo.config import MAX_HELDOUT_EPISODES, PPOConfig
 from purehr.ppo.trainer import TrainResult, keys_for_seeds, make_train
@@ -53,21 +53,16 @@ class PPOModel:
         self.seed = seed
         self.curriculum = None  # the Curriculum trained with (train_hr_ppo sets it)
         self._ppo: PPO = make_ppo(config, env, env_params)
-        self._act = jax.jit(
-            lambda p, obs, key, deterministic: self._ppo.policy(p, deterministic)(obs, 0, key), static_argnums=3
-        )
+        self._act = Actor(self._ppo)
 
-    def predict(self, observation, deterministic: bool = True, key: jax.Array | None = None) -> np.ndarray:
+    def predict(self, observation, deterministic: bool = True, key: jax.Array | None = None, state=None):
         """Action for one observation, or for a batch (a leading axis on every leaf). An
-        observation of the wrong shape or with missing keys is refused, naming the leaf."""
-        key = jax.random.PRNGKey(0) if key is None else key
-        batch = observation_batch_size(observation, self.env.observation_space(self.env_params))
-        if batch is None:
-            return np.asarray(self._act(self.params, observation, key, deterministic))
-        keys = jax.random.split(key, batch)
-        return np.asarray(
-            jax.vmap(self._act, in_axes=(None, 0, 0, None))(self.params, observation, keys, deterministic)
-        )
+        observation of the wrong shape or with missing keys is refused, naming the leaf.
+
+        A recurrent model (``policy="gru"``) returns ``(action, state)``: pass the state back
+        with the episode's next observation, ``state=None`` at an episode's start
+        (``purehr.ppo.acting``; docs/recurrent.md)."""
+        return self._act(self.params, observation, key=key, deterministic=deterministic, state=state)
 
     def evaluate(self, num_episodes: int = 100, seed: int | None = None, **kwargs) -> dict[str, float]:
         """Held-out evaluation of the deterministic policy with the task's own protocol (an

@@ -318,7 +318,7 @@ def _recorded_task(env: dict[str, Any], where: Path) -> Task:
         if task is None:
             raise ValueError(
                 f"{where} names environment class {env['class']!r} and no task; expected one of "
-                f"{sorted(task.env_class.__name__ for task in TASKS.values())}"
+                f"{sorted({task.env_class.__name__ for task in TASKS.values()})}"
             )
         return task
     try:

@@ -28,8 +28,9 @@ from purehr.ppo.distributions import make_distribution, policy_output_size, samp
 from purehr.ppo.gae import generalized_advantages
 from purehr.ppo.loss import Batch, ppo_loss
 from purehr.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, ROLLOUT_METRICS
-from purehr.ppo.networks import ActorCritic, update_observation_statistics
-from purehr.ppo.shuffle import random_permutation
+from purehr.ppo.networks import ActorCritic, RecurrentActorCritic, update_observation_statistics
+from purehr.ppo.policy_core import FeedForwardCore
+from purehr.ppo.recurrent import RecurrentCore
 from purehr.types import EnvParamsSchedule
 
 
@@ -44,6 +45,9 @@ class RunnerState:
     key: jax.Array
     update_index: jax.Array
     hparams: PPOHyperparams
+    policy_state: Any = ()
+    """A recurrent policy's carry into the next rollout (``purehr.ppo.recurrent``); ``()`` for
+    the feed-forward one, which adds no leaf: its checkpoints keep their layout and digests."""
 
 
 class Transition(NamedTuple):
@@ -65,6 +69,7 @@ class Transition(NamedTuple):
     invalid_action: jax.Array
     nonfinite_state: jax.Array
     diagnostics: dict[str, jax.Array]  # the environment's own per-step diagnostics
+    memory: Any = ()  # what a recurrent policy's update recomputes from (its resets); () without
 
 
 class RolloutRandomness(NamedTuple):
@@ -87,6 +92,7 @@ class Rollout(NamedTuple):
     trajectory: Transition
     next_values: jax.Array
     key: jax.Array
+    policy_state: Any  # the policy's carry into the next rollout (() without memory)
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,8 @@ class PPO:
     config: PPOConfig
     env: Environment
     env_params: Any
-    network: ActorCritic
+    network: ActorCritic | RecurrentActorCritic
+    core: PolicyCore
     init: Callable[[jax.Array, PPOHyperparams | None], RunnerState]
     update: Callable[[RunnerState], tuple[RunnerState, dict[str, jax.Array]]]
     rollout: Callable[[RunnerState], Rollout]
@@ -110,16 +117,29 @@ class PPO:
         return self.config.num_updates
 
     def policy(self, network_params, deterministic: bool = True):
-        """A policy ``policy(obs, t, key) -> env action`` for one unbatched observation."""
-        action_space = self.env.action_space(self.env_params)
+        """A policy ``policy(obs, t, key) -> env action`` for one unbatched observation; for a
+        recurrent config a ``purehr.envs.policies.RecurrentPolicy`` (it carries its memory)."""
+        return self.core.policy(network_params, self.env.action_space(self.env_params), deterministic)
 
-        def act(observation, t, key):
-            actor_output, log_std, _ = self.network.apply(network_params, flatten_observation(observation))
-            distribution = make_distribution(action_space, actor_output, log_std)
-            action = distribution.mode() if deterministic else distribution.sample(key)
-            return distribution.to_env_action(action)
 
-        return act
+PolicyCore = FeedForwardCore | RecurrentCore
+
+
+def make_policy_core(config: PPOConfig, action_space) -> PolicyCore:
+    """The networks of ``config.policy`` ("mlp" or "gru") and how the algorithm uses them."""
+    shared = dict(
+        actor_hidden=config.actor_hidden,
+        critic_hidden=config.critic_hidden,
+        activation=config.activation,
+        policy_output_size=policy_output_size(action_space),
+        continuous=isinstance(action_space, Box),
+        log_std_init=config.log_std_init,
+        normalize_observations=config.normalize_observations,
+    )
+    sizes = (config.num_envs, config.num_steps, config.num_minibatches)
+    if config.policy == "gru":
+        return RecurrentCore(RecurrentActorCritic(width=config.recurrent_width, **shared), *sizes)
+    return FeedForwardCore(ActorCritic(**shared), *sizes)
 
 
 def _with_discount(env_params, gamma):
@@ -157,18 +177,11 @@ def make_ppo(
     check_env_params(env, env_params)
     action_space = env.action_space(env_params)
     observation_size = flat_dim(env.observation_space(env_params))
-    network = ActorCritic(
-        actor_hidden=config.actor_hidden,
-        critic_hidden=config.critic_hidden,
-        activation=config.activation,
-        policy_output_size=policy_output_size(action_space),
-        continuous=isinstance(action_space, Box),
-        log_std_init=config.log_std_init,
-        normalize_observations=config.normalize_observations,
-    )
+    core = make_policy_core(config, action_space)
+    network = core.network
     train_env = training_wrappers(env)
     num_envs, num_steps = config.num_envs, config.num_steps
-    batch_size, minibatch_size, num_minibatches = config.batch_size, config.minibatch_size, config.num_minibatches
+    num_minibatches = config.num_minibatches
     num_updates = config.num_updates
     flatten_batch = jax.vmap(flatten_observation)
 
@@ -197,7 +210,7 @@ def make_ppo(
     def init(key: jax.Array, hparams: PPOHyperparams | None = None) -> RunnerState:
         hparams = config.hyperparams() if hparams is None else hparams
         key, network_key, reset_key = jax.random.split(key, 3)
-        network_params = network.init(network_key, jnp.zeros((observation_size,), jnp.float32))
+        network_params = core.init_params(network_key, observation_size)
         first_params = env_params_at(jnp.int32(0), hparams)
         observation, env_state = jax.vmap(train_env.reset, in_axes=(0, None))(
             jax.random.split(reset_key, num_envs), first_params
@@ -210,6 +223,7 @@ def make_ppo(
             key,
             jnp.int32(0),
             hparams,
+            core.initial_carry(),
         )
 
     def rollout_randomness(key: jax.Array, step_params) -> RolloutRandomness:
@@ -231,21 +245,13 @@ def make_ppo(
 
         # --- num_steps steps of num_envs environments, auto-reset inside ---
         # A truncated episode bootstraps from V(its final observation), the observation before
-        # the auto-reset. The critic evaluates the previous step's final observations in the
-        # same call as this step's observations (2E rows): the same rows as a pass over all
-        # T x E final observations after the rollout, but no [T, E, obs] array to keep (on
-        # CartPole's small batches 0-2% faster, within the noise of the measurement).
+        # the auto-reset: the core values the previous step's final observations in the same
+        # network call as this step's (PolicyCore.step), and carries a recurrent memory.
         def env_step(carry, randomness: RolloutRandomness):
-            env_state, observation, previous_final_observation = carry
+            env_state, observation, previous_final_observation, policy_carry = carry
             flat_observation = flatten_batch(observation)  # [E, obs]
-            actor_output, log_std = network.apply(runner.params, flat_observation, method=ActorCritic.policy)
-            values = network.apply(
-                runner.params,
-                jnp.concatenate([flat_observation, previous_final_observation]),
-                method=ActorCritic.value,
-            )
-            value, previous_final_value = values[:num_envs], values[num_envs:]
-            policy = distribution(actor_output, log_std)
+            outputs = core.step(runner.params, policy_carry, flat_observation, previous_final_observation)
+            policy = distribution(outputs.actor_output, outputs.log_std)
             action = policy.sample_from_noise(randomness.sampling_noise)
             next_observation, env_state, reward, terminated, truncated, info = jax.vmap(
                 train_env.step_with_reset, in_axes=(0, 0, 0, 0, None)
@@ -254,11 +260,11 @@ def make_ppo(
                 observation=flat_observation,
                 action=action,
                 log_prob=policy.log_prob(action),
-                value=value,
+                value=outputs.value,
                 reward=reward.astype(jnp.float32),
                 terminated=terminated,
                 done=jnp.logical_or(terminated, truncated),
-                previous_final_value=previous_final_value,
+                previous_final_value=outputs.previous_final_value,
                 episode_done=info["episode_done"],
                 episode_return=info["episode_return"],
                 episode_success=info["episode_success"],
@@ -266,24 +272,27 @@ def make_ppo(
                 invalid_action=info["invalid_action"],
                 nonfinite_state=info["nonfinite_state"],
                 diagnostics=train_env.diagnostics(info),
+                memory=outputs.memory,
             )
-            return (env_state, next_observation, flatten_batch(info["final_observation"])), transition
+            done = transition.done
+            next_carry = (env_state, next_observation, flatten_batch(info["final_observation"]))
+            return (*next_carry, core.carry_after(policy_carry, outputs, done)), transition
 
         first_observation = flatten_batch(runner.observation)  # its "previous final" value is unused
-        (env_state, observation, last_final_observation), trajectory = jax.lax.scan(  # Transition of [T, E, ...]
-            env_step,
-            (runner.env_state, runner.observation, first_observation),
+        (env_state, observation, last_final_observation, policy_carry), trajectory = jax.lax.scan(
+            env_step,  # Transition of [T, E, ...]
+            (runner.env_state, runner.observation, first_observation, runner.policy_state),
             rollout_randomness(rollout_key, step_params),
         )
 
-        last_final_value = network.apply(runner.params, last_final_observation, method=ActorCritic.value)
+        last_final_value = core.final_value(runner.params, policy_carry, last_final_observation)
         next_values = jnp.concatenate([trajectory.previous_final_value[1:], last_final_value[None]])  # [T, E]
-        return Rollout(env_state, observation, trajectory, next_values, key)
+        return Rollout(env_state, observation, trajectory, next_values, key, policy_carry)
 
     def update(runner: RunnerState) -> tuple[RunnerState, dict[str, jax.Array]]:
         hparams = runner.hparams
         optimizer = make_optimizer(hparams)
-        env_state, observation, trajectory, next_values, key = rollout(runner)
+        env_state, observation, trajectory, next_values, key, policy_carry = rollout(runner)
 
         # --- GAE: V(final observation) bootstraps truncations; terminations get 0 ---
         advantages, targets = generalized_advantages(
@@ -298,16 +307,16 @@ def make_ppo(
         # normalised once over the whole batch (all steps and environments), not per minibatch
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
         batch = Batch(trajectory.observation, trajectory.action, trajectory.log_prob, advantages, targets)
-        batch = jax.tree.map(lambda x: x.reshape((batch_size,) + x.shape[2:]), batch)  # [B, ...]
+        batch = core.batch(batch, trajectory.memory, runner.policy_state)  # [B, ...]; GRU: [E, T, ...]
 
         # --- epochs x minibatches over a fresh permutation each epoch ---
-        # (random_permutation: jax.random.permutation's guarantee at a fraction of its cost on a CPU)
+        # (transitions, or whole environments' sequences for a memory: PolicyCore.minibatches)
         # The loss statistics are summed in the carry, not stacked per minibatch: the same
         # means, without a write per statistic and minibatch (measurable on small batches).
         def minibatch_step(carry, minibatch: Batch):
             params, opt_state, stat_sums = carry
             (_, stats), grads = jax.value_and_grad(ppo_loss, has_aux=True)(
-                params, network.apply, distribution, minibatch, hparams
+                params, core.apply, distribution, minibatch, hparams
             )
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
@@ -317,10 +326,7 @@ def make_ppo(
         def epoch(carry, _):
             params, opt_state, key, stat_sums = carry
             key, permutation_key = jax.random.split(key)
-            permutation = random_permutation(permutation_key, batch_size)
-            minibatches = jax.tree.map(  # [B / M, M, ...]
-                lambda x: x[permutation].reshape((num_minibatches, minibatch_size) + x.shape[1:]), batch
-            )
+            minibatches = core.minibatches(permutation_key, batch)  # [B / M, M, ...]
             (params, opt_state, stat_sums), _ = jax.lax.scan(
                 minibatch_step, (params, opt_state, stat_sums), minibatches
             )
@@ -347,11 +353,13 @@ def make_ppo(
         metrics = dict(stats, explained_variance=explained_variance(trajectory.value, targets))
         metrics.update(_rollout_metrics(trajectory))
         metrics["update"] = runner.update_index + 1
-        next_runner = RunnerState(params, opt_state, env_state, observation, key, runner.update_index + 1, hparams)
+        next_runner = RunnerState(
+            params, opt_state, env_state, observation, key, runner.update_index + 1, hparams, policy_carry
+        )
         metrics["diverged_at_update"] = diverged_at_update(next_runner, config)
         return next_runner, metrics
 
-    return PPO(config, env, env_params, network, init, update, rollout, env_params_at)
+    return PPO(config, env, env_params, network, core, init, update, rollout, env_params_at)
 
 
 def optimizer_steps(opt_state) -> jax.Array:

@@ -19,6 +19,7 @@ import numpy as np
 from flax import struct
 
 ACTIVATIONS = ("tanh", "relu", "swish")
+POLICIES = ("mlp", "gru")
 INT_FIELDS = (
     "total_timesteps",
     "num_envs",
@@ -29,6 +30,7 @@ INT_FIELDS = (
     "eval_episodes",
     "full_eval_interval",
     "quick_eval_episodes",
+    "recurrent_width",
 )
 FLOAT_FIELDS = (
     "learning_rate",
@@ -105,6 +107,12 @@ class PPOConfig:
     actor_hidden: tuple[int, ...] = with_help((64, 64), "policy network layer widths")
     critic_hidden: tuple[int, ...] = with_help((64, 64), "value network layer widths")
     activation: str = with_help("tanh", "hidden activation (tanh, relu or swish)")
+    policy: str = with_help("mlp", "mlp (feed-forward) or gru (a recurrent memory; docs/recurrent.md)")
+    """``"gru"``: a dense embedding and a GRU of ``recurrent_width`` shared by the actor and critic
+    MLPs, the hidden state carried through rollouts and checkpoints (``purehr.ppo.recurrent``).
+    Minibatches are then whole environments' sequences: ``num_envs`` must be a multiple of the
+    number of minibatches."""
+    recurrent_width: int = with_help(128, "GRU hidden-state width (with --policy gru)")
     log_std_init: float = with_help(-0.5, "initial log standard deviation of the Gaussian policy (swing)")
     normalize_observations: bool = with_help(
         False, "normalise observations by their running mean and variance (true/false)"
@@ -154,6 +162,15 @@ class PPOConfig:
                 raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected in [0, 1]")
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"PPOConfig.policy={self.policy!r}: expected one of {POLICIES}")
+        if self.policy == "gru" and self.num_envs % self.num_minibatches:
+            raise ValueError(
+                f"PPOConfig.minibatch_size={self.minibatch_size} with policy='gru': a recurrent minibatch is whole "
+                f"sequences of num_steps={self.num_steps}, so the {self.num_minibatches} minibatches must divide "
+                f"num_envs={self.num_envs}; expected minibatch_size = num_steps x a divisor of num_envs, e.g. "
+                f"{self.num_steps * max(1, self.num_envs // 4)}"
+            )
         self._check_budget()
 
     def _check_types(self) -> None:
@@ -189,6 +206,8 @@ class PPOConfig:
             object.__setattr__(self, name, bool(value))
         if not isinstance(self.activation, str):
             raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
+        if not isinstance(self.policy, str):
+            raise ValueError(f"PPOConfig.policy={self.policy!r}: expected one of {POLICIES}")
         for name in SIZES_FIELDS:
             sizes = getattr(self, name)
             if (

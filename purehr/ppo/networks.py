@@ -117,3 +117,84 @@ class ActorCritic(nn.Module):
 
     def _normalized(self, observation: jax.Array) -> jax.Array:
         return self.normalizer(observation) if self.normalize_observations else observation
+
+
+class GRUGates(nn.Module):
+    """A GRU (Cho et al. 2014, the equations of ``flax.linen.GRUCell``) split in two so the
+    input side can run outside the time loop: ``inputs(x) -> [..., 3W]`` (the reset, update
+    and candidate gates' input terms in one matmul), ``recur(h, gates) -> h'`` (the hidden
+    side in one matmul). Flax's cell makes six dense calls per step; on a CPU every call inside
+    a ``lax.scan`` costs a loop iteration's overhead, and with the inputs hoisted the update's
+    scan over time runs one matmul per step (measured in docs/recurrent.md). The recurrent
+    kernel is scaled-normal, not orthogonal (the vmapped-QR deadlock of the module docstring)."""
+
+    width: int
+
+    def setup(self) -> None:
+        self.input_gates = nn.Dense(3 * self.width, kernel_init=scaled_normal(1.0), bias_init=nn.initializers.zeros)
+        self.hidden_gates = nn.Dense(3 * self.width, kernel_init=scaled_normal(1.0), bias_init=nn.initializers.zeros)
+
+    def inputs(self, x: jax.Array) -> jax.Array:
+        return self.input_gates(x)
+
+    def recur(self, hidden: jax.Array, gates: jax.Array) -> jax.Array:
+        from_input = jnp.split(gates, 3, axis=-1)
+        from_hidden = jnp.split(self.hidden_gates(hidden), 3, axis=-1)
+        reset = nn.sigmoid(from_input[0] + from_hidden[0])
+        update = nn.sigmoid(from_input[1] + from_hidden[1])
+        candidate = jnp.tanh(from_input[2] + reset * from_hidden[2])
+        return (1.0 - update) * candidate + update * hidden
+
+
+class RecurrentActorCritic(nn.Module):
+    """A memory shared by actor and critic: the (normalised) observation is embedded by one
+    dense layer, a GRU folds it into the hidden state [..., width], and the actor and critic
+    MLPs read the hidden state. ``memory`` is one step (any leading axes); ``inputs`` and
+    ``recur`` are its two halves, so a sequence computes every step's inputs at once and loops
+    over ``recur`` alone. A caller resets the hidden state to zeros where an episode starts
+    (``purehr.ppo.recurrent``)."""
+
+    actor_hidden: Sequence[int]
+    critic_hidden: Sequence[int]
+    activation: str
+    policy_output_size: int
+    continuous: bool
+    width: int
+    log_std_init: float = -0.5
+    normalize_observations: bool = False
+
+    def setup(self) -> None:
+        if self.normalize_observations:
+            self.normalizer = ObservationNormalizer()
+        self.embedding = nn.Dense(self.width, kernel_init=scaled_normal(HIDDEN_GAIN), bias_init=nn.initializers.zeros)
+        self.gru = GRUGates(self.width)
+        self.actor = MLP(self.actor_hidden, self.activation, self.policy_output_size, POLICY_GAIN)
+        self.critic = MLP(self.critic_hidden, self.activation, 1, VALUE_GAIN)
+        if self.continuous:
+            self.log_std = self.param(
+                "log_std", nn.initializers.constant(self.log_std_init), (self.policy_output_size,)
+            )
+
+    def __call__(self, hidden: jax.Array, observation: jax.Array):
+        """(next hidden, (actor output, log std or None, value)) for one step."""
+        hidden = self.memory(hidden, observation)
+        return hidden, (*self.policy(hidden), self.value(hidden))
+
+    def memory(self, hidden: jax.Array, observation: jax.Array) -> jax.Array:
+        return self.recur(hidden, self.inputs(observation))
+
+    def inputs(self, observation: jax.Array) -> jax.Array:
+        """The GRU's input terms [..., 3W] of observations with any leading axes."""
+        if self.normalize_observations:
+            observation = self.normalizer(observation)
+        return self.gru.inputs(ACTIVATION_FUNCTIONS[self.activation](self.embedding(observation)))
+
+    def recur(self, hidden: jax.Array, gates: jax.Array) -> jax.Array:
+        return self.gru.recur(hidden, gates)
+
+    def policy(self, hidden: jax.Array):
+        """(actor output, log std or None) read from the hidden state."""
+        return self.actor(hidden), (self.log_std if self.continuous else None)
+
+    def value(self, hidden: jax.Array) -> jax.Array:
+        return jnp.squeeze(self.critic(hidden), -1)

@@ -3,6 +3,7 @@ corrupted one is detected even when Orbax would restore it without complaint."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import shutil
@@ -14,6 +15,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from purehr.ppo.algorithm import RunnerState
 from purehr.run.run_dir import is_orbax_entry
 
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
@@ -76,6 +78,26 @@ def _ocdbt_arrays(path: Path) -> dict[str, Any]:
         driver = "zarr" if f"{name}/.zarray".encode() in keys else "zarr3"
         arrays[name] = ts.open({"driver": driver, "kvstore": dict(base, path=f"{name}/")}, open=True).result()
     return arrays
+
+
+def stored_form(state: Any) -> Any:
+    """What a checkpoint holds of ``state``: a runner's fields as a mapping, without the
+    recurrent carry when it is empty (a feed-forward policy's ``()``). Checkpoints written
+    before the carry existed hold exactly these names, so they restore unchanged; a digest is
+    over leaves, which the empty carry has none of."""
+    if not isinstance(state, RunnerState):
+        return state
+    fields = {field.name: getattr(state, field.name) for field in dataclasses.fields(state)}
+    if not jax.tree.leaves(fields["policy_state"]):
+        del fields["policy_state"]
+    return fields
+
+
+def from_stored_form(stored: Any, like: Any) -> Any:
+    """The inverse of ``stored_form`` for a state shaped like ``like``."""
+    if not isinstance(like, RunnerState):
+        return stored
+    return like.replace(**stored)
 
 
 def leaf_name(path: tuple) -> str:
@@ -150,7 +172,7 @@ class SeedCheckpoints:
         """Starts an asynchronous save and returns the state's digest."""
         if steps in self._manager.all_steps():
             raise FileExistsError(f"checkpoint {self.path(steps)} already exists; refusing to overwrite it")
-        self._manager.save(steps, args=ocp.args.StandardSave(state))
+        self._manager.save(steps, args=ocp.args.StandardSave(stored_form(state)))
         return tree_digest(state)
 
     def steps(self) -> list[int]:
@@ -175,7 +197,8 @@ class SeedCheckpoints:
         if jax.process_count() > 1:  # host arrays: a jax.Array target would ask every process to join
             abstract_state = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), abstract_state)
         try:
-            state = self._manager.restore(steps, args=ocp.args.StandardRestore(abstract_state))
+            stored = self._manager.restore(steps, args=ocp.args.StandardRestore(stored_form(abstract_state)))
+            state = from_stored_form(stored, abstract_state)
         except Exception as error:  # Orbax raises many kinds for damaged files
             raise CorruptCheckpointError(f"checkpoint {path} cannot be read: {type(error).__name__}: {error}") from None
         if tree_digest(state) != expected_digest:

@@ -10,11 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jax
-import jax.numpy as jnp
-
 from purehr.envs.base import Environment
-from purehr.envs.spaces import observation_batch_size
+from purehr.envs.policies import RecurrentPolicy
+from purehr.ppo.acting import Actor
 from purehr.ppo.algorithm import RunnerState
 from purehr.ppo.config import PPOConfig
 from purehr.run.checkpoints import CheckpointNotShipped, CorruptCheckpointError, SeedCheckpoints, shape_mismatches
@@ -32,8 +30,8 @@ class Restored:
     target_steps: int
     params: Any  # the network parameters
     runner: RunnerState  # everything: optimiser state, env states, keys, update index
-    policy: Callable  # policy(obs or batch, t=0) -> env action(s), deterministic, jitted
-    pure_policy: Policy  # policy(obs, t, key) -> env action, to use inside jit/vmap
+    policy: Callable  # policy(obs or batch, t=0) -> env action(s), deterministic, jitted; GRU: (action, state)
+    pure_policy: Policy | RecurrentPolicy  # policy(obs, t, key) -> env action, to use inside jit/vmap
     config: PPOConfig
     env: Environment
     env_params: Any  # the held-out params (a curriculum's final stage)
@@ -83,19 +81,13 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
         runner = checkpoints.restore(row["actual_steps"], abstract, row["state_digest"])
     finally:
         checkpoints.finish()
-    act = jax.jit(lambda params, obs, t: ppo.policy(params)(obs, t, jax.random.PRNGKey(0)))
-    act_batch = jax.jit(
-        jax.vmap(lambda params, obs, t: ppo.policy(params)(obs, t, jax.random.PRNGKey(0)), in_axes=(None, 0, 0))
-    )
-    observation_space = env.observation_space(env.default_params)
+    act = Actor(ppo)
 
-    def policy(observation, t=0):
+    def policy(observation, t=0, state=None):
         """One observation, or a batch (a leading axis on every leaf; ``t`` a scalar or one
-        step index per observation), like ``PPOModel.predict``."""
-        batch = observation_batch_size(observation, observation_space)
-        if batch is None:
-            return act(runner.params, observation, jnp.int32(t))
-        return act_batch(runner.params, observation, jnp.broadcast_to(jnp.asarray(t, jnp.int32), (batch,)))
+        step index per observation), like ``PPOModel.predict``; a recurrent policy takes and
+        returns its state: ``action, state = policy(observation, t, state)``."""
+        return act(runner.params, observation, t, state=state)
 
     return Restored(
         task,

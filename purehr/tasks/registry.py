@@ -1,7 +1,9 @@
 """The one task registry. ``get_task(name)`` looks a task up: a registered name (``swing``,
-``hrv``, or one of ``register_task``), ``<suite>:<environment>`` (``SUITES``), or
-``module:factory`` (your own environment; ``purehr.tasks.factory``). ``TASK_NAMES`` are the
-built-in tasks (the default run); ``task_of_env(env)`` finds the task an environment belongs to."""
+``hrv``, their variants ``swing-angles`` and ``hrv-hidden-audience``, or one of
+``register_task``), ``<suite>:<environment>`` (``SUITES``), or ``module:factory`` (your own
+environment; ``purehr.tasks.factory``). ``TASK_NAMES`` are the built-in tasks of the default
+run (the partially observed variants are registered, not run by default); ``task_of_env(env)``
+finds the task an environment belongs to."""
 
 from __future__ import annotations
 
@@ -12,13 +14,19 @@ from typing import Any
 from purehr.envs.base import Environment
 from purehr.tasks.environment_task import BUILT_BY
 from purehr.tasks.factory import factory_task, is_factory_name
-from purehr.tasks.hrv import HRV_TASK
-from purehr.tasks.swing import SWING_TASK
+from purehr.tasks.hrv import HRV_HIDDEN_AUDIENCE_TASK, HRV_TASK
+from purehr.tasks.swing import SWING_ANGLES_TASK, SWING_TASK
 from purehr.tasks.task import Task
 
-TASKS: dict[str, Task] = {"swing": SWING_TASK, "hrv": HRV_TASK}
-"""The registered tasks: the built-in two, then those of ``register_task``."""
-TASK_NAMES: tuple[str, ...] = tuple(TASKS)
+TASKS: dict[str, Task] = {
+    task.name: task for task in (SWING_TASK, HRV_TASK, SWING_ANGLES_TASK, HRV_HIDDEN_AUDIENCE_TASK)
+}
+"""The registered tasks: the built-in two, their partially observed variants, then those of
+``register_task``. The full tasks come first: ``task_of_env_class`` (a saved model that names
+only its class) finds them."""
+TASK_NAMES: tuple[str, ...] = ("swing", "hrv")
+"""The default run (``scripts/train_all_seeds.py`` without ``--tasks``), named here rather than
+taken from ``TASKS``, which also holds the variants and the tasks of ``register_task``."""
 SUITES: dict[str, str] = {
     "gymnax": "purehr.tasks.suites.gymnax",
     "brax": "purehr.tasks.suites.brax",
@@ -84,7 +92,8 @@ def _suite_task(prefix: str, environment: str) -> Task:
 
 def task_of_env(env: Environment) -> Task | None:
     """The task whose ``make_env`` built ``env``, or that a suite adapter's ``task_name`` names,
-    or whose environment class ``env`` is (wrappers looked through), or None."""
+    or whose environment class ``env`` is and that ``owns`` it (wrappers looked through: a
+    ``SwingEnv(observe_rates=False)`` is ``swing-angles``'s), or None."""
     base: Any = getattr(env, "unwrapped", env)
     try:
         built_by = BUILT_BY.get(base)
@@ -95,7 +104,7 @@ def task_of_env(env: Environment) -> Task | None:
     suite_name = getattr(base, "task_name", None)  # a suite's adapter built directly: GymnaxEnv("CartPole-v1")
     if isinstance(suite_name, str):
         return get_task(suite_name)
-    return next((task for task in TASKS.values() if isinstance(base, task.env_class)), None)
+    return next((task for task in TASKS.values() if isinstance(base, task.env_class) and task.owns(base)), None)
 
 
 def task_of_env_class(class_name: str) -> Task | None:

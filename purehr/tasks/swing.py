@@ -1,5 +1,6 @@
 """The swing task: the rider's environment with its training starts, PPO defaults, the
-structured controller and the floors, and the showcase episode."""
+structured controller and the floors, and the showcase episode; and its partially observed
+variant ``swing-angles`` (angles and posture only, no rates or energy)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from purehr.envs import swing
 from purehr.ppo.config import PPOConfig
-from purehr.tasks.task import Baseline, Task
+from purehr.tasks.task import Baseline, Task, one_observation
 
 SWING_SHOWCASE_START_DEG = 3.0
 SWING_TRAINING_STARTS = {"small_start_fraction": 0.25, "small_reset_noise": 0.05}
@@ -36,10 +37,11 @@ SWING_DEFAULTS = PPOConfig(
 )
 
 
-def _swing_env(params: swing.SwingParams | None = None, **fields) -> swing.SwingEnv:
+def _swing_env(params: swing.SwingParams | None = None, observe_rates: bool = True, **fields) -> swing.SwingEnv:
     """The swing task's environment: the task's training starts unless ``params`` or
     ``fields`` say otherwise."""
-    return swing.SwingEnv(swing.SwingParams(**{**SWING_TRAINING_STARTS, **fields}) if params is None else params)
+    params = swing.SwingParams(**{**SWING_TRAINING_STARTS, **fields}) if params is None else params
+    return swing.SwingEnv(params, observe_rates=observe_rates)
 
 
 def _swing_kwargs(env: swing.SwingEnv) -> dict[str, Any]:
@@ -47,14 +49,27 @@ def _swing_kwargs(env: swing.SwingEnv) -> dict[str, Any]:
     return {name: float(getattr(params, name)) for name in SWING_TRAINING_STARTS}
 
 
+def _swing_angles_kwargs(env: swing.SwingEnv) -> dict[str, Any]:
+    return {**_swing_kwargs(env), "observe_rates": env.observe_rates}
+
+
+def _observes_rates(env) -> bool:
+    return bool(getattr(env, "observe_rates", True))
+
+
 def _record_swing(env, env_params, policy):
     return swing.record_episode(env, env_params, policy, math.radians(SWING_SHOWCASE_START_DEG), 0.0)
 
 
+SWING_FLOORS = (
+    Baseline("zero action", "zero", lambda env, params: swing.zero_policy),
+    Baseline("random", "random", lambda env, params: swing.random_policy),
+)
+
 SWING_TASK = Task(
     name="swing",
     env_class=swing.SwingEnv,
-    make_env=_swing_env,
+    make_env=one_observation(_swing_env, "observe_rates", True, "swing-angles"),
     default_config=SWING_DEFAULTS,
     baselines=(
         Baseline(
@@ -64,8 +79,7 @@ SWING_TASK = Task(
             "structured phase-law controller of docs/swing_model.md "
             "(purehr.envs.swing.controller, default ControllerParams)",
         ),
-        Baseline("zero action", "zero", lambda env, params: swing.zero_policy),
-        Baseline("random", "random", lambda env, params: swing.random_policy),
+        *SWING_FLOORS,
     ),
     heldout_evaluation=swing.heldout_evaluation,
     env_evaluation=swing.heldout_evaluation,
@@ -73,4 +87,23 @@ SWING_TASK = Task(
     env_kwargs=_swing_kwargs,
     legacy_env_kwargs={"params": swing.SwingParams(reset_noise=0.01)},
     unrecorded_env_kwargs={"small_start_fraction": 0.0},
+    owns=_observes_rates,
+)
+
+# The rider feels the angles and its posture, not the rates (docs/swing_model.md, "swing-angles"):
+# the same training starts, defaults, held-out starts and showcase. The structured controller
+# reads psi' (obs[5]), which this observation lacks, so the variant has floors only; the
+# controller's numbers on the full task are the reference with full observation.
+SWING_ANGLES_TASK = Task(
+    name="swing-angles",
+    env_class=swing.SwingEnv,
+    make_env=one_observation(_swing_env, "observe_rates", False, "swing"),
+    default_config=SWING_DEFAULTS,
+    baselines=SWING_FLOORS,
+    heldout_evaluation=swing.heldout_evaluation,
+    env_evaluation=swing.heldout_evaluation,
+    record_showcase=_record_swing,
+    env_kwargs=_swing_angles_kwargs,
+    has_reference=False,
+    owns=lambda env: not _observes_rates(env),
 )

@@ -53,7 +53,12 @@ class Task:
     """Keyword values a recorded environment had before the keyword existed: what a manifest or
     saved model that does not name the keyword was trained with."""
     has_reference: bool = True
-    """False for a task from a suite or a user's environment: only floors, no reference policy."""
+    """False for a task from a suite or a user's environment, and for a partially observed
+    variant (``swing-angles``, ``hrv-hidden-audience``: the reference reads what the variant
+    hides): only floors, no reference policy."""
+    owns: Callable[[Environment], bool] = lambda env: True
+    """Whether an ``env_class`` environment is this task's (``task_of_env``): a variant built of
+    the same class (``swing-angles`` of ``SwingEnv``) tells its environments apart by their option."""
     source: Callable[[Environment], dict[str, Any]] = lambda env: {"suite": "purehr"}
     """Where the environment comes from (suite, environment name, package versions, factory):
     recorded in the manifest's ``sources``, compared on resume."""
@@ -82,6 +87,23 @@ class Task:
     def recorded_kwargs(self, recorded: dict[str, Any]) -> dict[str, Any]:
         """``make_env`` keywords of an environment recorded as ``recorded``."""
         return {**self.unrecorded_env_kwargs, **recorded}
+
+
+def one_observation(make_env: Callable[..., Environment], option: str, value: bool, other: str):
+    """``make_env`` with ``option`` (an observation switch) at ``value`` unless given; the other
+    value is refused (``ValueError``) because it is task ``other``'s environment, which a run
+    of this task would record and report under the wrong name."""
+
+    def make(**kwargs: Any) -> Environment:
+        env = make_env(**{option: value, **kwargs})  # the environment validates the value
+        if getattr(env, option) != value:
+            raise ValueError(
+                f"{option}={kwargs[option]!r}: expected {value} (or leave it out); {option}={kwargs[option]!r} "
+                f"is the environment of task {other!r}, train that task instead"
+            )
+        return env
+
+    return make
 
 
 def curriculum_schedule(curriculum: Curriculum | None, config: PPOConfig) -> EnvParamsSchedule | None:

@@ -4,7 +4,8 @@ Implements ``docs/hrv_task.md``. A piece of writing is summarised by ``hrv_dim``
 numbers in [0, 1]; each step the agent picks a style adjustment, a content operation
 (condense / keep / expand) and a decrease / keep / increase nudge per dimension, and is
 rewarded for moving the vector toward the target. The audience (a 16-number context drawn
-at reset) changes how strongly each dimension responds, so the policy must read it.
+at reset) changes how strongly each dimension responds, so the policy must read it (or, with
+``observe_audience=False``, infer it from how the text responds to its edits).
 
 Every number of the spec is a field of ``HRVParams`` (a pytree, so a curriculum can change
 ``difficulty`` and ``target_precision`` inside a jitted scan). The similarity measure and
@@ -27,6 +28,8 @@ from purehr.types import StepResult
 
 CONTEXT_DIM = 16
 """Length of the audience context vector (``generation_context``)."""
+AUDIENCE_KEYS = ("generation_context", "gain")
+"""The observation entries that ``observe_audience=False`` hides: the audience and its gain."""
 NUM_CONTENT_STATS = 4
 """content_stats: length, lexical diversity, sentence-length variance, readability."""
 NUM_STYLES = 5
@@ -162,7 +165,10 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
     ``similarity`` ("hrv_similarity" | "cosine") and ``reward_form`` (one of ``REWARD_FORMS``)
     pick the reward; ``gap_features`` adds the scaled gap ``(target - current) / step_size``
     and the context gain to the observation (decisions live at the step scale, which the
-    raw vectors in [0, 1] hide); ``param_overrides`` replace fields of ``HRVParams``.
+    raw vectors in [0, 1] hide); ``observe_audience=False`` (task ``hrv-hidden-audience``)
+    hides the audience, ``generation_context`` and ``gain``, from the observation (the same
+    dynamics and rewards: the gain must be read off how the text responds to the edits);
+    ``param_overrides`` replace fields of ``HRVParams``.
     An invalid action component acts as the neutral choice and sets ``info["invalid_action"]``
     (``checked_action``); a state that is no longer finite terminates the episode with reward
     0 and ``info["nonfinite_state"]`` set.
@@ -176,6 +182,7 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         similarity: str = "hrv_similarity",
         reward_form: str = "distance",
         gap_features: bool = True,
+        observe_audience: bool = True,
         **param_overrides: Any,
     ):
         if isinstance(hrv_dim, bool) or not isinstance(hrv_dim, (int, np.integer)) or hrv_dim < 1:
@@ -186,6 +193,11 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
             raise ValueError(f"reward_form={reward_form!r}, expected one of {REWARD_FORMS}")
         if not isinstance(gap_features, (bool, np.bool_)):
             raise ValueError(f"gap_features={gap_features!r}, expected True or False")
+        if not isinstance(observe_audience, (bool, np.bool_)):
+            raise ValueError(
+                f"observe_audience={observe_audience!r}, expected True (observe generation_context and gain) "
+                "or False (hide them)"
+            )
         known = set(HRVParams.__dataclass_fields__)
         unknown = sorted(set(param_overrides) - known)
         if unknown:
@@ -194,6 +206,9 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         self.similarity = similarity
         self.reward_form = reward_form
         self.gap_features = bool(gap_features)
+        self.observe_audience = bool(observe_audience)
+        if not self.observe_audience:
+            self.name = "hrv-hidden-audience"  # the task it belongs to (the logs name the task by it)
         style_vectors, context_matrix = _fixed_directions(self.hrv_dim)
         fields = dict(style_vectors=style_vectors, context_matrix=context_matrix)
         fields.update(param_overrides)
@@ -221,7 +236,7 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
             reach = 1.0 / float(params.step_size)
             entries["gap"] = spaces.Box(-reach, reach, (self.hrv_dim,))
             entries["gain"] = spaces.Box(float(params.gain_offset), float(params.gain_offset) + 1.0, (self.hrv_dim,))
-        return spaces.Dict(entries)
+        return spaces.Dict(self._seen(entries))
 
     def action_space(self, params: HRVParams | None = None) -> spaces.MultiDiscrete:
         return spaces.MultiDiscrete((NUM_STYLES, 3) + (3,) * self.hrv_dim)
@@ -284,7 +299,13 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         if self.gap_features:
             observation["gap"] = (state.target_hrv - state.current_hrv) / params.step_size
             observation["gain"] = context_gain(state.context, params)
-        return observation
+        return self._seen(observation)
+
+    def _seen(self, entries: dict[str, Any]) -> dict[str, Any]:
+        """``entries`` less the audience's (``AUDIENCE_KEYS``) unless ``observe_audience``."""
+        if self.observe_audience:
+            return entries
+        return {key: value for key, value in entries.items() if key not in AUDIENCE_KEYS}
 
     def reset(self, key: jax.Array, params: HRVParams | None = None) -> tuple[dict[str, jax.Array], HRVState]:
         params = self.default_params if params is None else params

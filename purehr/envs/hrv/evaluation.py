@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from purehr.envs.base import freeze_after_done
 from purehr.envs.hrv.env import HRVParams, HRWritingEnv
+from purehr.envs.policies import RecurrentPolicy, as_recurrent
 from purehr.types import Policy
 
 HRV_EVAL_SEED = 20260902
@@ -36,7 +37,7 @@ def _pearson(x: jax.Array, y: jax.Array) -> jax.Array:
 def heldout_evaluation(
     env: HRWritingEnv,
     env_params: HRVParams,
-    policy: Policy,
+    policy: Policy | RecurrentPolicy,
     num_episodes: int = 100,
     seed: int = HRV_EVAL_SEED,
     observation_noise: float | jax.Array = 0.0,
@@ -49,7 +50,8 @@ def heldout_evaluation(
     final curriculum stage's params to evaluate on it.
 
     ``observation_noise`` is the std of Gaussian noise added to ``current_hrv`` before the
-    policy sees it (the environment is unaffected): the robustness probe.
+    policy sees it (the environment is unaffected): the robustness probe. A recurrent policy
+    starts each episode from its ``initial_state`` (``as_recurrent``).
 
     Returns ``success_rate, return_mean, return_std, final_distance`` (mean L2 to target at
     the episode's end), ``alignment`` (mean Pearson r of final HRV and target) and
@@ -57,6 +59,7 @@ def heldout_evaluation(
     """
     # raw uint32 keys: the policy receives them, and they work with every library's sampler
     episode_keys = jax.random.split(jax.random.PRNGKey(seed), num_episodes)
+    policy = as_recurrent(policy)
     episodes = jax.vmap(lambda key: _run_episode(env, env_params, policy, observation_noise, key))(episode_keys)
     return {
         "success_rate": jnp.mean(episodes["success"].astype(jnp.float32)),
@@ -69,11 +72,16 @@ def heldout_evaluation(
 
 
 EpisodeCarry = tuple
-"""(observation, state, done, return, length, distance, success) of one held-out episode."""
+"""(observation, state, policy state, done, return, length, distance, success) of one
+held-out episode."""
 
 
 def _run_episode(
-    env: HRWritingEnv, env_params: HRVParams, policy: Policy, observation_noise: float | jax.Array, key: jax.Array
+    env: HRWritingEnv,
+    env_params: HRVParams,
+    policy: RecurrentPolicy,
+    observation_noise: float | jax.Array,
+    key: jax.Array,
 ) -> dict[str, jax.Array]:
     """One held-out episode from ``key``, scanned for the full horizon (scalars: return,
     length, final distance, success, alignment)."""
@@ -83,6 +91,7 @@ def _run_episode(
     initial = (
         obs,
         state,
+        policy.initial_state,
         jnp.zeros((), bool),
         zero,
         jnp.zeros((), jnp.int32),
@@ -91,7 +100,7 @@ def _run_episode(
     )
     per_step = _per_step_inputs(rollout_key, env.max_episode_steps(env_params), env.hrv_dim)
     one_step = _episode_step(env, env_params, policy, observation_noise)
-    (_, state, _, episode_return, length, distance, success), _ = jax.lax.scan(one_step, initial, per_step)
+    (_, state, _, _, episode_return, length, distance, success), _ = jax.lax.scan(one_step, initial, per_step)
     return {
         "return": episode_return,
         "length": length,
@@ -113,19 +122,23 @@ def _per_step_inputs(rollout_key: jax.Array, num_steps: int, hrv_dim: int) -> tu
 
 
 def _episode_step(
-    env: HRWritingEnv, env_params: HRVParams, policy: Policy, observation_noise: float | jax.Array
+    env: HRWritingEnv, env_params: HRVParams, policy: RecurrentPolicy, observation_noise: float | jax.Array
 ) -> Callable[[EpisodeCarry, tuple[jax.Array, ...]], tuple[EpisodeCarry, None]]:
-    """The scan body: the policy acts on the (noisy) reading; an ended episode stays as it ended."""
+    """The scan body: the policy acts on the (noisy) reading; an ended episode stays as it
+    ended (the policy's state advances every step, like ``t``: the steps after the end are
+    discarded)."""
 
     def one_step(carry: EpisodeCarry, per_step: tuple[jax.Array, ...]) -> tuple[EpisodeCarry, None]:
-        obs, state, done, episode_return, length, distance, success = carry
+        obs, state, memory, done, episode_return, length, distance, success = carry
         t, policy_key, step_key, noise = per_step
-        action = policy(_noisy_reading(obs, observation_noise * noise, env_params), t, policy_key)
+        seen = _noisy_reading(obs, observation_noise * noise, env_params)
+        action, memory = policy.step(memory, seen, t, policy_key)
         next_obs, next_state, reward, terminated, truncated, info = env.step(step_key, state, action, env_params)
         live = jnp.logical_not(done)
         carry = (
             freeze_after_done(done, obs, next_obs),
             freeze_after_done(done, state, next_state),
+            memory,
             done | terminated | truncated,
             episode_return + jnp.where(live, reward, 0.0),
             length + live.astype(jnp.int32),
@@ -149,7 +162,7 @@ def _noisy_reading(obs: dict[str, jax.Array], hrv_noise: jax.Array, env_params: 
 def checkpoint_evaluation(
     env: HRWritingEnv,
     env_params: HRVParams,
-    policy: Policy,
+    policy: Policy | RecurrentPolicy,
     num_episodes: int = 100,
     seed: int = HRV_EVAL_SEED,
     observation_noise: float = HRV_OBSERVATION_NOISE_STD,
@@ -168,13 +181,15 @@ def checkpoint_evaluation(
     return metrics
 
 
-def record_showcase(env: HRWritingEnv, env_params: HRVParams, policy: Policy) -> dict[str, jax.Array]:
-    """One fixed episode, one row per step (rows after the end repeat the last state)."""
+def record_showcase(env: HRWritingEnv, env_params: HRVParams, policy: Policy | RecurrentPolicy) -> dict[str, jax.Array]:
+    """One fixed episode, one row per step (rows after the end repeat the last state); a
+    recurrent policy starts from its ``initial_state``."""
+    policy = as_recurrent(policy)
     observation, state = env.reset(jax.random.PRNGKey(HRV_SHOWCASE_SEED), env_params)
 
     def step(carry, t):
-        observation, state, done = carry
-        action = policy(observation, t, jax.random.PRNGKey(0))
+        observation, state, memory, done = carry
+        action, memory = policy.step(memory, observation, t, jax.random.PRNGKey(0))
         next_observation, next_state, reward, terminated, truncated, info = env.step(
             jax.random.fold_in(jax.random.PRNGKey(HRV_SHOWCASE_SEED), t), state, action, env_params
         )
@@ -191,8 +206,10 @@ def record_showcase(env: HRWritingEnv, env_params: HRVParams, policy: Policy) ->
         return (
             freeze_after_done(done, observation, next_observation),
             freeze_after_done(done, state, next_state),
+            memory,
             done,
         ), row
 
-    _, rows = jax.lax.scan(step, (observation, state, jnp.bool_(False)), jnp.arange(env.max_episode_steps(env_params)))
+    start = (observation, state, policy.initial_state, jnp.bool_(False))
+    _, rows = jax.lax.scan(step, start, jnp.arange(env.max_episode_steps(env_params)))
     return rows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from purehr.envs import spaces
@@ -14,6 +15,10 @@ from purehr.types import StepResult
 
 OBSERVATION_SIZE = 11
 ACTION_SIZE = 2
+ANGLE_INDICES = (0, 1, 3, 4, 7, 8)
+"""The entries of the full observation that ``observe_rates=False`` keeps: cos theta, sin theta,
+cos psi, sin psi, squat, lean. It drops theta'/w0, psi'/w0, the command rates and energy_norm
+(energy holds theta'^2, so it would give the amplitude of the rate)."""
 
 INFO_KEYS = ("time", "swing_angle", "seat_radius", "energy_norm", "tension", "command_speed", "success")
 
@@ -84,12 +89,29 @@ class SwingEnv(Environment[SwingState, SwingParams]):
     ``params.horizon`` control steps. A NaN or infinite action component acts as 0 and sets
     ``info["invalid_action"]``; a plant state that is no longer finite terminates the
     episode with reward 0 and ``info["nonfinite_state"]`` set.
+
+    ``observe_rates=False`` is the partially observed variant (task ``swing-angles``): the
+    observation keeps only the angles and the posture (``ANGLE_INDICES``, 6 numbers), so the
+    swing's phase and direction must come from memory of recent angles. Dynamics and rewards
+    are the same.
     """
 
     name = "swing"
 
-    def __init__(self, params: SwingParams | None = None):
+    def __init__(self, params: SwingParams | None = None, observe_rates: bool = True):
+        if not isinstance(observe_rates, (bool, np.bool_)):
+            raise ValueError(
+                f"observe_rates={observe_rates!r}, expected True (the full observation) or False (angles only)"
+            )
         self._default_params = physics.validated_default(params)
+        self.observe_rates = bool(observe_rates)
+        if not self.observe_rates:
+            self.name = "swing-angles"  # the task it belongs to (the logs name the task by it)
+
+    def _observe(self, plant: PlantState, params: SwingParams) -> jax.Array:
+        """(11,) the full observation, or (6,) its ``ANGLE_INDICES`` entries."""
+        full = physics.observation(plant, params)
+        return full if self.observe_rates else full[np.asarray(ANGLE_INDICES)]
 
     @property
     def default_params(self) -> SwingParams:
@@ -116,7 +138,7 @@ class SwingEnv(Environment[SwingState, SwingParams]):
             command_rate=jnp.zeros(ACTION_SIZE, dtype),
         )
         state = SwingState(plant=plant, time=jnp.zeros((), dtype), step=jnp.zeros((), jnp.int32), start_angle=theta)
-        return physics.observation(plant, params), state
+        return self._observe(plant, params), state
 
     def step(
         self, key: jax.Array, state: SwingState, action: jax.Array, params: SwingParams | None = None
@@ -149,13 +171,14 @@ class SwingEnv(Environment[SwingState, SwingParams]):
         reward = reward.astype(plant.theta.dtype)
         # a plant that is no longer finite ends the episode (terminated, reward 0: no NaN to bootstrap)
         return end_if_not_finite(
-            (physics.observation(plant, params), next_state, reward, success, truncated, info),
+            (self._observe(plant, params), next_state, reward, success, truncated, info),
             all_finite(plant) & jnp.isfinite(reward),
         )
 
     # ------------------------------------------------------------------ description
     def observation_space(self, params: SwingParams | None = None) -> spaces.Box:
-        return spaces.Box(-jnp.inf, jnp.inf, (OBSERVATION_SIZE,), _default_float())
+        size = OBSERVATION_SIZE if self.observe_rates else len(ANGLE_INDICES)
+        return spaces.Box(-jnp.inf, jnp.inf, (size,), _default_float())
 
     def action_space(self, params: SwingParams | None = None) -> spaces.Box:
         return spaces.Box(-1.0, 1.0, (ACTION_SIZE,), _default_float())

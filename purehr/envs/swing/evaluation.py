@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purehr.envs.base import freeze_after_done
+from purehr.envs.policies import RecurrentPolicy, as_recurrent
 from purehr.envs.swing.env import ACTION_SIZE, SwingEnv
 from purehr.envs.swing.physics import SwingParams
 from purehr.types import Policy
@@ -49,19 +50,21 @@ def _swing_env(env) -> SwingEnv:
 
 
 def rollout(
-    env: SwingEnv, env_params: SwingParams, policy: Policy, theta0, theta_dot0, key: jax.Array
+    env: SwingEnv, env_params: SwingParams, policy: Policy | RecurrentPolicy, theta0, theta_dot0, key: jax.Array
 ) -> dict[str, jax.Array]:
     """One episode over the full horizon, one row per control step (post-step values).
 
     After the episode ends (success) the state is frozen; ``active`` marks the rows that
-    belong to the episode (a prefix, the terminal step included).
+    belong to the episode (a prefix, the terminal step included). The policy starts from its
+    ``initial_state`` (``as_recurrent``) and its state advances every step, like ``t``.
     """
     env = _swing_env(env)
+    policy = as_recurrent(policy)
     obs, state = env.reset_to(theta0, theta_dot0, env_params)
 
     def body(carry, t):
-        obs, state, done = carry
-        action = policy(obs, t, jax.random.fold_in(key, t))
+        obs, state, memory, done = carry
+        action, memory = policy.step(memory, obs, t, jax.random.fold_in(key, t))
         next_obs, next_state, reward, terminated, truncated, info = env.step(key, state, action, env_params)
         finished = done | terminated | truncated
         row = dict(
@@ -72,15 +75,20 @@ def rollout(
             command=next_state.plant.command,
             action=jnp.asarray(action),
         )
-        return (freeze_after_done(done, obs, next_obs), freeze_after_done(done, state, next_state), finished), row
+        frozen = freeze_after_done(done, obs, next_obs), freeze_after_done(done, state, next_state)
+        return (*frozen, memory, finished), row
 
     steps = jnp.arange(env.max_episode_steps(env_params), dtype=jnp.int32)
-    _, rows = jax.lax.scan(body, (obs, state, jnp.zeros((), bool)), steps)
+    _, rows = jax.lax.scan(body, (obs, state, policy.initial_state, jnp.zeros((), bool)), steps)
     return rows
 
 
 def heldout_evaluation(
-    env: SwingEnv, env_params: SwingParams | None, policy: Policy, num_episodes: int = 100, seed: int = HELDOUT_SEED
+    env: SwingEnv,
+    env_params: SwingParams | None,
+    policy: Policy | RecurrentPolicy,
+    num_episodes: int = 100,
+    seed: int = HELDOUT_SEED,
 ) -> dict[str, jax.Array]:
     """Metrics of ``policy`` on the fixed starts (pure, jittable; see ``docs/interfaces.md``).
 

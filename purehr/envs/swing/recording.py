@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from purehr.envs.policies import RecurrentPolicy
 from purehr.envs.swing.env import SwingEnv
 from purehr.envs.swing.evaluation import rollout
 from purehr.envs.swing.physics import SwingParams
@@ -28,7 +29,7 @@ TRACE_KEYS = (
 def record_episode(
     env: SwingEnv,
     env_params: SwingParams | None,
-    policy: Policy,
+    policy: Policy | RecurrentPolicy,
     theta0=0.0,
     theta_dot0=0.0,
     key: jax.Array | None = None,
@@ -36,7 +37,8 @@ def record_episode(
     """The full horizon from (theta0, theta_dot0), one row per control step (jittable).
 
     Rows after a success repeat the successful step (reward 0 there), so every trace has
-    ``horizon`` rows; the episode's own rows are those up to the first ``success``.
+    ``horizon`` rows; the episode's own rows are those up to the first ``success``. A
+    recurrent policy starts from its ``initial_state`` (``rollout`` carries its state).
     """
     base = getattr(env, "unwrapped", env)
     env_params = base.default_params if env_params is None else env_params
