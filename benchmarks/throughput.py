@@ -143,9 +143,11 @@ def _rollout_program(config, env, seeds: int, length: int):
 
     def one_seed(runner):
         def next_rollout(runner, _):
-            env_state, observation, trajectory, next_values, key = ppo.rollout(runner)
-            checksum = jnp.mean(trajectory.reward) + jnp.mean(trajectory.log_prob + next_values)
-            return runner.replace(env_state=env_state, observation=observation, key=key), checksum
+            rollout = ppo.rollout(runner)
+            trajectory = rollout.trajectory
+            checksum = jnp.mean(trajectory.reward) + jnp.mean(trajectory.log_prob + rollout.next_values)
+            continued = dict(env_state=rollout.env_state, observation=rollout.observation, key=rollout.key)
+            return runner.replace(**continued, policy_state=rollout.policy_state), checksum
 
         _, out = jax.lax.scan(next_rollout, runner, None, rollouts)
         return out
