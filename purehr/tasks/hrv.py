@@ -4,6 +4,7 @@ context, no gain)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from purehr.envs import hrv
@@ -75,16 +76,14 @@ HRV_TASK = Task(
 # gap feature and held-out evaluation. The oracle reads the context's gain, which this
 # observation lacks, so the variant has floors only; the oracle's numbers on the full task are
 # the reference with full observation.
-HRV_HIDDEN_AUDIENCE_TASK = Task(
+HRV_HIDDEN_AUDIENCE_TASK = dataclasses.replace(
+    HRV_TASK,
     name="hrv-hidden-audience",
-    env_class=hrv.HRWritingEnv,
     make_env=one_observation(_hrv_env, "observe_audience", False, "hrv"),
-    default_config=HRV_DEFAULTS,
     baselines=HRV_FLOORS,
-    heldout_evaluation=hrv.checkpoint_evaluation,
-    env_evaluation=hrv.heldout_evaluation,
-    record_showcase=hrv.record_showcase,
     env_kwargs=lambda env: {**_hrv_kwargs(env), "observe_audience": env.observe_audience},
+    legacy_env_kwargs={},  # every hrv-hidden-audience manifest records its arguments
+    unrecorded_env_kwargs={},
     has_reference=False,
     owns=lambda env: not _observes_audience(env),
 )

@@ -4,6 +4,7 @@ variant ``swing-angles`` (angles and posture only, no rates or energy)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -94,16 +95,14 @@ SWING_TASK = Task(
 # the same training starts, defaults, held-out starts and showcase. The structured controller
 # reads psi' (obs[5]), which this observation lacks, so the variant has floors only; the
 # controller's numbers on the full task are the reference with full observation.
-SWING_ANGLES_TASK = Task(
+SWING_ANGLES_TASK = dataclasses.replace(
+    SWING_TASK,
     name="swing-angles",
-    env_class=swing.SwingEnv,
     make_env=one_observation(_swing_env, "observe_rates", False, "swing"),
-    default_config=SWING_DEFAULTS,
     baselines=SWING_FLOORS,
-    heldout_evaluation=swing.heldout_evaluation,
-    env_evaluation=swing.heldout_evaluation,
-    record_showcase=_record_swing,
     env_kwargs=_swing_angles_kwargs,
+    legacy_env_kwargs={},  # every swing-angles manifest records its arguments
+    unrecorded_env_kwargs={},
     has_reference=False,
     owns=lambda env: not _observes_rates(env),
 )
