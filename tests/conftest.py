@@ -169,22 +169,8 @@ def _filled(row: dict, columns: list[str]) -> dict:
     return {column: row.get(column, "" if column in empty else 0) for column in columns}
 
 
-# Under pytest-xdist (the README's `-n 2`: most of the suite compiles or runs one small program at a
-# time on one core, so two workers use the second), a file's tests stay on one worker (its module
-# fixtures compile once), and the files that share the session's protocol_reference run on the
-# same worker so that it trains once.
-SHARES_PROTOCOL_REFERENCE = ("test_run.py", "test_resume_multitask.py", "test_any_task_reports.py", "test_interrupt.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        file = item.path.name
-        group = "protocol_reference" if file in SHARES_PROTOCOL_REFERENCE else file
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
 def pytest_sessionfinish(session, exitstatus):
-    if _OWN_CACHE:  # the process that made the folder (under xdist: the controller, after every worker)
+    if _OWN_CACHE:
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
