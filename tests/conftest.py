@@ -170,7 +170,7 @@ def _filled(row: dict, columns: list[str]) -> dict:
 
 
 def pytest_sessionfinish(session, exitstatus):
-    if _OWN_CACHE:
+    if _OWN_CACHE:  # the process that made the folder (under xdist: the controller, after every worker)
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
