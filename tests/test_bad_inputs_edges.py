@@ -198,6 +198,8 @@ PUBLISH = ("scripts/publish_run.py", "{tmp}/run", "{tmp}/record")
 SWEEP = ("scripts/sweep.py", "--task", "hrv", "--learning-rate", "1e-4", "--steps", "2048", "--out", "{tmp}/out")
 EVALUATE = "scripts/evaluate.py"
 THROUGHPUT = "benchmarks/throughput.py"
+LIMITS = "scripts/limits.py"
+LIMITS_RECORD = ("--protocol", str(ROOT / "results" / "protocol"), "--out", "{tmp}/out")
 
 CASES = [
     # scripts/sweep.py: seeds and --out, refused before any compile, no empty --out left behind
@@ -281,6 +283,23 @@ CASES = [
     ),
     script_case("throughput envs 0", THROUGHPUT, ["--envs", "0"], "0: expected a positive integer"),
     script_case("throughput report missing", THROUGHPUT, ["--report", "{tmp}/missing.json"], "no such file"),
+    # scripts/limits.py: the protocol record, its seeds, the budget and --out, refused before any import of JAX
+    script_case(
+        "limits protocol missing", LIMITS, ["--protocol", "{tmp}/none"], "--protocol {tmp}/none: no such directory"
+    ),
+    script_case(
+        "limits protocol without swing",
+        LIMITS,
+        ["--protocol", "{tmp}/rec", "--out", "{tmp}/out"],
+        "the run has no swing",
+        write("rec/manifest.json", '{"tasks": ["hrv"], "seeds": [0]}'),
+    ),
+    script_case("limits unknown seed", LIMITS, [*LIMITS_RECORD, "--seeds", "7"], "--seeds 7: not in --protocol"),
+    script_case("limits starts 0", LIMITS, [*LIMITS_RECORD, "--starts", "0"], "--starts 0: expected 1 to 100"),
+    script_case(
+        "limits rounds -1", LIMITS, [*LIMITS_RECORD, "--rounds", "-1"], "--rounds -1: expected an integer >= 0"
+    ),
+    script_case("limits out not empty", LIMITS, LIMITS_RECORD, "is not empty", write("out/mine.txt", "mine\n")),
     script_case(
         "throughput report not JSON",
         THROUGHPUT,

@@ -12,7 +12,8 @@ allow-list says why the import must be lazy. The map of the folders is docs/inte
     model        purehr.model...        the seed API, the saved-model format   envs, ppo, tasks, run
     viz          purehr.viz...          plotting from plain rows               envs, run
     reports      purehr.reports...      analysis, tables, summary, publish     envs, ppo, tasks, devices, run, viz
-    experiments  purehr.experiments...  sweep, ablation, reward comparison     reports and everything below
+    limits       purehr.limits...       optimal-control references             envs, tasks, run
+    experiments  purehr.experiments...  sweep, ablation, reward comparison     reports, limits and everything below
     cli          purehr.cli...          the scripts' command line              everything above but top
     top          purehr/__init__        the public names                       everything
 """
@@ -39,6 +40,7 @@ LAYER_OF = {
     "purehr.model": "model",
     "purehr.viz": "viz",
     "purehr.reports": "reports",
+    "purehr.limits": "limits",
     "purehr.experiments": "experiments",
     "purehr.cli": "cli",
     "purehr": "top",  # purehr/__init__.py (PEP 562 exports)
@@ -57,7 +59,8 @@ BELOW = {
     "model": {"envs", "ppo", "tasks", "run", "tracking"},
     "viz": {"envs", "run"},
     "reports": {"envs", "ppo", "tasks", "devices", "tracking", "population", "run", "viz"},
-    "experiments": {"envs", "ppo", "tasks", "devices", "tracking", "population", "run", "viz", "reports"},
+    "limits": {"envs", "tasks", "run"},  # only experiments (and scripts, tests) import it: not in LIBRARY
+    "experiments": {"envs", "ppo", "tasks", "devices", "tracking", "population", "run", "viz", "reports", "limits"},
     "cli": LIBRARY,
     "top": LIBRARY | {"cli"},
 }

@@ -1,0 +1,12 @@
+"""How good is good: optimal-control references for the swing and HRV tasks (docs/limits.md).
+
+- ``swing_shooting``: the fastest rotation found by shooting through the differentiable plant,
+  verified by replay in ``SwingEnv`` (an upper bound on the minimum time from each start);
+- ``swing_bound``: a lower bound on that minimum time from the energy the rider must add and
+  the most power the servo-limited body can put in;
+- ``hrv_search``: the per-dimension lower bound on HRV steps and the exact fewest steps by a
+  search over the shared style / content choices, replayed in ``HRWritingEnv``.
+
+The room sits above ``envs`` (and ``tasks``, ``run`` for restoring checkpoints); only
+experiments, scripts and tests import it.
+"""
