@@ -121,18 +121,16 @@ def main(argv: list[str] | None = None) -> int:
     settings = settings_from(args)
     swing = limits.swing_study(args.protocol, settings)
     hrv = limits.hrv_study(args.protocol, settings)
+    limits_record.write_results(args.out, swing, hrv)
     record = dict(
         command=["python", "scripts/limits.py", *(sys.argv[1:] if argv is None else argv)],
         machine=environment_description(),
         load_average_before=load_before,
         load_average_after=load_average(),
-        wall_s=time.perf_counter() - started,
+        wall_s=time.perf_counter() - started,  # the whole command, the figures and data files included
         protocol=str(args.protocol),
         settings=settings.to_dict(),
     )
-    limits_record.write_results(args.out, swing, hrv, record)
-    record["wall_s"] = time.perf_counter() - started  # the whole command, the files included
-    record["load_average_after"] = load_average()
     limits_record.write_summary(args.out, swing, hrv, record)
     atomic_write_text(args.out / "README.md", limits_record.readme_text(swing["summary"], hrv["summary"], record))
     print(limits_record.headline(swing["summary"], hrv["summary"]))

@@ -21,12 +21,14 @@ FILES = {
     "swing_limits.png": "time to rotation per start, sorted: PPO, controller, upper and lower bound",
     "hrv_limits.png": "steps per episode, sorted: PPO, oracle, exact optima, lower bound",
 }
-"""What ``write_results`` writes, file -> what it holds."""
+"""What a limits run writes (``write_results``, then ``write_summary``), file -> what it holds."""
 
 
-def write_results(out: Path, swing: dict[str, Any], hrv: dict[str, Any], record: dict[str, Any]) -> list[Path]:
-    """Writes ``FILES`` into ``out`` (which the caller made; nothing is overwritten silently
-    there: scripts/limits.py refuses a non-empty folder without --overwrite)."""
+def write_results(out: Path, swing: dict[str, Any], hrv: dict[str, Any]) -> list[Path]:
+    """Writes the data files and figures of ``FILES`` into ``out`` (nothing is overwritten
+    silently there: scripts/limits.py refuses a non-empty folder without --overwrite). The
+    caller writes ``summary.json`` last (``write_summary``), once the whole command's wall time
+    is known."""
     out.mkdir(parents=True, exist_ok=True)
     written = [write_csv(out / "swing.csv", None, swing["rows"]), write_csv(out / "hrv.csv", None, hrv["rows"])]
     theta0, theta_dot0 = (np.asarray([row[k] for row in swing["rows"]]) for k in ("theta0_deg", "theta_dot0"))
@@ -41,7 +43,6 @@ def write_results(out: Path, swing: dict[str, Any], hrv: dict[str, Any], record:
     seeds_hrv = [name for name in hrv["rows"][0] if name.startswith("ppo_seed")]
     written.append(plot_swing_limits(swing["rows"], out / "swing_limits.png", seeds_swing))
     written.append(plot_hrv_limits(hrv["rows"], out / "hrv_limits.png", seeds_hrv))
-    written.append(write_summary(out, swing, hrv, record))
     return written
 
 
