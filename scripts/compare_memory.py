@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ARM_NAMES = ("gru_partial", "mlp_partial", "gru_full", "mlp_full")
+ARM_NAMES = ("gru_partial", "mlp_partial", "gru_full", "mlp_full", "gru_flicker", "mlp_flicker")
 """purehr.experiments.memory_comparison.ARMS's names (tests/test_memory_comparison.py checks),
 here so that --help and a bad flag answer without importing JAX."""
 

@@ -45,14 +45,18 @@ def test_the_arms_are_the_documented_runs():
         ("mlp_partial", "mlp", ("swing-angles", "hrv-hidden-audience")),
         ("gru_full", "gru", ("swing", "hrv")),
         ("mlp_full", "mlp", ("swing", "hrv")),
+        ("gru_flicker", "gru", ("hrv-flicker",)),
+        ("mlp_flicker", "mlp", ("hrv-flicker",)),
     ]
     assert load_script().ARM_NAMES == tuple(memory.ARM_BY_NAME)
     budget = {"swing-angles": 2_000_000, "swing": 2_000_000, "hrv-hidden-audience": 300_000, "hrv": 300_000}
+    budget["hrv-flicker"] = 300_000
     gru = {
         "swing-angles": dict(policy="gru", recurrent_width=64, minibatch_size=1024),
         "swing": dict(policy="gru", recurrent_width=64, minibatch_size=1024),
         "hrv-hidden-audience": dict(policy="gru", recurrent_width=64),
         "hrv": dict(policy="gru", recurrent_width=64),
+        "hrv-flicker": dict(policy="gru", recurrent_width=128, recurrent_skip=True),
     }
     for arm in memory.ARMS:
         for task, config in arm.configs().items():

@@ -1,5 +1,5 @@
-"""The partially observed variants (``swing-angles``, ``hrv-hidden-audience``): the same
-environment seen through fewer numbers. The kept entries equal the full observation's, the
+"""The partially observed variants (``swing-angles``, ``hrv-hidden-audience``, ``hrv-flicker``):
+the same environment seen through fewer numbers. The kept entries equal the full observation's, the
 dynamics, rewards and held-out evaluation are the full task's, and the option travels with
 the task (registry, manifest, ``task_of_env``)."""
 
@@ -19,6 +19,7 @@ from purehr.envs.swing.physics import observation as full_swing_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.run.plan import DEFAULT_TASKS
 from purehr.tasks import TASK_NAMES, TASKS, get_task, task_of_env
+from purehr.tasks.hrv import HRV_FLICKER_DROPOUT
 
 # cos theta, sin theta, cos psi, sin psi, squat, lean: of the 11 (cos theta, sin theta,
 # theta'/w0, cos psi, sin psi, psi'/w0, energy_norm, squat, lean, squat'/w_a, lean'/w_a)
@@ -164,6 +165,73 @@ def test_hrv_hidden_audience_heldout_evaluation_of_a_policy_blind_to_the_audienc
     assert metrics["hrv"]["final_distance"] < 0.3
 
 
+# ---------------------------------------------------------------- hrv-flicker
+
+FLICKER_STEPS = 400
+
+
+@pytest.fixture(scope="module")
+def hrv_flicker_pair():
+    """The full hrv and hrv-flicker environments over FLICKER_STEPS steps of the same actions
+    and keys; episodes last 10 steps, so the runs cross many resets."""
+    actions = jax.random.randint(jax.random.PRNGKey(5), (FLICKER_STEPS, 2 + 4), 0, 3)
+    reset = lambda env: env.reset(jax.random.PRNGKey(13))  # noqa: E731
+    full_env = HRWritingEnv(4, max_episode_length=10)
+    flicker_env = HRWritingEnv(4, reading_dropout=0.5, max_episode_length=10)
+    return full_env, flicker_env, *_rollouts((full_env, flicker_env), reset, actions)
+
+
+def test_hrv_flicker_loses_the_reading_at_the_dropout_rate_and_nothing_else(hrv_flicker_pair):
+    full_env, flicker_env, (full_first, full), (flicker_first, flicker) = hrv_flicker_pair
+    full_keys = list(full_env.observation_space().spaces)
+    assert sorted(flicker_env.observation_space().spaces) == sorted([*full_keys, "reading_seen"])
+    assert float(flicker_first["reading_seen"][0]) == 1.0  # the text is read at the start
+    _assert_same_tree({k: v for k, v in flicker_first.items() if k != "reading_seen"}, full_first)
+    seen = np.asarray(flicker[0]["reading_seen"][:, 0]) == 1.0
+    # Binomial(400, 0.5): 4.5 standard deviations either side of 200 lost readings
+    assert 155 <= np.sum(~seen) <= 245
+    for key in ("current_hrv", "gap"):  # lost: zeros; read: the full observation's values
+        assert not np.any(np.asarray(flicker[0][key])[~seen])
+        np.testing.assert_array_equal(np.asarray(flicker[0][key])[seen], np.asarray(full[0][key])[seen])
+    for key in ("target_hrv", "content_stats", "generation_context", "gain", "episode_fraction"):
+        np.testing.assert_array_equal(flicker[0][key], full[0][key])  # everything else every step
+
+
+def test_hrv_flicker_has_the_full_dynamics_and_rewards(hrv_flicker_pair):
+    _, _, (_, full), (_, flicker) = hrv_flicker_pair
+    _assert_same_tree(flicker[1:], full[1:])  # states, rewards, ends, infos: the same noise stream
+    assert np.asarray(full[3]).sum() + np.asarray(full[4]).sum() >= 30  # many episodes ended
+
+
+def test_hrv_flicker_is_a_task_of_its_own():
+    task = get_task("hrv-flicker")
+    env = task.make_env()
+    assert env.reading_dropout == HRV_FLICKER_DROPOUT == 0.75 and env.observe_audience and env.name == "hrv-flicker"
+    assert task_of_env(env) is task and task_of_env(HRWritingEnv(3, reading_dropout=0.2)) is task
+    assert task.env_kwargs(env)["reading_dropout"] == 0.75 and task.floors == get_task("hrv").floors
+    assert not task.has_reference and task.default_config == get_task("hrv").default_config
+    assert "reading_dropout" not in get_task("hrv").env_kwargs(HRWritingEnv())  # hrv's record unchanged
+    recorded = {**task.env_kwargs(env), "reading_dropout": 0.5}  # a run's own dropout comes back from its record
+    assert task.env_from_manifest({"environments": {"hrv-flicker": recorded}}).reading_dropout == 0.5
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: HRWritingEnv(reading_dropout=1.0), r"reading_dropout=1.0, expected a probability in \[0, 1\)"),
+        (lambda: HRWritingEnv(reading_dropout=-0.1), r"reading_dropout=-0.1, expected a probability"),
+        (lambda: HRWritingEnv(reading_dropout=True), r"reading_dropout=True, expected a probability"),
+        (lambda: HRWritingEnv(reading_dropout="0.5"), r"reading_dropout='0.5', expected a probability"),
+        (lambda: get_task("hrv").make_env(reading_dropout=0.5), r"reading_dropout=0.5: .*task 'hrv-flicker'"),
+        (lambda: get_task("hrv-flicker").make_env(reading_dropout=0), r"reading_dropout=0: .*train 'hrv'"),
+        (lambda: get_task("hrv-flicker").make_env(observe_audience=False), r"observe_audience=False: expected True"),
+    ],
+)
+def test_bad_flicker_values_are_refused_by_name(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
 # ---------------------------------------------------------------- the tasks
 
 
@@ -180,7 +248,7 @@ def test_the_variants_are_registered_with_their_option_and_the_default_run_is_un
     assert get_task("hrv-hidden-audience").default_config == get_task("hrv").default_config
 
 
-@pytest.mark.parametrize("name", ["swing", "hrv", "swing-angles", "hrv-hidden-audience"])
+@pytest.mark.parametrize("name", ["swing", "hrv", "swing-angles", "hrv-hidden-audience", "hrv-flicker"])
 def test_an_environment_maps_back_to_its_task_and_its_record_rebuilds_it(name):
     task = get_task(name)
     env = task.make_env()

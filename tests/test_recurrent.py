@@ -33,16 +33,26 @@ SMALL_GRU = dict(
 )
 
 
-@pytest.fixture(scope="module")
-def hrv_rollout():
+@pytest.fixture(scope="module", params=[False, True], ids=["readout-hidden", "readout-skip"])
+def hrv_rollout(request):
     """A GRU PPO on hrv after one update (a carry that is not the initial one), and the rollout
-    of the next update; episodes are capped at 10 steps so the rollout crosses resets."""
+    of the next update; episodes are capped at 10 steps so the rollout crosses resets. Both
+    readouts: the heads read the hidden state, or [hidden, embedding] (``recurrent_skip``)."""
     env = get_task("hrv").env_class(max_episode_length=10)
-    config = get_task("hrv").default_config.replace(total_timesteps=96 * 4, **SMALL_GRU)
+    config = get_task("hrv").default_config.replace(total_timesteps=96 * 4, recurrent_skip=request.param, **SMALL_GRU)
     ppo = make_ppo(config, env)
     runner = ppo.init(jax.random.PRNGKey(3))
     runner, _ = jax.jit(ppo.update)(runner)
     return ppo, runner, jax.jit(ppo.rollout)(runner)
+
+
+def one_step(network, params, hidden, observation):
+    """(next hidden, the heads' readout) of one step, assembled by hand from the GRU's parts:
+    the readout is the hidden state, or with ``skip`` the hidden state beside the embedding."""
+    embedded = network.apply(params, observation, method=RecurrentActorCritic.embed)
+    gates = network.apply(params, embedded, method=RecurrentActorCritic.inputs)
+    hidden = network.apply(params, hidden, gates, method=RecurrentActorCritic.recur)
+    return hidden, (np.concatenate([hidden, embedded]) if network.skip else hidden)
 
 
 def step_by_step(ppo, params, initial_hidden, observations, starts):
@@ -57,11 +67,11 @@ def step_by_step(ppo, params, initial_hidden, observations, starts):
         for t in range(starts.shape[0]):
             if starts[t, e]:
                 hidden = np.zeros_like(hidden)
-            hidden = network.apply(params, hidden, observations[t, e], method=RecurrentActorCritic.memory)
+            hidden, readout = one_step(network, params, hidden, observations[t, e])
             hiddens.append(hidden)
-            actor_output, _ = network.apply(params, hidden, method=RecurrentActorCritic.policy)
+            actor_output, _ = network.apply(params, readout, method=RecurrentActorCritic.policy)
             actor_outputs.append((t, e, actor_output))
-            values[t, e] = network.apply(params, hidden, method=RecurrentActorCritic.value)
+            values[t, e] = network.apply(params, readout, method=RecurrentActorCritic.value)
     return values, actor_outputs, action_space
 
 
@@ -101,13 +111,8 @@ def test_the_memory_starts_from_zero_exactly_where_an_episode_starts(hrv_rollout
     np.testing.assert_array_equal(rollout.policy_state[1], done[-1])  # carried into the next rollout
     # a start step's value is that of the zero memory, whatever the memory was before
     for t, e in zip(*np.nonzero(starts)):
-        hidden = ppo.network.apply(
-            runner.params,
-            jnp.zeros(ppo.network.width),
-            trajectory.observation[t, e],
-            method=RecurrentActorCritic.memory,
-        )
-        expected = ppo.network.apply(runner.params, hidden, method=RecurrentActorCritic.value)
+        _, readout = one_step(ppo.network, runner.params, jnp.zeros(ppo.network.width), trajectory.observation[t, e])
+        expected = ppo.network.apply(runner.params, readout, method=RecurrentActorCritic.value)
         np.testing.assert_allclose(trajectory.value[t, e], expected, rtol=1e-5, atol=1e-6)
     # where no episode ended, the previous step's "final" observation is the observation read
     # next with the same memory: the two values of the 2E-row call agree
@@ -150,8 +155,8 @@ def test_the_evaluation_policy_carries_its_memory_from_a_zero_state(hrv_rollout)
     flat = flatten_observation(observation)
     hidden = jnp.zeros(6)
     for action, t in ((first, 0), (second, 1)):  # each step: the memory, then the actor's mode
-        hidden = ppo.network.apply(runner.params, hidden, flat, method=RecurrentActorCritic.memory)
-        actor_output, _ = ppo.network.apply(runner.params, hidden, method=RecurrentActorCritic.policy)
+        hidden, readout = one_step(ppo.network, runner.params, hidden, flat)
+        actor_output, _ = ppo.network.apply(runner.params, readout, method=RecurrentActorCritic.policy)
         distribution = make_distribution(ppo.env.action_space(ppo.env_params), actor_output, None)
         np.testing.assert_array_equal(action, distribution.to_env_action(distribution.mode()))
         if t == 0:
@@ -166,6 +171,7 @@ def test_the_evaluation_policy_carries_its_memory_from_a_zero_state(hrv_rollout)
         (dict(policy="lstm"), r"policy='lstm': expected one of \('mlp', 'gru'\)"),
         (dict(policy="gru", num_envs=6, num_steps=4, minibatch_size=6), "must divide num_envs=6"),
         (dict(policy="gru", recurrent_width=0), "recurrent_width=0: expected a positive integer"),
+        (dict(policy="gru", recurrent_skip="yes"), "recurrent_skip='yes': expected True or False"),
     ],
 )
 def test_bad_recurrent_settings_are_refused_by_name(changes, message):

@@ -15,11 +15,11 @@ from purehr.tasks import TASK_NAMES, TASKS, get_task, task_of_env, task_of_env_c
 
 
 def test_unknown_task_is_named_with_the_known_ones():
-    known = r"\['hrv', 'hrv-hidden-audience', 'swing', 'swing-angles'\]"
+    known = r"\['hrv', 'hrv-flicker', 'hrv-hidden-audience', 'swing', 'swing-angles'\]"
     with pytest.raises(ValueError, match=rf"unknown task 'cartpole'; expected one of {known}"):
         get_task("cartpole")
     assert TASK_NAMES == ("swing", "hrv")  # the default run; the partially observed variants are asked for by name
-    assert tuple(TASKS)[:4] == ("swing", "hrv", "swing-angles", "hrv-hidden-audience")
+    assert tuple(TASKS)[:5] == ("swing", "hrv", "swing-angles", "hrv-hidden-audience", "hrv-flicker")
 
 
 def test_an_environment_finds_its_task_through_wrappers():

@@ -45,6 +45,7 @@ SHAPE_FIELDS = (
     "critic_hidden",
     "policy",
     "recurrent_width",
+    "recurrent_skip",
 )
 """PPOConfig fields that change the compiled program: one group (one compile) per choice."""
 SWEEP_MARKER = "sweep.json"

@@ -138,7 +138,9 @@ def make_policy_core(config: PPOConfig, action_space) -> PolicyCore:
     )
     sizes = (config.num_envs, config.num_steps, config.num_minibatches)
     if config.policy == "gru":
-        return RecurrentCore(RecurrentActorCritic(width=config.recurrent_width, **shared), *sizes)
+        return RecurrentCore(
+            RecurrentActorCritic(width=config.recurrent_width, skip=config.recurrent_skip, **shared), *sizes
+        )
     return FeedForwardCore(ActorCritic(**shared), *sizes)
 
 

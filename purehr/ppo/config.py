@@ -42,7 +42,7 @@ FLOAT_FIELDS = (
     "max_grad_norm",
     "log_std_init",
 )
-BOOL_FIELDS = ("anneal_lr", "normalize_observations", "elementwise_grad_clip")
+BOOL_FIELDS = ("anneal_lr", "normalize_observations", "elementwise_grad_clip", "recurrent_skip")
 SIZES_FIELDS = ("actor_hidden", "critic_hidden")
 RETIRED_FIELDS = ("progress_interval",)
 """Fields older manifests hold that nothing reads any more: ``from_dict`` drops them."""
@@ -113,6 +113,12 @@ class PPOConfig:
     Minibatches are then whole environments' sequences: ``num_envs`` must be a multiple of the
     number of minibatches."""
     recurrent_width: int = with_help(128, "GRU hidden-state width (with --policy gru)")
+    recurrent_skip: bool = with_help(
+        False, "with --policy gru: the heads read [GRU state, this step's embedding] (true/false)"
+    )
+    """The GRU's readout (docs/recurrent.md, "The readout"): false, the heads read the hidden
+    state alone (PureJaxRL's ``ppo_rnn.py``); true, they also read this step's embedding, so the
+    memory only holds what the present observation does not show."""
     log_std_init: float = with_help(-0.5, "initial log standard deviation of the Gaussian policy (swing)")
     normalize_observations: bool = with_help(
         False, "normalise observations by their running mean and variance (true/false)"

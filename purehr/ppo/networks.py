@@ -148,11 +148,13 @@ class GRUGates(nn.Module):
 
 class RecurrentActorCritic(nn.Module):
     """A memory shared by actor and critic: the (normalised) observation is embedded by one
-    dense layer, a GRU folds it into the hidden state [..., width], and the actor and critic
-    MLPs read the hidden state. ``memory`` is one step (any leading axes); ``inputs`` and
-    ``recur`` are its two halves, so a sequence computes every step's inputs at once and loops
-    over ``recur`` alone. A caller resets the hidden state to zeros where an episode starts
-    (``purehr.ppo.recurrent``)."""
+    dense layer, a GRU folds the embedding into the hidden state [..., width], and the actor and
+    critic MLPs read the *readout*: the hidden state, or with ``skip`` the hidden state beside
+    this step's embedding [..., 2 width], so the heads see the present directly and the memory
+    only has to hold what the present does not show (docs/recurrent.md, "The readout").
+    ``memory`` is one step (any leading axes); ``embed``, ``inputs`` and ``recur`` are its
+    parts, so a sequence computes every step's inputs at once and loops over ``recur`` alone. A
+    caller resets the hidden state to zeros where an episode starts (``purehr.ppo.recurrent``)."""
 
     actor_hidden: Sequence[int]
     critic_hidden: Sequence[int]
@@ -162,6 +164,7 @@ class RecurrentActorCritic(nn.Module):
     width: int
     log_std_init: float = -0.5
     normalize_observations: bool = False
+    skip: bool = False
 
     def setup(self) -> None:
         if self.normalize_observations:
@@ -177,24 +180,35 @@ class RecurrentActorCritic(nn.Module):
 
     def __call__(self, hidden: jax.Array, observation: jax.Array):
         """(next hidden, (actor output, log std or None, value)) for one step."""
-        hidden = self.memory(hidden, observation)
-        return hidden, (*self.policy(hidden), self.value(hidden))
+        hidden, readout = self.memory(hidden, observation)
+        return hidden, (*self.policy(readout), self.value(readout))
 
-    def memory(self, hidden: jax.Array, observation: jax.Array) -> jax.Array:
-        return self.recur(hidden, self.inputs(observation))
+    def memory(self, hidden: jax.Array, observation: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(next hidden [..., W], the heads' readout) of one step."""
+        embedded = self.embed(observation)
+        hidden = self.recur(hidden, self.inputs(embedded))
+        return hidden, self.readout(hidden, embedded)
 
-    def inputs(self, observation: jax.Array) -> jax.Array:
-        """The GRU's input terms [..., 3W] of observations with any leading axes."""
+    def embed(self, observation: jax.Array) -> jax.Array:
+        """The (normalised) observation's embedding [..., W], any leading axes."""
         if self.normalize_observations:
             observation = self.normalizer(observation)
-        return self.gru.inputs(ACTIVATION_FUNCTIONS[self.activation](self.embedding(observation)))
+        return ACTIVATION_FUNCTIONS[self.activation](self.embedding(observation))
+
+    def inputs(self, embedded: jax.Array) -> jax.Array:
+        """The GRU's input terms [..., 3W] of embeddings with any leading axes."""
+        return self.gru.inputs(embedded)
 
     def recur(self, hidden: jax.Array, gates: jax.Array) -> jax.Array:
         return self.gru.recur(hidden, gates)
 
-    def policy(self, hidden: jax.Array):
-        """(actor output, log std or None) read from the hidden state."""
-        return self.actor(hidden), (self.log_std if self.continuous else None)
+    def readout(self, hidden: jax.Array, embedded: jax.Array) -> jax.Array:
+        """What the heads read: the hidden state, or [hidden, embedding] with ``skip``."""
+        return jnp.concatenate([hidden, embedded], axis=-1) if self.skip else hidden
 
-    def value(self, hidden: jax.Array) -> jax.Array:
-        return jnp.squeeze(self.critic(hidden), -1)
+    def policy(self, readout: jax.Array):
+        """(actor output, log std or None) read from the readout."""
+        return self.actor(readout), (self.log_std if self.continuous else None)
+
+    def value(self, readout: jax.Array) -> jax.Array:
+        return jnp.squeeze(self.critic(readout), -1)

@@ -73,15 +73,15 @@ class RecurrentCore:
         """One GRU call on 2E rows: this step (memory reset where it starts an episode) and the
         previous step's final observations (that episode's memory, for the bootstrap)."""
         hidden, start = carry
-        both = self.network.apply(
+        both, readout = self.network.apply(
             params,
             jnp.concatenate([reset_where(start, hidden), hidden]),
             jnp.concatenate([observation, previous_final]),
             method=RecurrentActorCritic.memory,
         )
-        actor_output, log_std = self.network.apply(params, both[: self.num_envs], method=RecurrentActorCritic.policy)
-        values = self.network.apply(params, both, method=RecurrentActorCritic.value)
         n = self.num_envs
+        actor_output, log_std = self.network.apply(params, readout[:n], method=RecurrentActorCritic.policy)
+        values = self.network.apply(params, readout, method=RecurrentActorCritic.value)
         return StepOutputs(actor_output, log_std, values[:n], values[n:], start, both[:n])
 
     def carry_after(self, carry, outputs: StepOutputs, done: jax.Array):
@@ -90,8 +90,8 @@ class RecurrentCore:
 
     def final_value(self, params, carry, final_observation: jax.Array) -> jax.Array:
         hidden, _ = carry
-        memory = self.network.apply(params, hidden, final_observation, method=RecurrentActorCritic.memory)
-        return self.network.apply(params, memory, method=RecurrentActorCritic.value)
+        _, readout = self.network.apply(params, hidden, final_observation, method=RecurrentActorCritic.memory)
+        return self.network.apply(params, readout, method=RecurrentActorCritic.value)
 
     def batch(self, batch: Batch, memory: jax.Array, rollout_start_carry) -> Batch:
         """[T, E, ...] -> environment-major [E, T, ...], the observation as ``Sequences``."""
@@ -113,7 +113,8 @@ class RecurrentCore:
         the stored carry with the stored resets. Only the hidden side is in the loop: the
         inputs of all T x E' steps are one call before it, the heads one call after it."""
 
-        gates = self.network.apply(params, sequences.observation, method=RecurrentActorCritic.inputs)
+        embedded = self.network.apply(params, sequences.observation, method=RecurrentActorCritic.embed)
+        gates = self.network.apply(params, embedded, method=RecurrentActorCritic.inputs)
 
         def remember(hidden, step):
             step_gates, start = step
@@ -124,18 +125,18 @@ class RecurrentCore:
 
         time_major = (jnp.swapaxes(gates, 0, 1), jnp.swapaxes(sequences.start, 0, 1))
         _, hiddens = jax.lax.scan(remember, sequences.initial_hidden, time_major)  # [T, E', W]
-        hiddens = jnp.swapaxes(hiddens, 0, 1)
-        actor_output, log_std = self.network.apply(params, hiddens, method=RecurrentActorCritic.policy)
-        return actor_output, log_std, self.network.apply(params, hiddens, method=RecurrentActorCritic.value)
+        readout = self.network.apply(params, jnp.swapaxes(hiddens, 0, 1), embedded, method=RecurrentActorCritic.readout)
+        actor_output, log_std = self.network.apply(params, readout, method=RecurrentActorCritic.policy)
+        return actor_output, log_std, self.network.apply(params, readout, method=RecurrentActorCritic.value)
 
     def policy(self, params, action_space, deterministic: bool) -> RecurrentPolicy:
         """A ``RecurrentPolicy``: each episode starts from the zero memory, as in training."""
 
         def step(hidden, observation, t, key):
-            hidden = self.network.apply(
+            hidden, readout = self.network.apply(
                 params, hidden, flatten_observation(observation), method=RecurrentActorCritic.memory
             )
-            actor_output, log_std = self.network.apply(params, hidden, method=RecurrentActorCritic.policy)
+            actor_output, log_std = self.network.apply(params, readout, method=RecurrentActorCritic.policy)
             distribution = make_distribution(action_space, actor_output, log_std)
             action = distribution.mode() if deterministic else distribution.sample(key)
             return distribution.to_env_action(action), hidden

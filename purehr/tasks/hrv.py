@@ -1,6 +1,6 @@
 """The hrv task: the writing environment (8 HRV dimensions), PPO defaults, the greedy oracle
-and the floors; and its partially observed variant ``hrv-hidden-audience`` (no audience
-context, no gain)."""
+and the floors; and its partially observed variants ``hrv-hidden-audience`` (no audience
+context, no gain) and ``hrv-flicker`` (the text's reading lost at 3 steps in 4)."""
 
 from __future__ import annotations
 
@@ -49,10 +49,45 @@ def _observes_audience(env) -> bool:
     return bool(getattr(env, "observe_audience", True))
 
 
+def _reading_dropout(env) -> float:
+    return float(getattr(env, "reading_dropout", 0.0))
+
+
+HRV_FLICKER_DROPOUT = 0.75
+"""hrv-flicker's chance that the reading of the text is lost at a step (docs/hrv_task.md)."""
+
+
+def _every_reading(make_env, task: str):
+    """``make_env`` whose environments read the text after every edit; a ``reading_dropout`` is
+    refused because it is task ``hrv-flicker``'s environment."""
+
+    def make(**kwargs: Any) -> hrv.HRWritingEnv:
+        env = make_env(**kwargs)
+        if _reading_dropout(env):
+            raise ValueError(
+                f"reading_dropout={kwargs['reading_dropout']!r}: expected 0 (or leave it out) for task {task!r}; "
+                "a reading that can be lost is the environment of task 'hrv-flicker', train that task instead"
+            )
+        return env
+
+    return make
+
+
+def _flicker_env(**kwargs: Any) -> hrv.HRWritingEnv:
+    """hrv-flicker's environment: the audience observed, the reading lost with probability
+    ``HRV_FLICKER_DROPOUT`` unless ``reading_dropout`` says otherwise (0 is refused: task hrv)."""
+    env = _hrv_env(**{"reading_dropout": HRV_FLICKER_DROPOUT, **kwargs})
+    if not _reading_dropout(env):
+        raise ValueError("reading_dropout=0: expected a probability in (0, 1) for task 'hrv-flicker'; train 'hrv'")
+    if not env.observe_audience:
+        raise ValueError("observe_audience=False: expected True for task 'hrv-flicker' (one hidden thing at a time)")
+    return env
+
+
 HRV_TASK = Task(
     name="hrv",
     env_class=hrv.HRWritingEnv,
-    make_env=one_observation(_hrv_env, "observe_audience", True, "hrv-hidden-audience"),
+    make_env=_every_reading(one_observation(_hrv_env, "observe_audience", True, "hrv-hidden-audience"), "hrv"),
     default_config=HRV_DEFAULTS,
     baselines=(
         Baseline(
@@ -69,7 +104,7 @@ HRV_TASK = Task(
     env_kwargs=_hrv_kwargs,
     legacy_env_kwargs={"hrv_dim": 8, "reward_form": "potential", "gap_features": False},
     unrecorded_env_kwargs={"gap_features": False},
-    owns=_observes_audience,
+    owns=lambda env: _observes_audience(env) and not _reading_dropout(env),
 )
 
 # The audience is hidden (docs/hrv_task.md, "hrv-hidden-audience"): the same episodes, rewards,
@@ -79,11 +114,27 @@ HRV_TASK = Task(
 HRV_HIDDEN_AUDIENCE_TASK = dataclasses.replace(
     HRV_TASK,
     name="hrv-hidden-audience",
-    make_env=one_observation(_hrv_env, "observe_audience", False, "hrv"),
+    make_env=_every_reading(one_observation(_hrv_env, "observe_audience", False, "hrv"), "hrv-hidden-audience"),
     baselines=HRV_FLOORS,
     env_kwargs=lambda env: {**_hrv_kwargs(env), "observe_audience": env.observe_audience},
     legacy_env_kwargs={},  # every hrv-hidden-audience manifest records its arguments
     unrecorded_env_kwargs={},
     has_reference=False,
-    owns=lambda env: not _observes_audience(env),
+    owns=lambda env: not _observes_audience(env) and not _reading_dropout(env),
+)
+
+# The reading of the text is lost at random steps (docs/hrv_task.md, "hrv-flicker"): the same
+# episodes, dynamics, rewards and held-out evaluation; a policy must carry what it last read
+# through the steps it reads nothing. The oracle reads the current HRV at every step, so the
+# variant has floors only.
+HRV_FLICKER_TASK = dataclasses.replace(
+    HRV_TASK,
+    name="hrv-flicker",
+    make_env=_flicker_env,
+    baselines=HRV_FLOORS,
+    env_kwargs=lambda env: {**_hrv_kwargs(env), "reading_dropout": env.reading_dropout},
+    legacy_env_kwargs={},
+    unrecorded_env_kwargs={},
+    has_reference=False,
+    owns=lambda env: bool(_reading_dropout(env)),
 )

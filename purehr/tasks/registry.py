@@ -1,5 +1,5 @@
 """The one task registry. ``get_task(name)`` looks a task up: a registered name (``swing``,
-``hrv``, their variants ``swing-angles`` and ``hrv-hidden-audience``, or one of
+``hrv``, their variants ``swing-angles``, ``hrv-hidden-audience`` and ``hrv-flicker``, or one of
 ``register_task``), ``<suite>:<environment>`` (``SUITES``), or ``module:factory`` (your own
 environment; ``purehr.tasks.factory``). ``TASK_NAMES`` are the built-in tasks of the default
 run (the partially observed variants are registered, not run by default); ``task_of_env(env)``
@@ -14,12 +14,12 @@ from typing import Any
 from purehr.envs.base import Environment
 from purehr.tasks.environment_task import BUILT_BY
 from purehr.tasks.factory import factory_task, is_factory_name
-from purehr.tasks.hrv import HRV_HIDDEN_AUDIENCE_TASK, HRV_TASK
+from purehr.tasks.hrv import HRV_FLICKER_TASK, HRV_HIDDEN_AUDIENCE_TASK, HRV_TASK
 from purehr.tasks.swing import SWING_ANGLES_TASK, SWING_TASK
 from purehr.tasks.task import Task
 
 TASKS: dict[str, Task] = {
-    task.name: task for task in (SWING_TASK, HRV_TASK, SWING_ANGLES_TASK, HRV_HIDDEN_AUDIENCE_TASK)
+    task.name: task for task in (SWING_TASK, HRV_TASK, SWING_ANGLES_TASK, HRV_HIDDEN_AUDIENCE_TASK, HRV_FLICKER_TASK)
 }
 """The registered tasks: the built-in two, their partially observed variants, then those of
 ``register_task``. The full tasks come first: ``task_of_env_class`` (a saved model that names

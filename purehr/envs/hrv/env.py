@@ -30,6 +30,8 @@ CONTEXT_DIM = 16
 """Length of the audience context vector (``generation_context``)."""
 AUDIENCE_KEYS = ("generation_context", "gain")
 """The observation entries that ``observe_audience=False`` hides: the audience and its gain."""
+READING_KEYS = ("current_hrv", "gap")
+"""The observation entries that are the reading of the text (``reading_dropout`` loses them)."""
 NUM_CONTENT_STATS = 4
 """content_stats: length, lexical diversity, sentence-length variance, readability."""
 NUM_STYLES = 5
@@ -168,6 +170,9 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
     raw vectors in [0, 1] hide); ``observe_audience=False`` (task ``hrv-hidden-audience``)
     hides the audience, ``generation_context`` and ``gain``, from the observation (the same
     dynamics and rewards: the gain must be read off how the text responds to the edits);
+    ``reading_dropout=p`` (task ``hrv-flicker``) loses the reading of the text, ``current_hrv``
+    and ``gap``, with probability p at each step (zeros in its place, ``reading_seen`` 0), so
+    a policy must carry what it last read through the steps it reads nothing;
     ``param_overrides`` replace fields of ``HRVParams``.
     An invalid action component acts as the neutral choice and sets ``info["invalid_action"]``
     (``checked_action``); a state that is no longer finite terminates the episode with reward
@@ -183,6 +188,7 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         reward_form: str = "distance",
         gap_features: bool = True,
         observe_audience: bool = True,
+        reading_dropout: float = 0.0,
         **param_overrides: Any,
     ):
         if isinstance(hrv_dim, bool) or not isinstance(hrv_dim, (int, np.integer)) or hrv_dim < 1:
@@ -198,6 +204,15 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
                 f"observe_audience={observe_audience!r}, expected True (observe generation_context and gain) "
                 "or False (hide them)"
             )
+        if (
+            isinstance(reading_dropout, bool)
+            or not isinstance(reading_dropout, (int, float, np.integer, np.floating))
+            or not 0.0 <= float(reading_dropout) < 1.0
+        ):
+            raise ValueError(
+                f"reading_dropout={reading_dropout!r}, expected a probability in [0, 1) "
+                "(0: the text is read after every edit)"
+            )
         known = set(HRVParams.__dataclass_fields__)
         unknown = sorted(set(param_overrides) - known)
         if unknown:
@@ -209,6 +224,9 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         self.observe_audience = bool(observe_audience)
         if not self.observe_audience:
             self.name = "hrv-hidden-audience"  # the task it belongs to (the logs name the task by it)
+        self.reading_dropout = float(reading_dropout)
+        if self.reading_dropout:
+            self.name = "hrv-flicker"
         style_vectors, context_matrix = _fixed_directions(self.hrv_dim)
         fields = dict(style_vectors=style_vectors, context_matrix=context_matrix)
         fields.update(param_overrides)
@@ -236,6 +254,8 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
             reach = 1.0 / float(params.step_size)
             entries["gap"] = spaces.Box(-reach, reach, (self.hrv_dim,))
             entries["gain"] = spaces.Box(float(params.gain_offset), float(params.gain_offset) + 1.0, (self.hrv_dim,))
+        if self.reading_dropout:
+            entries["reading_seen"] = unit(1)
         return spaces.Dict(self._seen(entries))
 
     def action_space(self, params: HRVParams | None = None) -> spaces.MultiDiscrete:
@@ -301,6 +321,14 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
             observation["gain"] = context_gain(state.context, params)
         return self._seen(observation)
 
+    def _read(self, observation: dict[str, jax.Array], seen: jax.Array) -> dict[str, jax.Array]:
+        """With ``reading_dropout``: the reading of the text (``READING_KEYS``) where ``seen``,
+        zeros in its place where not, and ``reading_seen`` says which."""
+        if not self.reading_dropout:
+            return observation
+        read = {k: jnp.where(seen, v, jnp.zeros_like(v)) if k in READING_KEYS else v for k, v in observation.items()}
+        return {**read, "reading_seen": seen.astype(jnp.float32)[None]}
+
     def _seen(self, entries: dict[str, Any]) -> dict[str, Any]:
         """``entries`` less the audience's (``AUDIENCE_KEYS``) unless ``observe_audience``."""
         if self.observe_audience:
@@ -326,7 +354,7 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
             context=jax.random.normal(context_key, (CONTEXT_DIM,), jnp.float32),
             time=jnp.zeros((), jnp.int32),
         )
-        return self._observation(state, params), state
+        return self._read(self._observation(state, params), jnp.asarray(True)), state  # read at the start
 
     def step(self, key: jax.Array, state: HRVState, action: jax.Array, params: HRVParams | None = None) -> StepResult:
         """Apply one edit. Terminated on success; truncated at max_episode_length unless the
@@ -338,6 +366,8 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         direction = modification.astype(jnp.float32) + params.style_vectors[style]
         delta = params.step_scale[content_op] * params.step_size * context_gain(state.context, params) * direction
         noise = params.noise_scale * jax.random.normal(key, (self.hrv_dim,), jnp.float32)
+        # the reading is lost with probability reading_dropout (a key of its own: the noise stream is the task's)
+        seen = jax.random.uniform(jax.random.fold_in(key, 1)) >= self.reading_dropout if self.reading_dropout else None
         next_hrv = jnp.clip(state.current_hrv + delta + noise, 0.0, 1.0)
 
         error = next_hrv - state.target_hrv
@@ -363,7 +393,7 @@ class HRWritingEnv(Environment[HRVState, HRVParams]):
         reward = reward.astype(jnp.float32)
         # a state that is no longer finite ends the episode (terminated, reward 0: no NaN to bootstrap)
         return end_if_not_finite(
-            (self._observation(next_state, params), next_state, reward, success, truncated, info),
+            (self._read(self._observation(next_state, params), seen), next_state, reward, success, truncated, info),
             all_finite(next_state) & jnp.isfinite(reward),
         )
 
