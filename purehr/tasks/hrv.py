@@ -57,22 +57,6 @@ HRV_FLICKER_DROPOUT = 0.75
 """hrv-flicker's chance that the reading of the text is lost at a step (docs/hrv_task.md)."""
 
 
-def _every_reading(make_env, task: str):
-    """``make_env`` whose environments read the text after every edit; a ``reading_dropout`` is
-    refused because it is task ``hrv-flicker``'s environment."""
-
-    def make(**kwargs: Any) -> hrv.HRWritingEnv:
-        env = make_env(**kwargs)
-        if _reading_dropout(env):
-            raise ValueError(
-                f"reading_dropout={kwargs['reading_dropout']!r}: expected 0 (or leave it out) for task {task!r}; "
-                "a reading that can be lost is the environment of task 'hrv-flicker', train that task instead"
-            )
-        return env
-
-    return make
-
-
 def _flicker_env(**kwargs: Any) -> hrv.HRWritingEnv:
     """hrv-flicker's environment: the audience observed, the reading lost with probability
     ``HRV_FLICKER_DROPOUT`` unless ``reading_dropout`` says otherwise (0 is refused: task hrv)."""
@@ -87,7 +71,12 @@ def _flicker_env(**kwargs: Any) -> hrv.HRWritingEnv:
 HRV_TASK = Task(
     name="hrv",
     env_class=hrv.HRWritingEnv,
-    make_env=_every_reading(one_observation(_hrv_env, "observe_audience", True, "hrv-hidden-audience"), "hrv"),
+    make_env=one_observation(
+        one_observation(_hrv_env, "observe_audience", True, "hrv-hidden-audience"),
+        "reading_dropout",
+        0.0,
+        "hrv-flicker",
+    ),
     default_config=HRV_DEFAULTS,
     baselines=(
         Baseline(
@@ -114,7 +103,9 @@ HRV_TASK = Task(
 HRV_HIDDEN_AUDIENCE_TASK = dataclasses.replace(
     HRV_TASK,
     name="hrv-hidden-audience",
-    make_env=_every_reading(one_observation(_hrv_env, "observe_audience", False, "hrv"), "hrv-hidden-audience"),
+    make_env=one_observation(
+        one_observation(_hrv_env, "observe_audience", False, "hrv"), "reading_dropout", 0.0, "hrv-flicker"
+    ),
     baselines=HRV_FLOORS,
     env_kwargs=lambda env: {**_hrv_kwargs(env), "observe_audience": env.observe_audience},
     legacy_env_kwargs={},  # every hrv-hidden-audience manifest records its arguments

@@ -89,10 +89,11 @@ class Task:
         return {**self.unrecorded_env_kwargs, **recorded}
 
 
-def one_observation(make_env: Callable[..., Environment], option: str, value: bool, other: str):
-    """``make_env`` with ``option`` (an observation switch) at ``value`` unless given; the other
-    value is refused (``ValueError``) because it is task ``other``'s environment, which a run
-    of this task would record and report under the wrong name."""
+def one_observation(make_env: Callable[..., Environment], option: str, value: bool | float, other: str):
+    """``make_env`` with ``option`` (an observation option: a switch, or hrv's reading dropout) at
+    ``value`` unless given; any other value is refused (``ValueError``) because it is task
+    ``other``'s environment, which a run of this task would record and report under the wrong
+    name."""
 
     def make(**kwargs: Any) -> Environment:
         env = make_env(**{option: value, **kwargs})  # the environment validates the value
