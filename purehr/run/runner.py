@@ -132,14 +132,14 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
     longest = max(setup.ppo.num_updates for setup in setups)
 
     def task_loop(setup: TaskSetup) -> UpdateLoop:
+        showcase_seeds = jax.jit(jax.vmap(setup.showcase))  # traced once for full and quick (its shapes)
+
         def full(params):
-            return jax.vmap(setup.evaluate)(params), jax.vmap(setup.showcase)(params), jnp.bool_(True)
+            return jax.vmap(setup.evaluate)(params), showcase_seeds(params), jnp.bool_(True)
 
         def quick(params):
             episodes = setup.config.quick_eval_episodes
-            no_showcase = jax.tree.map(
-                lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(jax.vmap(setup.showcase), params)
-            )
+            no_showcase = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(showcase_seeds, params))
             return jax.vmap(lambda p: setup.evaluate(p, episodes))(params), no_showcase, jnp.bool_(False)
 
         def save(runner, evaluation, showcase, has_showcase) -> None:
@@ -168,7 +168,13 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
             # still checkpoints when due
             hooks=(
                 Hook(every(1), log, stops=True),
-                Hook(setup.crossed_target, checkpoint, at_start=True, replaces_runner=setup.population is not None),
+                Hook(
+                    setup.crossed_target,
+                    checkpoint,
+                    at_start=True,
+                    replaces_runner=setup.population is not None,
+                    reads_metrics=False,
+                ),
             ),
         )
 

@@ -1,0 +1,439 @@
+"""purehr against its peers, each on its own published PPO settings: PureJaxRL, rejax, and
+Brax's own PPO (``brax:inverted_pendulum``: a Python loop of its own, measured its way by
+``brax_peer.py``, whose docstring says how).
+
+    python benchmarks/peers.py --purejaxrl PATH --json benchmarks/results/peers.json
+    python benchmarks/peers.py --configs rejax:CartPole-v1 --repeats 1        # one, shorter
+
+``--purejaxrl PATH``: PureJaxRL is not a package. PATH is a folder with its unmodified
+``ppo.py`` and ``wrappers.py`` (``git clone https://github.com/luchris429/purejaxrl``, then
+PATH = ``purejaxrl/purejaxrl``). Its wrappers import ``brax`` (the ``brax`` extra) and
+``navix`` for a grid-world wrapper no config here uses; navix has no release for Python 3.11
+that keeps this jax, so an empty ``navix`` module stands in when none is installed (said in
+the JSON). rejax: ``pip install -c constraints.txt -e ".[bench]"``.
+
+Each config is one peer's published settings (``PEER_CONFIGS``) and purehr on the same
+numbers: the same environment (gymnax, purehr through ``GymnaxEnv``), budget (purehr's rounded
+to the peer's whole updates), 5 seeds vmapped in one jitted call per library, network widths,
+activation and hyperparameters. The libraries run interleaved in one process (peer, purehr,
+peer, purehr, ...) so both see the same machine load; each library's steps/s is its best of
+``--repeats`` runs. Also recorded: compile time (``lower().compile()``), the compiled
+program's memory (XLA's account: arguments + outputs + temporaries), the final greedy return
+per seed from one evaluator (``purehr.envs.rollout.run_episodes``, 20 episodes per seed,
+deterministic action: argmax / mean), and the load average before and after. Ratios are
+purehr / peer.
+
+``PJRT_NPROC`` defaults to 1 here (set before jax starts): PureJaxRL's orthogonal init runs a
+QR under its seed vmap, which hangs XLA's CPU thread pool on a 2-core machine with the default
+pool (docs/protocol.md, "Engine facts"), and these small networks run faster on one thread.
+Both libraries run under the same setting.
+
+What is the same and what is not (said in each record too):
+
+- rejax evaluates 128 stochastic episodes every ``eval_freq`` steps inside its training scan;
+  its eval_callback is a no-op here and eval_freq = total_timesteps, so both time training only.
+  rejax keeps the learning rate constant (purehr: ``anneal_lr=False``) and clips each gradient
+  element (purehr: ``elementwise_grad_clip=True``); it has separate actor and critic
+  optimisers, purehr one optimiser over both networks of the same widths.
+- PureJaxRL (``ppo.py``): orthogonal init (purehr: scaled Gaussian), a clipped value loss
+  (purehr: plain), advantages normalised per minibatch (purehr: over the batch), time limits
+  treated as terminations (purehr bootstraps them from V(final observation)); the learning
+  rate anneals and the gradient's global norm is clipped in both.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("PJRT_NPROC", "1")  # before jax starts: see the docstring
+
+import argparse  # noqa: E402
+import importlib.metadata  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+import types  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from _common import load_averages, write_json  # noqa: E402
+
+from purehr.envs.gymnax_adapter import GymnaxEnv  # noqa: E402
+from purehr.envs.rollout import run_episodes  # noqa: E402
+from purehr.ppo.config import PPOConfig  # noqa: E402
+from purehr.ppo.trainer import keys_for_seeds, make_train  # noqa: E402
+
+# rejax configs/gymnax/*.yaml, ppo section (commit 4954fbf of keraJLi/rejax)
+_REJAX_SMALL = dict(
+    agent_kwargs={"activation": "tanh"},
+    num_envs=5,
+    num_steps=100,
+    num_epochs=5,
+    num_minibatches=5,
+    learning_rate=0.00075,
+    max_grad_norm=0.5,
+    total_timesteps=100_000,
+    gamma=0.99,
+    gae_lambda=0.95,
+    clip_eps=0.2,
+    ent_coef=0.01,
+    vf_coef=0.5,
+)
+REJAX_CONFIGS = {
+    "CartPole-v1": dict(env="CartPole-v1", **_REJAX_SMALL),
+    "Acrobot-v1": dict(env="Acrobot-v1", **_REJAX_SMALL, normalize_observations=True),
+    "Pendulum-v1": dict(
+        env="Pendulum-v1",
+        agent_kwargs={"activation": "swish"},
+        num_envs=100,
+        num_steps=100,
+        num_epochs=10,
+        num_minibatches=10,
+        learning_rate=0.001,
+        max_grad_norm=10,
+        total_timesteps=150_000,
+        gamma=0.995,
+        gae_lambda=0.95,
+        clip_eps=0.2,
+        ent_coef=0.0,
+        vf_coef=0.5,
+        normalize_observations=True,
+    ),
+}
+# PureJaxRL purejaxrl/ppo.py's __main__ config (commit 31756b1), its progress printing off
+PUREJAXRL_CONFIGS = {
+    "CartPole-v1": {
+        "LR": 2.5e-4,
+        "NUM_ENVS": 4,
+        "NUM_STEPS": 128,
+        "TOTAL_TIMESTEPS": 5e5,
+        "UPDATE_EPOCHS": 4,
+        "NUM_MINIBATCHES": 4,
+        "GAMMA": 0.99,
+        "GAE_LAMBDA": 0.95,
+        "CLIP_EPS": 0.2,
+        "ENT_COEF": 0.01,
+        "VF_COEF": 0.5,
+        "MAX_GRAD_NORM": 0.5,
+        "ACTIVATION": "tanh",
+        "ENV_NAME": "CartPole-v1",
+        "ANNEAL_LR": True,
+        "DEBUG": False,
+    },
+}
+BRAX_CONFIG = "brax:inverted_pendulum"  # brax_peer.py: Brax's train_fn settings, its way of timing
+PEER_CONFIGS = (
+    [f"purejaxrl:{name}" for name in PUREJAXRL_CONFIGS] + [f"rejax:{name}" for name in REJAX_CONFIGS] + [BRAX_CONFIG]
+)
+EVAL_EPISODES = 20
+
+
+def rejax_as_purehr(rejax: dict) -> PPOConfig:
+    """rejax's numbers in purehr's terms (a minibatch size, not a count), with its activation,
+    observation normalisation, constant learning rate and element-wise gradient clip."""
+    batch = rejax["num_envs"] * rejax["num_steps"]
+    return PPOConfig(
+        total_timesteps=rejax["total_timesteps"],
+        num_envs=rejax["num_envs"],
+        num_steps=rejax["num_steps"],
+        num_epochs=rejax["num_epochs"],
+        minibatch_size=batch // rejax["num_minibatches"],
+        learning_rate=rejax["learning_rate"],
+        anneal_lr=False,
+        gamma=rejax["gamma"],
+        gae_lambda=rejax["gae_lambda"],
+        clip_range=rejax["clip_eps"],
+        ent_coef=rejax["ent_coef"],
+        vf_coef=rejax["vf_coef"],
+        max_grad_norm=float(rejax["max_grad_norm"]),
+        elementwise_grad_clip=True,
+        actor_hidden=(64, 64),
+        critic_hidden=(64, 64),
+        activation=rejax["agent_kwargs"]["activation"],
+        normalize_observations=rejax.get("normalize_observations", False),
+    )
+
+
+def purejaxrl_as_purehr(config: dict) -> PPOConfig:
+    """PureJaxRL's numbers in purehr's terms: its whole updates (it floors the budget), a
+    minibatch size, the annealed rate and global-norm clip, 64 x 64 networks."""
+    batch = config["NUM_ENVS"] * config["NUM_STEPS"]
+    return PPOConfig(
+        total_timesteps=int(config["TOTAL_TIMESTEPS"]) // batch * batch,
+        num_envs=config["NUM_ENVS"],
+        num_steps=config["NUM_STEPS"],
+        num_epochs=config["UPDATE_EPOCHS"],
+        minibatch_size=batch // config["NUM_MINIBATCHES"],
+        learning_rate=config["LR"],
+        anneal_lr=config["ANNEAL_LR"],
+        gamma=config["GAMMA"],
+        gae_lambda=config["GAE_LAMBDA"],
+        clip_range=config["CLIP_EPS"],
+        ent_coef=config["ENT_COEF"],
+        vf_coef=config["VF_COEF"],
+        max_grad_norm=config["MAX_GRAD_NORM"],
+        actor_hidden=(64, 64),
+        critic_hidden=(64, 64),
+        activation=config["ACTIVATION"],
+    )
+
+
+def program_bytes(compiled) -> int | None:
+    analysis = compiled.memory_analysis()
+    if analysis is None:
+        return None
+    return int(analysis.argument_size_in_bytes + analysis.output_size_in_bytes + analysis.temp_size_in_bytes)
+
+
+def timed(compiled, argument) -> tuple[float, object]:
+    started = time.perf_counter()
+    result = jax.block_until_ready(compiled(argument))
+    return time.perf_counter() - started, result
+
+
+def seed_mean_greedy_returns(policy_of, params, env: GymnaxEnv) -> np.ndarray:
+    """Mean greedy return per seed of ``policy_of(one seed's params)`` over ``EVAL_EPISODES``
+    episodes of ``env`` (the same episodes for every library)."""
+
+    def returns(one_seed):
+        policy = policy_of(one_seed)
+        return run_episodes(env, env.default_params, policy, jax.random.PRNGKey(7), EVAL_EPISODES)["return"]
+
+    return np.asarray(jax.jit(jax.vmap(returns))(params)).mean(axis=1)
+
+
+class RejaxRun:
+    def __init__(self, name: str, seeds: int):
+        from rejax import PPO
+
+        self.algo = PPO.create(**REJAX_CONFIGS[name]).replace(
+            eval_callback=lambda algo, ts, rng: jnp.zeros(()),
+            skip_initial_evaluation=True,
+            eval_freq=REJAX_CONFIGS[name]["total_timesteps"],
+        )
+        self.keys = jax.random.split(jax.random.PRNGKey(0), seeds)
+        started = time.perf_counter()
+        self.compiled = jax.jit(jax.vmap(lambda key: self.algo.train(key)[0])).lower(self.keys).compile()
+        self.compile_s = time.perf_counter() - started
+        iterations = -(-self.algo.total_timesteps // (self.algo.num_envs * self.algo.num_steps))
+        self.env_steps = seeds * iterations * self.algo.num_envs * self.algo.num_steps
+
+    def run(self):
+        return timed(self.compiled, self.keys)
+
+    def greedy_returns(self, train_state, env: GymnaxEnv) -> np.ndarray:
+        algo = self.algo
+
+        def policy_of(ts):
+            def policy(observation, t, key):
+                if getattr(algo, "normalize_observations", False):
+                    observation = algo.normalize_obs(ts.obs_rms_state, observation)
+                dist = algo.actor.apply(ts.actor_ts.params, observation[None], method="_action_dist")
+                if algo.discrete:
+                    return jnp.argmax(dist.logits[0])
+                space = algo.env.action_space(algo.env_params)
+                return jnp.clip(dist.mean()[0], space.low, space.high)
+
+            return policy
+
+        return seed_mean_greedy_returns(policy_of, train_state, env)
+
+
+def load_purejaxrl(folder: Path) -> tuple[types.ModuleType, bool]:
+    """PureJaxRL's ``ppo`` module from ``folder``; and whether an empty ``navix`` stood in."""
+    if not (folder / "ppo.py").is_file() or not (folder / "wrappers.py").is_file():
+        raise SystemExit(
+            f"error: --purejaxrl {folder}: expected a folder holding PureJaxRL's ppo.py and wrappers.py "
+            "(git clone https://github.com/luchris429/purejaxrl; the folder purejaxrl/purejaxrl)"
+        )
+    stand_in = importlib.util.find_spec("navix") is None
+    if stand_in:
+        sys.modules["navix"] = types.ModuleType("navix")
+    sys.path.insert(0, str(folder))
+    return importlib.import_module("ppo"), stand_in
+
+
+class PureJaxRLRun:
+    def __init__(self, module: types.ModuleType, name: str, seeds: int):
+        self.module = module
+        self.config = dict(PUREJAXRL_CONFIGS[name])
+        train = module.make_train(self.config)  # adds NUM_UPDATES and MINIBATCH_SIZE to it
+        self.keys = jax.random.split(jax.random.PRNGKey(0), seeds)
+        started = time.perf_counter()
+        self.compiled = jax.jit(jax.vmap(lambda key: train(key)["runner_state"][0])).lower(self.keys).compile()
+        self.compile_s = time.perf_counter() - started
+        self.env_steps = seeds * int(self.config["NUM_UPDATES"]) * self.config["NUM_ENVS"] * self.config["NUM_STEPS"]
+
+    def run(self):
+        return timed(self.compiled, self.keys)
+
+    def greedy_returns(self, train_state, env: GymnaxEnv) -> np.ndarray:
+        action_dim = env.action_space(env.default_params).n
+        network = self.module.ActorCritic(action_dim, activation=self.config["ACTIVATION"])
+
+        def policy_of(params):
+            def policy(observation, t, key):
+                pi, _ = network.apply(params, observation)
+                return jnp.argmax(pi.logits)
+
+            return policy
+
+        return seed_mean_greedy_returns(policy_of, train_state.params, env)
+
+
+class PurehrRun:
+    def __init__(self, config: PPOConfig, seeds: int, env: GymnaxEnv):
+        self.config = config
+        self.train = make_train(config, env)
+        self.keys = keys_for_seeds(range(seeds))
+        started = time.perf_counter()
+        self.compiled = self.train.jitted.lower(self.keys, None).compile()
+        self.compile_s = time.perf_counter() - started
+        self.env_steps = seeds * config.num_updates * config.batch_size
+
+    def run(self):
+        return timed(lambda keys: self.compiled(keys, None), self.keys)
+
+    def greedy_returns(self, result, env: GymnaxEnv) -> np.ndarray:
+        return seed_mean_greedy_returns(self.train.ppo.policy, result.runner.params, env)
+
+
+def make_runs(config_name: str, seeds: int, purejaxrl) -> tuple[str, dict, GymnaxEnv, dict]:
+    """(peer, {library: run}, environment, the peer's settings) of one ``peer:environment``."""
+    peer, name = config_name.split(":", 1)
+    env = GymnaxEnv(name)
+    if peer == "rejax":
+        settings = REJAX_CONFIGS[name]
+        runs = {"rejax": RejaxRun(name, seeds), "purehr": PurehrRun(rejax_as_purehr(settings), seeds, env)}
+    else:
+        settings = PUREJAXRL_CONFIGS[name]
+        runs = {
+            "purejaxrl": PureJaxRLRun(purejaxrl, name, seeds),
+            "purehr": PurehrRun(purejaxrl_as_purehr(settings), seeds, env),
+        }
+    return peer, runs, env, settings
+
+
+def compare_with_brax(repeats: int) -> dict:
+    """Brax's own PPO, which trains one seed per call in a Python loop that compiles at every
+    call, measured as ``brax_peer.py`` measures it (its defaults; its docstring says how)."""
+    import brax_peer
+
+    steps = brax_peer.build_parser().get_default("steps")
+    record = brax_peer.compare(steps, repeats, brax_peer.build_parser().get_default("chunks"), "positional")
+    ratio = record["ratio_purehr_over_brax_steps_per_s"]
+    compile_ratio = record["summary"]["purehr"]["compile_s_median"] / record["summary"]["brax"]["compile_s_median"]
+    return dict(
+        record,
+        config=BRAX_CONFIG,
+        ratio_purehr_over_peer={"steps_per_s": ratio, "compile_s": round(compile_ratio, 3)},
+        **{"purehr_1.2x_as_fast": ratio >= 1.2, "purehr_first_call_no_slower": compile_ratio <= 1.0},
+    )
+
+
+def compare(config_name: str, seeds: int, repeats: int, purejaxrl=None) -> dict:
+    if config_name == BRAX_CONFIG:
+        return compare_with_brax(repeats)
+    peer, runs, env, settings = make_runs(config_name, seeds, purejaxrl)
+    seconds = {library: [] for library in runs}
+    results = {}
+    for _ in range(repeats):  # interleaved: both see the same load
+        for library, run in runs.items():
+            elapsed, results[library] = run.run()
+            seconds[library].append(elapsed)
+    record = {
+        "config": config_name,
+        "seeds": seeds,
+        "peer_settings": settings,
+        "purehr_config": runs["purehr"].config.to_dict(),
+    }
+    for library, run in runs.items():
+        returns = run.greedy_returns(results[library], env)
+        record[library] = {
+            "compile_s": round(run.compile_s, 2),
+            "run_s": [round(s, 2) for s in seconds[library]],
+            "env_steps": run.env_steps,
+            "steps_per_s": round(run.env_steps / min(seconds[library])),
+            "program_memory_mb": round((program_bytes(run.compiled) or 0) / 2**20, 2),
+            "greedy_return_per_seed": [round(float(r), 1) for r in returns],
+            "greedy_return_mean": round(float(returns.mean()), 1),
+        }
+    ours, theirs = record["purehr"], record[peer]
+    record["ratio_purehr_over_peer"] = {
+        "steps_per_s": round(ours["steps_per_s"] / theirs["steps_per_s"], 3),
+        "compile_s": round(ours["compile_s"] / theirs["compile_s"], 3),
+    }
+    record["purehr_1.2x_as_fast"] = record["ratio_purehr_over_peer"]["steps_per_s"] >= 1.2
+    record["purehr_first_call_no_slower"] = record["ratio_purehr_over_peer"]["compile_s"] <= 1.0
+    record["purehr_returns_no_worse"] = bool(ours["greedy_return_mean"] >= theirs["greedy_return_mean"] - 1e-6)
+    return record
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli.arguments import HelpFormatter, output_file, positive_int
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        default=PEER_CONFIGS,
+        choices=PEER_CONFIGS,
+        help="peer:environment, each with that peer's published PPO settings",
+    )
+    parser.add_argument(
+        "--purejaxrl", type=Path, default=None, help="folder of a PureJaxRL checkout's ppo.py (purejaxrl:* configs)"
+    )
+    parser.add_argument("--seeds", type=positive_int, default=5, help="seeds vmapped in each library's one call")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="timed runs per library (best counts)")
+    parser.add_argument("--json", type=output_file, default=None, help="also write the records to this file")
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    peers = {config.split(":")[0] for config in args.configs}
+    if "purejaxrl" in peers and args.purejaxrl is None:
+        parser.error(f"--configs {' '.join(args.configs)}: the purejaxrl:* configs need --purejaxrl PATH")
+    for peer, extra in (("rejax", "bench"), ("brax", "brax")):
+        if peer in peers and importlib.util.find_spec(peer) is None:
+            parser.exit(2, f"error: the {peer}:* configs need {peer}: pip install -c constraints.txt -e '.[{extra}]'\n")
+    purejaxrl, navix_stand_in = load_purejaxrl(args.purejaxrl) if "purejaxrl" in peers else (None, False)
+    load_before = os.getloadavg()
+    records = []
+    for name in args.configs:
+        records.append(compare(name, args.seeds, args.repeats, purejaxrl))
+        record = records[-1]
+        peer = name.split(":")[0]
+        summary = {k: v for k, v in record.items() if k.startswith(("config", "ratio_purehr_over_peer", "purehr_"))}
+        summary.pop("purehr_config", None)
+        for library in (peer, "purehr") if peer in record else ():
+            summary[library] = {
+                k: record[library][k] for k in ("steps_per_s", "compile_s", "greedy_return_mean", "program_memory_mb")
+            }
+        print(json.dumps(summary), flush=True)
+    out = {
+        "command": " ".join(["python benchmarks/peers.py"] + (sys.argv[1:] if argv is None else list(argv))),
+        "records": records,
+        "jax": jax.__version__,
+        "versions": {name: importlib.metadata.version(name) for name in sorted({"gymnax", *peers} - {"purejaxrl"})},
+        "purejaxrl_folder": None if args.purejaxrl is None else str(args.purejaxrl),
+        "navix_stand_in": navix_stand_in,
+        "PJRT_NPROC": os.environ.get("PJRT_NPROC"),
+        "devices": [str(d) for d in jax.devices()],
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        **load_averages(load_before),
+        "peak_host_memory_mb_whole_process": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    write_json(args.json, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
