@@ -73,6 +73,32 @@ def test_the_last_checkpoint_of_every_seed_is_reported(tmp_path):
     assert "| hrv | oracle | 1.00 | episode length (steps): 6.2 | 0.48 | |" in table
 
 
+def test_a_variant_is_tabled_with_its_familys_speed(tmp_path):
+    """swing-angles' evaluation is the swing's (time to rotation, no episode length): its rows
+    show that speed (the table once asked for an episode length and raised KeyError at the end
+    of a swing-angles run); hrv-flicker's the episode length."""
+    manifest = {
+        "tasks": ["swing-angles", "hrv-flicker"],
+        "seeds": [0, 1],
+        "baselines": {
+            "swing-angles": {"floors": {"zero action": {"success_rate": 0.0, "time_to_rotation": math.nan}}},
+            "hrv-flicker": {"floors": {}},
+        },
+        "configs": {"swing-angles": {}, "hrv-flicker": {}},
+        "protocol": PROTOCOL_TEXT,
+        "status": "finished",
+    }
+    swing = [{"eval_success_rate": 1.0, "eval_time_to_rotation": t, "eval_return_mean": 12.0} for t in (15.0, 17.0)]
+    hrv = [{"eval_success_rate": 0.5, "eval_episode_length": n, "eval_return_mean": 0.3} for n in (40.0, 60.0)]
+    checkpoints = {("swing-angles", seed): [{"actual_steps": 8192, **row}] for seed, row in enumerate(swing)}
+    checkpoints |= {("hrv-flicker", seed): [{"actual_steps": 2048, **row}] for seed, row in enumerate(hrv)}
+    table = results_table(write_synthetic_run(tmp_path, manifest, {}, checkpoints))
+    # mean 16.0, sample std 1.4142, t(0.975, 1) = 12.706: half width 12.71
+    assert "time to rotation (s): 16.00 [3.29, 28.71]* | 12.00 [12.00, 12.00]* | 1.00 (15.00), 1.00 (17.00) |" in table
+    assert "| swing-angles | zero action | 0.00 | time to rotation (s): - |" in table
+    assert "episode length (steps): 50.0 [0.0, 177.1]* | 0.30 [0.30, 0.30]* | 0.50 (40.0), 0.50 (60.0) |" in table
+
+
 def test_goal_verdicts_follow_the_protocol_rules(tmp_path):
     verdicts = goals_met(_write_run(tmp_path / "a"))
     # swing: 4 of 5 seeds >= 0.95 but the median time 15.9 s > 13.95 s; hrv: 4.34 <= 1.2 x 6.2
