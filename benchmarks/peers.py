@@ -324,8 +324,8 @@ def compare_with_brax(repeats: int) -> dict:
     call, measured as ``brax_peer.py`` measures it (its defaults; its docstring says how)."""
     import brax_peer
 
-    steps = brax_peer.build_parser().get_default("steps")
-    record = brax_peer.compare(steps, repeats, brax_peer.build_parser().get_default("chunks"), "positional")
+    defaults = brax_peer.build_parser()
+    record = brax_peer.compare(defaults.get_default("steps"), repeats, defaults.get_default("chunks"), "positional")
     ratio = record["ratio_purehr_over_brax_steps_per_s"]
     compile_ratio = record["summary"]["purehr"]["compile_s_median"] / record["summary"]["brax"]["compile_s_median"]
     return dict(

@@ -40,8 +40,7 @@ def load_script():
 def test_the_arms_are_the_documented_runs():
     """The driver's settings: budgets swing 2M / hrv 300k, GRU width 64 (the full swing's
     minibatch 1024, swing-angles' clip range 0.1 and skip readout; hrv-flicker's width 128 and
-    skip readout),
-    everything else the task's defaults; the MLP arms change only the budget."""
+    skip readout), everything else the task's defaults; the MLP arms change only the budget."""
     assert [(a.name, a.policy, a.tasks) for a in memory.ARMS] == [
         ("gru_partial", "gru", ("swing-angles", "hrv-hidden-audience")),
         ("mlp_partial", "mlp", ("swing-angles", "hrv-hidden-audience")),
