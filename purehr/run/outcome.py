@@ -23,6 +23,7 @@ class RunSummary:
     seconds_in_checkpoint_callbacks: float
     seconds_in_evaluation: float
     final_runners: dict[str, Any]  # task -> RunnerState with a leading seed axis
+    seconds_writing_checkpoints: float = 0.0  # in the writer's thread, while the program trained on
     tracking: Any = None  # the dashboards, still open (``keep_dashboards_open``): the caller closes them
 
 

@@ -216,6 +216,7 @@ def _train_and_finish(
         recorder.seconds_in_checkpoint_callbacks,
         recorder.seconds_in_evaluation,
         final,
+        seconds_writing_checkpoints=recorder.writer.seconds_writing,
     )
     diverged = diverged_seeds(setups, plan.seeds, final)
     mark_ended(run_dir, summary, recorder.checkpoints_written, diverged)

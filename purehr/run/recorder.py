@@ -17,6 +17,7 @@ from purehr.run.checkpoints import SeedCheckpoints, tree_digest
 from purehr.run.columns import PBT_PREFIX, checkpoint_columns, update_columns
 from purehr.run.files import write_csv, write_npz
 from purehr.run.run_dir import RunDirectory
+from purehr.run.writer import BackgroundWriter
 
 
 def _scalar(value) -> float | int:
@@ -62,7 +63,8 @@ def library_errors_in_one_line() -> Iterator[None]:
 class RunRecorder:
     """Implements ``purehr.ppo.loop.HostHooks``. CSV rows live in memory and are rewritten
     atomically at every checkpoint and at the end, so the files on disk always describe a
-    prefix of the run that a resume can continue from."""
+    prefix of the run that a resume can continue from. A checkpoint's files are written by a
+    ``BackgroundWriter`` while the program trains on (purehr/run/writer.py says why)."""
 
     def __init__(
         self,
@@ -92,6 +94,8 @@ class RunRecorder:
         self.last_update_time = {name: self.started for name in self.setups}
         self.seconds_in_checkpoint_callbacks = 0.0
         self.seconds_in_evaluation = 0.0
+        self.writer = BackgroundWriter()
+        self._writer_error_raised = False
         self.checkpoints_written = 0
         # task -> seed -> {steps: digest}: checkpoints a resume kept that the program reaches
         # again (a task starting over saves its initial state at update 0): verified, not rewritten
@@ -125,7 +129,13 @@ class RunRecorder:
 
     def abandon(self) -> None:
         """A second Ctrl-C: the program, still running, writes nothing more and stops."""
-        self.stop_requested = self.abandoned = True
+        self.stop_requested = self.abandoned = self.writer.abandoned = True
+
+    def _raise_writer_error(self) -> None:
+        """A checkpoint the writer failed to save stops the program from the next callback."""
+        if self.writer.failed is not None and not self._writer_error_raised:
+            self._writer_error_raised = True
+            raise self.writer.failed
 
     def resume_points(self) -> dict[str, int]:
         """task -> env steps of the newest checkpoint listed for every seed (0: none yet)."""
@@ -151,6 +161,7 @@ class RunRecorder:
     # --- callbacks --------------------------------------------------------------------------
     def on_update(self, task: str, metrics: dict) -> bool:
         """Logs the update; False (stop) once Ctrl-C asked the program to stop."""
+        self._raise_writer_error()
         if self.failure is not None or self.abandoned:
             return not self.stop_requested
         now = self.elapsed()
@@ -179,26 +190,40 @@ class RunRecorder:
             )
 
     def on_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None) -> None:
-        """Saves every seed's state and row. An error here must stop the run (it propagates out
-        of the io_callback); it is kept in ``failure`` so the caller can say what went wrong.
-        ``showcase`` is None at checkpoints with a quick evaluation (no episode recorded; the
-        row's ``showcase_path`` is empty)."""
+        """Hands every seed's state and row to the writer and returns. ``showcase`` is None at
+        checkpoints with a quick evaluation (no episode recorded; the row's ``showcase_path``
+        is empty). A save that failed (kept in ``failure``, so the caller can say what went
+        wrong) is raised here or from the next update's callback, which stops the run."""
+        self._raise_writer_error()
         if self.failure is not None or self.abandoned:
             return
+        entered = time.perf_counter()
+        self.seconds_in_evaluation += entered - self.last_update_time[task]
+        # copies: the callback's arrays may be the runtime's buffers, reused once it returns
+        runner, evaluation, showcase = jax.tree.map(np.array, (runner, evaluation, showcase))
+        now = self.elapsed()
+        logged = {seed: len(self.update_rows[task][seed]) for seed in self.seeds}
+        self.writer.submit(lambda: self._write_checkpoint(task, runner, evaluation, showcase, now, logged))
+        if self.progress is not None:
+            self.progress.on_checkpoint(task, runner, evaluation, showcase)
+        self.seconds_in_checkpoint_callbacks += time.perf_counter() - entered
+        self.last_update_time[task] = time.perf_counter()
+
+    def _write_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None, now: float, logged) -> None:
+        """In the writer's thread: saves, rows and CSVs (the update rows logged by then)."""
         try:
-            self._checkpoint(task, runner, evaluation, showcase)
+            self._checkpoint(task, runner, evaluation, showcase, now)
+            self.flush(task, logged)
+            self.checkpoints_written += 1
         except Exception as error:
             self.failure = f"saving a {task} checkpoint failed: {type(error).__name__}: {error}"
             raise
 
-    def _checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None) -> None:
-        entered = time.perf_counter()
-        self.seconds_in_evaluation += entered - self.last_update_time[task]
+    def _checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None, now: float) -> None:
         setup = self.setups[task]
         config = setup.config
-        now = self.elapsed()
         for index, seed in enumerate(self.seeds):
-            update = int(np.asarray(runner.update_index)[index])
+            update = int(runner.update_index[index])
             steps = update * config.batch_size
             target = (
                 config.total_timesteps
@@ -222,7 +247,7 @@ class RunRecorder:
             showcase_path = None
             if showcase is not None:
                 showcase_path = self.run_dir.showcase_path(task, seed, steps)
-                write_npz(showcase_path, {name: np.asarray(value)[index] for name, value in showcase.items()})
+                write_npz(showcase_path, {name: value[index] for name, value in showcase.items()})
             row = {"target_steps": target, "actual_steps": steps, "update": update, "elapsed_s": now}
             row.update(self._evaluation_columns(evaluation, index))
             row.update(
@@ -235,12 +260,6 @@ class RunRecorder:
                 self.tracking.checkpoint(task, seed, row)
         if self.tracking is not None:  # what a resume keeps is never newer than what is logged
             self.tracking.sync()
-        self.flush(task)
-        self.checkpoints_written += 1
-        if self.progress is not None:
-            self.progress.on_checkpoint(task, runner, evaluation, showcase)
-        self.seconds_in_checkpoint_callbacks += time.perf_counter() - entered
-        self.last_update_time[task] = time.perf_counter()
 
     def _evaluation_columns(self, evaluation: dict, index: int) -> dict:
         """A seed's held-out metrics as ``eval_<name>``; a population's record (``pbt_<name>``)
@@ -256,10 +275,14 @@ class RunRecorder:
         return columns
 
     # --- files ------------------------------------------------------------------------------
-    def flush(self, task: str | None = None) -> None:
+    def flush(self, task: str | None = None, logged: dict[int, int] | None = None) -> None:
+        """Rewrites the CSVs of ``task`` (default: every task); ``logged``: seed -> how many of
+        its update rows to write (a checkpoint's, which later updates may have joined since)."""
         for name in [task] if task else list(self.setups):
             for seed in self.seeds:
                 updates = self.update_rows[name][seed]
+                if logged is not None:
+                    updates = updates[: logged[seed]]
                 if updates:
                     write_csv(self.run_dir.updates_csv(name, seed), update_columns(updates[0]), updates)
                 checkpoints = self.checkpoint_rows[name][seed]
@@ -270,9 +293,10 @@ class RunRecorder:
                     write_csv(self.run_dir.checkpoints_csv(name, seed), columns, checkpoints)
 
     def finish(self) -> None:
-        """Waits for the asynchronous saves and writes the CSVs; every manager is closed even
-        when one save failed, and the first failure is raised afterwards."""
-        first_error = None
+        """Waits for the writer and the asynchronous saves and writes the CSVs; every manager
+        is closed even when one save failed, and the first failure is raised afterwards."""
+        self.writer.close()
+        first_error = None if self._writer_error_raised else self.writer.failed
         for task, managers in self.checkpoints.items():
             for seed, manager in managers.items():
                 try:

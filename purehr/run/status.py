@@ -141,6 +141,7 @@ def mark_ended(
         peak_memory_bytes=peak_memory_bytes(),
         timing={
             "seconds_in_checkpoint_callbacks": summary.seconds_in_checkpoint_callbacks,
+            "seconds_writing_checkpoints_in_background": summary.seconds_writing_checkpoints,
             "seconds_in_evaluation_and_showcase": summary.seconds_in_evaluation,
             "checkpoint_events": checkpoint_events,
             "resumed_from": summary.resumed_from,
