@@ -13,6 +13,8 @@ import nbclient
 import nbformat
 import pytest
 
+from purehr.tasks import HRV_DEFAULTS, SWING_DEFAULTS
+
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "benchmarks" / "colab_quickstart.ipynb"
 TINY_RUN = (
@@ -71,7 +73,7 @@ def test_notebook_runs_top_to_bottom_on_cpu(tmp_path, monkeypatch):
 
 
 def test_the_defaults_say_what_they_teach_and_the_throughput_cell_is_opt_in(monkeypatch):
-    """User path 9: the notebook said 10M swing steps (5M is the protocol's), its 100k default
+    """User path 9: the notebook said 10M swing steps (not the protocol's budget), its 100k default
     taught the swing nothing without saying so, and its 32 x 2,048 throughput cell ran by
     default. The settings cell runs here alone, with no PUREHR_NOTEBOOK_* variable set."""
     for name in [name for name in os.environ if name.startswith("PUREHR_")]:
@@ -82,7 +84,8 @@ def test_the_defaults_say_what_they_teach_and_the_throughput_cell_is_opt_in(monk
     exec(compile(notebook.cells[1].source, "settings cell", "exec"), settings)
     assert settings["RUN_THROUGHPUT"] is False and settings["STEPS"] == "100000"
     text = "\n".join(cell.source for cell in notebook.cells)
-    assert "10M" not in text and "swing 5M, hrv 300k" in text
+    budgets = f"swing {SWING_DEFAULTS.total_timesteps / 1e6:g}M, hrv {HRV_DEFAULTS.total_timesteps // 1000}k"
+    assert "10M" not in text and budgets in text  # the protocol's budgets, whatever they are
     assert "teaches hrv, not the swing" in notebook.cells[0].source and "1.5M" in notebook.cells[0].source
     assert "set `RUN_THROUGHPUT = True`" in notebook.cells[12].source
 
