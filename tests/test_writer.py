@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -75,3 +76,61 @@ for task, config in (("hrv", HRV_TINY), ("swing", tiny_swing)):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environ, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["hrv", "True", "swing", "True"]
+
+
+class _Runner(NamedTuple):
+    update_index: Any
+
+
+class _OrderedDashboard:
+    """A stand-in for ``purehr.tracking.Tracking`` that keeps the order of what it is handed."""
+
+    def __init__(self):
+        self.logged: list[tuple[str, int, int]] = []
+
+    def update(self, task, seed, row):
+        self.logged.append(("update", seed, int(row["env_steps"])))
+
+    def checkpoint(self, task, seed, row):
+        self.logged.append(("heldout", seed, int(row["actual_steps"])))
+
+    def sync(self):
+        pass
+
+
+def test_a_checkpoints_heldout_row_reaches_the_dashboards_before_the_next_update_while_its_files_wait(tmp_path):
+    """W&B takes no step back: a held-out row logged after a later update's row is dropped. The
+    writer may lag the program by a checkpoint or two, so the dashboards hear the checkpoint
+    from the callback itself; its files and CSV rows follow in the writer's thread."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from purehr.run.files import read_csv
+    from purehr.run.recorder import RunRecorder
+    from purehr.run.run_dir import RunDirectory
+
+    config = SimpleNamespace(batch_size=64, total_timesteps=64 * 4, checkpoint_interval=128)
+    setup = SimpleNamespace(name="t", config=config, ppo=SimpleNamespace(num_updates=4))
+    run_dir = RunDirectory(tmp_path / "run")
+    recorder = RunRecorder(run_dir, [setup], [0, 1])
+    recorder.tracking = _OrderedDashboard()
+    release = threading.Event()
+    recorder.writer.submit(release.wait)  # a slow disk: the writer is busy until released
+
+    def update(index):
+        recorder.on_update("t", {"update": np.array([index, index]), "loss": np.array([0.5, 0.25])})
+
+    update(1)
+    update(2)
+    runner = _Runner(update_index=np.array([2, 2]))  # what the recorder reads of a RunnerState
+    recorder.on_checkpoint("t", runner, {"return_mean": np.array([1.0, 2.0])}, None)
+    update(3)
+    assert not (run_dir.seed_dir("t", 0) / "checkpoints.csv").exists()  # the files wait for the writer
+    release.set()
+    recorder.finish()
+    seed_0 = [entry for entry in recorder.tracking.logged if entry[1] == 0]
+    assert seed_0 == [("update", 0, 64), ("update", 0, 128), ("heldout", 0, 128), ("update", 0, 192)]
+    [row] = read_csv(run_dir.seed_dir("t", 1) / "checkpoints.csv")
+    assert (int(row["actual_steps"]), float(row["eval_return_mean"])) == (128, 2.0)
+    assert [r["update"] for r in read_csv(run_dir.seed_dir("t", 1) / "updates.csv")] == ["1", "2", "3"]

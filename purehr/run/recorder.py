@@ -202,12 +202,29 @@ class RunRecorder:
         # copies: the callback's arrays may be the runtime's buffers, reused once it returns
         runner, evaluation, showcase = jax.tree.map(np.array, (runner, evaluation, showcase))
         now = self.elapsed()
+        if self.tracking is not None:  # here, in step order with the update rows: W&B takes no step back
+            self._track_checkpoint(task, runner, evaluation)
         logged = {seed: len(self.update_rows[task][seed]) for seed in self.seeds}
         self.writer.submit(lambda: self._write_checkpoint(task, runner, evaluation, showcase, now, logged))
         if self.progress is not None:
             self.progress.on_checkpoint(task, runner, evaluation, showcase)
         self.seconds_in_checkpoint_callbacks += time.perf_counter() - entered
         self.last_update_time[task] = time.perf_counter()
+
+    def _track_checkpoint(self, task: str, runner, evaluation: dict) -> None:
+        """Every seed's held-out metrics to the dashboards (those whose row a resume already lists excepted)."""
+        batch_size = self.setups[task].config.batch_size
+        for index, seed in enumerate(self.seeds):
+            steps = int(runner.update_index[index]) * batch_size
+            if not self._listed(task, seed, steps):
+                row = {"actual_steps": steps, **self._evaluation_columns(evaluation, index)}
+                self.tracking.checkpoint(task, seed, row)
+
+    def _listed(self, task: str, seed: int, steps: int) -> bool:
+        """A checkpoint a resume kept whose row ``checkpoints.csv`` already lists."""
+        return steps in self.kept.get(task, {}).get(seed, {}) and any(
+            row["actual_steps"] == steps for row in self.checkpoint_rows[task][seed]
+        )
 
     def _write_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None, now: float, logged) -> None:
         """In the writer's thread: saves, rows and CSVs (the update rows logged by then)."""
@@ -239,7 +256,7 @@ class RunRecorder:
                         f"{self.checkpoints[task][seed].path(steps)} (digest {kept[steps][:12]}...); "
                         "expected the same initial state for the same seed"
                     )
-                if any(row["actual_steps"] == steps for row in self.checkpoint_rows[task][seed]):
+                if self._listed(task, seed, steps):
                     continue  # its row is already in checkpoint_rows
                 digest = kept[steps]  # intact on disk but never listed: only its row is written
             else:
@@ -256,8 +273,6 @@ class RunRecorder:
                 state_digest=digest,
             )
             self.checkpoint_rows[task][seed].append(row)
-            if self.tracking is not None:
-                self.tracking.checkpoint(task, seed, row)
         if self.tracking is not None:  # what a resume keeps is never newer than what is logged
             self.tracking.sync()
 
