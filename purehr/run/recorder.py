@@ -202,23 +202,31 @@ class RunRecorder:
         # copies: the callback's arrays may be the runtime's buffers, reused once it returns
         runner, evaluation, showcase = jax.tree.map(np.array, (runner, evaluation, showcase))
         now = self.elapsed()
+        heads = [self._row_head(task, runner, evaluation, index, now) for index in range(len(self.seeds))]
         if self.tracking is not None:  # here, in step order with the update rows: W&B takes no step back
-            self._track_checkpoint(task, runner, evaluation)
+            for seed, head in zip(self.seeds, heads):
+                if not self._listed(task, seed, head["actual_steps"]):
+                    self.tracking.checkpoint(task, seed, head)
         logged = {seed: len(self.update_rows[task][seed]) for seed in self.seeds}
-        self.writer.submit(lambda: self._write_checkpoint(task, runner, evaluation, showcase, now, logged))
+        self.writer.submit(lambda: self._write_checkpoint(task, runner, heads, showcase, logged))
         if self.progress is not None:
             self.progress.on_checkpoint(task, runner, evaluation, showcase)
         self.seconds_in_checkpoint_callbacks += time.perf_counter() - entered
         self.last_update_time[task] = time.perf_counter()
 
-    def _track_checkpoint(self, task: str, runner, evaluation: dict) -> None:
-        """Every seed's held-out metrics to the dashboards (those whose row a resume already lists excepted)."""
-        batch_size = self.setups[task].config.batch_size
-        for index, seed in enumerate(self.seeds):
-            steps = int(runner.update_index[index]) * batch_size
-            if not self._listed(task, seed, steps):
-                row = {"actual_steps": steps, **self._evaluation_columns(evaluation, index)}
-                self.tracking.checkpoint(task, seed, row)
+    def _row_head(self, task: str, runner, evaluation: dict, index: int, now: float) -> dict:
+        """The checkpoints.csv row of seed ``index`` up to its files: steps, time, held-out metrics."""
+        setup = self.setups[task]
+        config = setup.config
+        update = int(runner.update_index[index])
+        steps = update * config.batch_size
+        target = (
+            config.total_timesteps
+            if update == setup.ppo.num_updates
+            else steps // config.checkpoint_interval * config.checkpoint_interval
+        )
+        row = {"target_steps": target, "actual_steps": steps, "update": update, "elapsed_s": now}
+        return row | self._evaluation_columns(evaluation, index)
 
     def _listed(self, task: str, seed: int, steps: int) -> bool:
         """A checkpoint a resume kept whose row ``checkpoints.csv`` already lists."""
@@ -226,27 +234,19 @@ class RunRecorder:
             row["actual_steps"] == steps for row in self.checkpoint_rows[task][seed]
         )
 
-    def _write_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None, now: float, logged) -> None:
+    def _write_checkpoint(self, task: str, runner, heads: list[dict], showcase: dict | None, logged) -> None:
         """In the writer's thread: saves, rows and CSVs (the update rows logged by then)."""
         try:
-            self._checkpoint(task, runner, evaluation, showcase, now)
+            self._checkpoint(task, runner, heads, showcase)
             self.flush(task, logged)
             self.checkpoints_written += 1
         except Exception as error:
             self.failure = f"saving a {task} checkpoint failed: {type(error).__name__}: {error}"
             raise
 
-    def _checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None, now: float) -> None:
-        setup = self.setups[task]
-        config = setup.config
-        for index, seed in enumerate(self.seeds):
-            update = int(runner.update_index[index])
-            steps = update * config.batch_size
-            target = (
-                config.total_timesteps
-                if update == setup.ppo.num_updates
-                else steps // config.checkpoint_interval * config.checkpoint_interval
-            )
+    def _checkpoint(self, task: str, runner, heads: list[dict], showcase: dict | None) -> None:
+        for index, (seed, head) in enumerate(zip(self.seeds, heads)):
+            steps = head["actual_steps"]
             state = seed_slice(runner, index)
             kept = self.kept.get(task, {}).get(seed, {})
             if steps in kept:
@@ -265,14 +265,14 @@ class RunRecorder:
             if showcase is not None:
                 showcase_path = self.run_dir.showcase_path(task, seed, steps)
                 write_npz(showcase_path, {name: value[index] for name, value in showcase.items()})
-            row = {"target_steps": target, "actual_steps": steps, "update": update, "elapsed_s": now}
-            row.update(self._evaluation_columns(evaluation, index))
-            row.update(
-                checkpoint_path=str(self.checkpoints[task][seed].path(steps).relative_to(self.run_dir.root)),
-                showcase_path="" if showcase_path is None else str(showcase_path.relative_to(self.run_dir.root)),
-                state_digest=digest,
+            self.checkpoint_rows[task][seed].append(
+                head
+                | dict(
+                    checkpoint_path=str(self.checkpoints[task][seed].path(steps).relative_to(self.run_dir.root)),
+                    showcase_path="" if showcase_path is None else str(showcase_path.relative_to(self.run_dir.root)),
+                    state_digest=digest,
+                )
             )
-            self.checkpoint_rows[task][seed].append(row)
         if self.tracking is not None:  # what a resume keeps is never newer than what is logged
             self.tracking.sync()
 

@@ -19,22 +19,22 @@ import threading
 import time
 from collections.abc import Callable
 
+THREAD_NAME = "purehr-checkpoint-writer"
 PENDING_JOBS = 2  # a slow disk holds the program up after two checkpoints instead of filling memory
 
 
 class BackgroundWriter:
-    def __init__(self, name: str = "purehr-checkpoint-writer"):
+    def __init__(self):
         self._jobs: queue.Queue[Callable[[], None] | None] = queue.Queue(maxsize=PENDING_JOBS)
         self.failed: BaseException | None = None
         self.abandoned = False  # a second Ctrl-C: the jobs still queued are dropped
         self.seconds_writing = 0.0
-        self._name = name
         self._thread: threading.Thread | None = None  # started by the first job
 
     def submit(self, job: Callable[[], None]) -> None:
         """Queues ``job``; blocks while ``PENDING_JOBS`` wait already."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
+            self._thread = threading.Thread(target=self._work, name=THREAD_NAME, daemon=True)
             self._thread.start()
         self._jobs.put(job)
 
