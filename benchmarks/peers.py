@@ -1,16 +1,18 @@
-"""purehr against its peers, each on its own published PPO settings: PureJaxRL, rejax, and
-Brax's own PPO (``brax:inverted_pendulum``: a Python loop of its own, measured its way by
+"""purehr against its peers, each on its own published PPO settings: PureJaxRL (``ppo.py`` on
+CartPole-v1, ``ppo_continuous_action.py`` on Brax's inverted_pendulum), rejax, and Brax's own
+PPO (``brax:inverted_pendulum``: a Python loop of its own, measured its way by
 ``brax_peer.py``, whose docstring says how).
 
     python benchmarks/peers.py --purejaxrl PATH --json benchmarks/results/peers.json
     python benchmarks/peers.py --configs rejax:CartPole-v1 --repeats 1        # one, shorter
 
 ``--purejaxrl PATH``: PureJaxRL is not a package. PATH is a folder with its unmodified
-``ppo.py`` and ``wrappers.py`` (``git clone https://github.com/luchris429/purejaxrl``, then
-PATH = ``purejaxrl/purejaxrl``). Its wrappers import ``brax`` (the ``brax`` extra) and
-``navix`` for a grid-world wrapper no config here uses; navix has no release for Python 3.11
-that keeps this jax, so an empty ``navix`` module stands in when none is installed (said in
-the JSON). rejax: ``pip install -c constraints.txt -e ".[bench]"``.
+``ppo.py``, ``ppo_continuous_action.py`` and ``wrappers.py``
+(``git clone https://github.com/luchris429/purejaxrl``, then PATH = ``purejaxrl/purejaxrl``).
+Its wrappers import ``brax`` (the ``brax`` extra) and ``navix`` for a grid-world wrapper no
+config here uses; navix has no release for Python 3.11 that keeps this jax, so an empty
+``navix`` module stands in when none is installed (said in the JSON).
+rejax: ``pip install -c constraints.txt -e ".[bench]"``.
 
 Each config is one peer's published settings (``PEER_CONFIGS``) and purehr on the same
 numbers: the same environment (gymnax, purehr through ``GymnaxEnv``), budget (purehr's rounded
@@ -39,6 +41,15 @@ What is the same and what is not (said in each record too):
   (purehr: plain), advantages normalised per minibatch (purehr: over the batch), time limits
   treated as terminations (purehr bootstraps them from V(final observation)); the learning
   rate anneals and the gradient's global norm is clipped in both.
+- PureJaxRL (``ppo_continuous_action.py``, its hopper settings on inverted_pendulum, 6 updates
+  of 2,048 environments x 10 steps: ``PUREJAXRL_CONFIGS``): as ``ppo.py`` above, and a
+  Gaussian policy whose samples the environment clips to [-1, 1] (purehr: tanh-squashed, the
+  log-probability of the latent sample); its observations normalised by statistics updated at
+  every step (purehr: after each update), and its rewards by a running return scale (purehr
+  has none); Brax's auto-reset restarts each environment from that environment's first
+  initial state (purehr draws a fresh one). Same 256 x 256 tanh networks, constant learning
+  rate, no entropy bonus; the policy's log std starts at 0 in both. The greedy policy is the
+  clipped mean after the peer's own observation normaliser (purehr: tanh of the mean).
 """
 
 from __future__ import annotations
@@ -63,6 +74,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import load_averages, write_json  # noqa: E402
 
+from purehr.envs.brax_adapter import BraxEnv  # noqa: E402
 from purehr.envs.gymnax_adapter import GymnaxEnv  # noqa: E402
 from purehr.envs.rollout import run_episodes  # noqa: E402
 from purehr.ppo.config import PPOConfig  # noqa: E402
@@ -125,7 +137,36 @@ PUREJAXRL_CONFIGS = {
         "ANNEAL_LR": True,
         "DEBUG": False,
     },
+    # purejaxrl/ppo_continuous_action.py's __main__ config (commit 31756b1) on Brax's
+    # inverted_pendulum instead of hopper (the task of the Brax peer, and light enough for a
+    # 2-core CPU) and at 6 of its updates of 2,048 envs x 10 steps instead of 5e7 steps
+    "inverted_pendulum": {
+        "LR": 3e-4,
+        "NUM_ENVS": 2048,
+        "NUM_STEPS": 10,
+        "TOTAL_TIMESTEPS": 6 * 2048 * 10,
+        "UPDATE_EPOCHS": 4,
+        "NUM_MINIBATCHES": 32,
+        "GAMMA": 0.99,
+        "GAE_LAMBDA": 0.95,
+        "CLIP_EPS": 0.2,
+        "ENT_COEF": 0.0,
+        "VF_COEF": 0.5,
+        "MAX_GRAD_NORM": 0.5,
+        "ACTIVATION": "tanh",
+        "ENV_NAME": "inverted_pendulum",
+        "ANNEAL_LR": False,
+        "NORMALIZE_ENV": True,
+        "DEBUG": False,
+    },
 }
+PUREJAXRL_MODULES = {"CartPole-v1": "ppo", "inverted_pendulum": "ppo_continuous_action"}
+"""The PureJaxRL file each config runs: its discrete trainer (gymnax) or its continuous one
+(Brax, through its ``BraxGymnaxWrapper``)."""
+PUREJAXRL_WIDTHS = {"ppo": (64, 64), "ppo_continuous_action": (256, 256)}
+BRAX_ENVIRONMENTS = {"inverted_pendulum"}
+"""Config environments that are Brax's (``BraxEnv``, positional backend, 1,000-step episodes:
+the backend and time limit of PureJaxRL's ``BraxGymnaxWrapper``); the others are gymnax's."""
 BRAX_CONFIG = "brax:inverted_pendulum"  # brax_peer.py: Brax's train_fn settings, its way of timing
 PEER_CONFIGS = (
     [f"purejaxrl:{name}" for name in PUREJAXRL_CONFIGS] + [f"rejax:{name}" for name in REJAX_CONFIGS] + [BRAX_CONFIG]
@@ -159,9 +200,12 @@ def rejax_as_purehr(rejax: dict) -> PPOConfig:
     )
 
 
-def purejaxrl_as_purehr(config: dict) -> PPOConfig:
+def purejaxrl_as_purehr(name: str) -> PPOConfig:
     """PureJaxRL's numbers in purehr's terms: its whole updates (it floors the budget), a
-    minibatch size, the annealed rate and global-norm clip, 64 x 64 networks."""
+    minibatch size, its learning rate (annealed or not) and global-norm clip, the widths of the
+    file's networks (64 x 64 discrete, 256 x 256 continuous), its observation normalisation."""
+    config = PUREJAXRL_CONFIGS[name]
+    widths = PUREJAXRL_WIDTHS[PUREJAXRL_MODULES[name]]
     batch = config["NUM_ENVS"] * config["NUM_STEPS"]
     return PPOConfig(
         total_timesteps=int(config["TOTAL_TIMESTEPS"]) // batch * batch,
@@ -177,9 +221,12 @@ def purejaxrl_as_purehr(config: dict) -> PPOConfig:
         ent_coef=config["ENT_COEF"],
         vf_coef=config["VF_COEF"],
         max_grad_norm=config["MAX_GRAD_NORM"],
-        actor_hidden=(64, 64),
-        critic_hidden=(64, 64),
+        actor_hidden=widths,
+        critic_hidden=widths,
         activation=config["ACTIVATION"],
+        normalize_observations=config.get("NORMALIZE_ENV", False),
+        # the continuous file's state-independent log std starts at zero
+        **({"log_std_init": 0.0} if widths == PUREJAXRL_WIDTHS["ppo_continuous_action"] else {}),
     )
 
 
@@ -244,46 +291,74 @@ class RejaxRun:
         return seed_mean_greedy_returns(policy_of, train_state, env)
 
 
-def load_purejaxrl(folder: Path) -> tuple[types.ModuleType, bool]:
-    """PureJaxRL's ``ppo`` module from ``folder``; and whether an empty ``navix`` stood in."""
-    if not (folder / "ppo.py").is_file() or not (folder / "wrappers.py").is_file():
+def load_purejaxrl(folder: Path) -> bool:
+    """``folder`` made importable (PureJaxRL's files import each other by bare name); returns
+    whether an empty ``navix`` stood in."""
+    missing = [name for name in (*set(PUREJAXRL_MODULES.values()), "wrappers") if not (folder / f"{name}.py").is_file()]
+    if missing:
         raise SystemExit(
-            f"error: --purejaxrl {folder}: expected a folder holding PureJaxRL's ppo.py and wrappers.py "
-            "(git clone https://github.com/luchris429/purejaxrl; the folder purejaxrl/purejaxrl)"
+            f"error: --purejaxrl {folder}: expected a folder holding PureJaxRL's ppo.py, "
+            "ppo_continuous_action.py and wrappers.py (git clone https://github.com/luchris429/purejaxrl; "
+            f"the folder purejaxrl/purejaxrl); missing: {', '.join(sorted(missing))}"
         )
     stand_in = importlib.util.find_spec("navix") is None
     if stand_in:
         sys.modules["navix"] = types.ModuleType("navix")
     sys.path.insert(0, str(folder))
-    return importlib.import_module("ppo"), stand_in
+    return stand_in
 
 
 class PureJaxRLRun:
-    def __init__(self, module: types.ModuleType, name: str, seeds: int):
-        self.module = module
+    """One PureJaxRL file's ``make_train`` on its config, all seeds vmapped in one jitted call.
+    The call returns the train state and, for the continuous file, its observation
+    normaliser's running mean and variance (they live in its wrapped environment state), which
+    its greedy policy needs."""
+
+    def __init__(self, name: str, seeds: int):
+        self.module = importlib.import_module(PUREJAXRL_MODULES[name])
+        self.continuous = PUREJAXRL_MODULES[name] == "ppo_continuous_action"
         self.config = dict(PUREJAXRL_CONFIGS[name])
-        train = module.make_train(self.config)  # adds NUM_UPDATES and MINIBATCH_SIZE to it
+        train = self.module.make_train(self.config)  # adds NUM_UPDATES and MINIBATCH_SIZE to it
         self.keys = jax.random.split(jax.random.PRNGKey(0), seeds)
         started = time.perf_counter()
-        self.compiled = jax.jit(jax.vmap(lambda key: train(key)["runner_state"][0])).lower(self.keys).compile()
+        self.compiled = jax.jit(jax.vmap(lambda key: self.kept(train(key)["runner_state"]))).lower(self.keys).compile()
         self.compile_s = time.perf_counter() - started
         self.env_steps = seeds * int(self.config["NUM_UPDATES"]) * self.config["NUM_ENVS"] * self.config["NUM_STEPS"]
+
+    def kept(self, runner_state):
+        train_state, env_state = runner_state[0], runner_state[1]
+        if not self.continuous:
+            return train_state, None
+        if not self.config["NORMALIZE_ENV"]:
+            return train_state, None
+        normaliser = env_state.env_state  # under the reward normaliser
+        # its statistics start as zeros_like(a batch of observations) and every row gets the
+        # same update, so each is one row repeated per environment
+        return train_state, (normaliser.mean[0], normaliser.var[0])
 
     def run(self):
         return timed(self.compiled, self.keys)
 
-    def greedy_returns(self, train_state, env: GymnaxEnv) -> np.ndarray:
-        action_dim = env.action_space(env.default_params).n
-        network = self.module.ActorCritic(action_dim, activation=self.config["ACTIVATION"])
+    def greedy_returns(self, result, env) -> np.ndarray:
+        train_state, moments = result
+        space = env.action_space(env.default_params)
+        if self.continuous:
+            network = self.module.ActorCritic(space.shape[0], activation=self.config["ACTIVATION"])
+        else:
+            network = self.module.ActorCritic(space.n, activation=self.config["ACTIVATION"])
 
-        def policy_of(params):
+        def policy_of(params_and_moments):
+            params, moments = params_and_moments
+
             def policy(observation, t, key):
+                if moments is not None:  # NormalizeVecObservation's transform
+                    observation = (observation - moments[0]) / jnp.sqrt(moments[1] + 1e-8)
                 pi, _ = network.apply(params, observation)
-                return jnp.argmax(pi.logits)
+                return jnp.clip(pi.mean(), -1.0, 1.0) if self.continuous else jnp.argmax(pi.logits)
 
             return policy
 
-        return seed_mean_greedy_returns(policy_of, train_state.params, env)
+        return seed_mean_greedy_returns(policy_of, (train_state.params, moments), env)
 
 
 class PurehrRun:
@@ -303,18 +378,18 @@ class PurehrRun:
         return seed_mean_greedy_returns(self.train.ppo.policy, result.runner.params, env)
 
 
-def make_runs(config_name: str, seeds: int, purejaxrl) -> tuple[str, dict, GymnaxEnv, dict]:
+def make_runs(config_name: str, seeds: int) -> tuple[str, dict, GymnaxEnv | BraxEnv, dict]:
     """(peer, {library: run}, environment, the peer's settings) of one ``peer:environment``."""
     peer, name = config_name.split(":", 1)
-    env = GymnaxEnv(name)
+    env = BraxEnv(name) if name in BRAX_ENVIRONMENTS else GymnaxEnv(name)
     if peer == "rejax":
         settings = REJAX_CONFIGS[name]
         runs = {"rejax": RejaxRun(name, seeds), "purehr": PurehrRun(rejax_as_purehr(settings), seeds, env)}
     else:
         settings = PUREJAXRL_CONFIGS[name]
         runs = {
-            "purejaxrl": PureJaxRLRun(purejaxrl, name, seeds),
-            "purehr": PurehrRun(purejaxrl_as_purehr(settings), seeds, env),
+            "purejaxrl": PureJaxRLRun(name, seeds),
+            "purehr": PurehrRun(purejaxrl_as_purehr(name), seeds, env),
         }
     return peer, runs, env, settings
 
@@ -336,10 +411,10 @@ def compare_with_brax(repeats: int) -> dict:
     )
 
 
-def compare(config_name: str, seeds: int, repeats: int, purejaxrl=None) -> dict:
+def compare(config_name: str, seeds: int, repeats: int) -> dict:
     if config_name == BRAX_CONFIG:
         return compare_with_brax(repeats)
-    peer, runs, env, settings = make_runs(config_name, seeds, purejaxrl)
+    peer, runs, env, settings = make_runs(config_name, seeds)
     seconds = {library: [] for library in runs}
     results = {}
     for _ in range(repeats):  # interleaved: both see the same load
@@ -400,14 +475,16 @@ def main(argv=None) -> int:
     peers = {config.split(":")[0] for config in args.configs}
     if "purejaxrl" in peers and args.purejaxrl is None:
         parser.error(f"--configs {' '.join(args.configs)}: the purejaxrl:* configs need --purejaxrl PATH")
-    for peer, extra in (("rejax", "bench"), ("brax", "brax")):
-        if peer in peers and importlib.util.find_spec(peer) is None:
-            parser.exit(2, f"error: the {peer}:* configs need {peer}: pip install -c constraints.txt -e '.[{extra}]'\n")
-    purejaxrl, navix_stand_in = load_purejaxrl(args.purejaxrl) if "purejaxrl" in peers else (None, False)
+    for peer, package, extra in (("rejax", "rejax", "bench"), ("brax", "brax", "brax"), ("purejaxrl", "brax", "brax")):
+        if peer in peers and importlib.util.find_spec(package) is None:  # PureJaxRL's wrappers import brax
+            parser.exit(
+                2, f"error: the {peer}:* configs need {package}: pip install -c constraints.txt -e '.[{extra}]'\n"
+            )
+    navix_stand_in = load_purejaxrl(args.purejaxrl) if "purejaxrl" in peers else False
     load_before = os.getloadavg()
     records = []
     for name in args.configs:
-        records.append(compare(name, args.seeds, args.repeats, purejaxrl))
+        records.append(compare(name, args.seeds, args.repeats))
         record = records[-1]
         peer = name.split(":")[0]
         summary = {k: v for k, v in record.items() if k.startswith(("config", "ratio_purehr_over_peer", "purehr_"))}

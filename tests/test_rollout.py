@@ -15,6 +15,7 @@ from purehr.ppo.algorithm import make_ppo
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.distributions import Categorical, MultiCategorical, TanhGaussian, sampling_noise
 from purehr.ppo.networks import ActorCritic
+from purehr.ppo.policy_core import values_where
 
 KEY = jax.random.PRNGKey(11)
 
@@ -136,3 +137,25 @@ def test_rollout_bootstraps_truncations_from_the_final_observation():
     starts = observation[1:][done[:-1]][:, 1]
     assert len(starts) >= ENVS and len(np.unique(starts)) == len(starts)
     assert not np.isin(starts, observation[0, :, 1]).any()
+
+
+def test_values_where_values_only_the_selected_rows_in_chunks_under_a_vmap():
+    """Members of one vmapped batch select none, fewer than a chunk, exactly two chunks and
+    more (a loop of several passes): each gets value(row) at its selected rows and 0 elsewhere,
+    and nothing of an unselected row (NaN here) reaches the result."""
+    size, chunk = 12, 4
+    rows = jax.random.normal(KEY, (4, size, 3))
+    selected_counts = (0, 3, 8, 11)
+    where = np.zeros((4, size), bool)
+    for member, count in enumerate(selected_counts):
+        where[member, np.random.default_rng(member).choice(size, count, replace=False)] = True
+    rows = jnp.where(jnp.asarray(where)[..., None], rows, jnp.nan)
+
+    def value(batch):
+        assert batch.shape == (chunk, 3)  # one chunk at a time
+        return jnp.sum(batch**2, axis=-1) + 1.0
+
+    got = np.asarray(jax.jit(jax.vmap(lambda w, r: values_where(value, w, r, chunk)))(jnp.asarray(where), rows))
+    expected = np.where(where, np.nansum(np.asarray(rows) ** 2, axis=-1) + 1.0, 0.0)
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    assert np.isfinite(got).all()

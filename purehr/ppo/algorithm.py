@@ -61,7 +61,7 @@ class Transition(NamedTuple):
     reward: jax.Array  # float32
     terminated: jax.Array
     done: jax.Array  # terminated or truncated: the episode ended here
-    previous_final_value: jax.Array  # V(final observation of the *previous* step): see the rollout
+    previous_final_value: Any  # V(final observation of the *previous* step), or (): see the rollout
     episode_done: jax.Array  # episode statistics from the wrappers (metrics only)
     episode_return: jax.Array
     episode_success: jax.Array
@@ -70,6 +70,7 @@ class Transition(NamedTuple):
     nonfinite_state: jax.Array
     diagnostics: dict[str, jax.Array]  # the environment's own per-step diagnostics
     memory: Any = ()  # what a recurrent policy's update recomputes from (its resets); () without
+    final_observation: Any = ()  # flat, before any auto-reset, where the core values it afterwards
 
 
 class RolloutRandomness(NamedTuple):
@@ -247,8 +248,9 @@ def make_ppo(
 
         # --- num_steps steps of num_envs environments, auto-reset inside ---
         # A truncated episode bootstraps from V(its final observation), the observation before
-        # the auto-reset: the core values the previous step's final observations in the same
-        # network call as this step's (PolicyCore.step), and carries a recurrent memory.
+        # the auto-reset: the feed-forward core values the truncated steps' final observations
+        # after the rollout, the recurrent one the previous step's in the same network call as
+        # this step's, with the episode's memory (PolicyCore.step, .next_values).
         def env_step(carry, randomness: RolloutRandomness):
             env_state, observation, previous_final_observation, policy_carry = carry
             flat_observation = flatten_batch(observation)  # [E, obs]
@@ -276,8 +278,11 @@ def make_ppo(
                 diagnostics=train_env.diagnostics(info),
                 memory=outputs.memory,
             )
+            final_observation = flatten_batch(info["final_observation"])
+            if core.records_final_observations:
+                transition = transition._replace(final_observation=final_observation)
             done = transition.done
-            next_carry = (env_state, next_observation, flatten_batch(info["final_observation"]))
+            next_carry = (env_state, next_observation, final_observation)
             return (*next_carry, core.carry_after(policy_carry, outputs, done)), transition
 
         first_observation = flatten_batch(runner.observation)  # its "previous final" value is unused
@@ -287,8 +292,9 @@ def make_ppo(
             rollout_randomness(rollout_key, step_params),
         )
 
-        last_final_value = core.final_value(runner.params, policy_carry, last_final_observation)
-        next_values = jnp.concatenate([trajectory.previous_final_value[1:], last_final_value[None]])  # [T, E]
+        next_values = core.next_values(  # [T, E]
+            runner.params, policy_carry, trajectory, flatten_batch(observation), last_final_observation
+        )
         return Rollout(env_state, observation, trajectory, next_values, key, policy_carry)
 
     def update(runner: RunnerState) -> tuple[RunnerState, dict[str, jax.Array]]:

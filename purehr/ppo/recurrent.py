@@ -55,6 +55,8 @@ class RecurrentCore:
     num_envs: int
     num_steps: int
     num_minibatches: int
+    records_final_observations = False
+    """The bootstrap is valued in the rollout's GRU call (``step``), with the episode's memory."""
 
     @property
     def width(self) -> int:
@@ -88,10 +90,13 @@ class RecurrentCore:
         """The next observation starts an episode where this step's ended."""
         return outputs.hidden, done
 
-    def final_value(self, params, carry, final_observation: jax.Array) -> jax.Array:
+    def next_values(self, params, carry, trajectory, observation, final_observation: jax.Array) -> jax.Array:
+        """GAE's next values [T, E]: each step valued its predecessor's final observation
+        with that episode's memory; the last step's from the memory the rollout ended with."""
         hidden, _ = carry
         _, readout = self.network.apply(params, hidden, final_observation, method=RecurrentActorCritic.memory)
-        return self.network.apply(params, readout, method=RecurrentActorCritic.value)
+        last_value = self.network.apply(params, readout, method=RecurrentActorCritic.value)
+        return jnp.concatenate([trajectory.previous_final_value[1:], last_value[None]])
 
     def batch(self, batch: Batch, memory: jax.Array, rollout_start_carry) -> Batch:
         """[T, E, ...] -> environment-major [E, T, ...], the observation as ``Sequences``."""
