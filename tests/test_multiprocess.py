@@ -19,6 +19,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from subprocess_env import forced_devices
 
 from purehr.envs import HRWritingEnv
 from purehr.ppo.trainer import keys_for_seeds, make_train
@@ -79,7 +80,7 @@ def _launch(run_dir: Path, logs: Path, *extra: str) -> list[subprocess.Popen]:
     """``python scripts/train_all_seeds.py --distributed --coordinator-address localhost:PORT
     --num-processes 2 --process-id I ...`` for I = 0, 1, each seeing two CPU devices."""
     port = _free_port()
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=forced_devices(2), JAX_PLATFORMS="cpu")
     env.pop("PJRT_NPROC", None)
     processes = []
     for process_id in (0, 1):

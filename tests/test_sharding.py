@@ -11,6 +11,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from subprocess_env import forced_devices
 
 from purehr.devices.distributed import make_mesh, mesh_shape, select_devices
 
@@ -57,7 +58,7 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def sharded_results():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=forced_devices(4), JAX_PLATFORMS="cpu")
     completed = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=900)
     assert completed.returncode == 0, completed.stderr[-4000:]
     line = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")][-1]
@@ -137,7 +138,7 @@ def test_cli_on_4_devices_with_progress_and_checkpoints_equals_one_device():
     move an actor weight by a fraction of one Adam step (lr 1e-3): 1.2e-4 measured with the
     shuffle of commit fc89c26, 9e-8 with jax.random.permutation's draws. Training on other
     minibatches than one device's moves them by 1.6e-2 (measured)."""
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    env = dict(os.environ, XLA_FLAGS=forced_devices(4), JAX_PLATFORMS="cpu")
     env.pop("PJRT_NPROC", None)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     completed = subprocess.run(
