@@ -1,11 +1,11 @@
 """What the algorithm asks of its networks, for a feed-forward or a recurrent policy.
 
 ``make_ppo`` is written once; the places where a policy with memory differs go through a
-``PolicyCore``: the rollout's network pass (which also values the previous step's final
-observations for the truncation bootstrap), the carry from step to step, the value that
-bootstraps the rollout's last step, how the batch is cut into minibatches, and the policy
-that acts in evaluations. ``FeedForwardCore`` does exactly what ``make_ppo`` did before
-recurrent policies existed (its carry is ``()``: same program, same checkpoints);
+``PolicyCore``: the rollout's network pass, the carry from step to step, GAE's next values
+(where the truncation bootstrap is valued: after the rollout at the truncated steps, or, with
+a memory, in each step's pass), how the batch is cut into minibatches, and the policy that
+acts in evaluations. ``FeedForwardCore`` trains what ``make_ppo`` trained before recurrent
+policies existed (its carry is ``()``: same checkpoints, the same bits);
 ``purehr.ppo.recurrent.RecurrentCore`` is the GRU's (docs/recurrent.md).
 
 Shapes: E = ``num_envs``, T = ``num_steps``, B = E * T, M = minibatch size, K = minibatches.
