@@ -104,11 +104,19 @@ def compare(name: str, repeats: int) -> None:
     )
 
 
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli.arguments import HelpFormatter, positive_int
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument(
+        "--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS), help="the settings to compare on"
+    )
+    parser.add_argument("--repeats", type=positive_int, default=5, help="timed runs per program (interleaved)")
+    return parser
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--configs", nargs="+", choices=CONFIGS, default=list(CONFIGS))
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per program (interleaved)")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # peers.py, brax_peer.py
     for name in args.configs:
         compare(name, args.repeats)
