@@ -31,6 +31,7 @@ from pathlib import Path
 import jax
 
 from purehr.cli.arguments import HelpFormatter, task_name
+from purehr.cli.cache_flags import add_compile_cache_flags, start_compile_cache
 from purehr.ppo.config import MAX_HELDOUT_EPISODES as MAX_EPISODES
 from purehr.run import restore
 from purehr.run.run_dir import RunDirectory
@@ -154,12 +155,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--num-episodes", type=int, default=100, help=f"held-out episodes, 1 to {MAX_EPISODES:,}")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_compile_cache_flags(parser)
     return parser
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
+    start_compile_cache(args, parser)
     if args.run_dir is not None and args.checkpoint is not None:
         parser.error("give --run-dir or --checkpoint (its older name), not both")
     option = "--run-dir" if args.run_dir is not None else "--checkpoint"

@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from purehr.cli.arguments import HelpFormatter
+from purehr.cli.cache_flags import add_compile_cache_flags, start_compile_cache
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -16,11 +17,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--run-dir", required=True, help="the run directory to render")
     parser.add_argument("--tasks", nargs="+", default=None, help="tasks to render (default: every task of the run)")
     parser.add_argument("--no-replay", action="store_true", help="skip the swing replay video and HTML player")
+    add_compile_cache_flags(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    start_compile_cache(args, parser)
     from purehr.run.files import RunDirectoryError
     from purehr.viz.render import render_run
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.arguments import HelpFormatter, task_name
+    from purehr.cli.cache_flags import add_compile_cache_flags
     from purehr.cli.ppo_flags import add_config_flags
     from purehr.cli.tracking_flags import add_tracking_flags
     from purehr.experiments.sweep import SHAPE_FIELDS
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         note = f"; the {what} (default: the task's protocol value)"
         group = parser.add_argument_group(title)
         add_config_flags(group, fields, several=True, default_note=lambda name, note=note: note)
+    add_compile_cache_flags(parser)
     return parser
 
 
@@ -136,7 +138,9 @@ def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from purehr.cli.cache_flags import start_compile_cache
 
+    start_compile_cache(args, parser)
     from purehr.experiments import sweep
     from purehr.experiments.ranking import divergence_note, format_table, rank_settings
     from purehr.run.machine import environment_description

@@ -25,6 +25,7 @@ def _protocol_defaults(name: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.arguments import HelpFormatter
+    from purehr.cli.cache_flags import add_compile_cache_flags
     from purehr.cli.env_args import add_environment_flags
     from purehr.cli.pbt_flags import add_pbt_flags
     from purehr.cli.ppo_flags import FIELDS, add_config_flags
@@ -66,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-render", action="store_true", help="skip figures and the replay")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--x64", action="store_true", help="enable float64 (about 2x slower; physics checks)")
+    add_compile_cache_flags(parser)
     parser.add_argument(
         "--devices",
         type=int,
@@ -218,8 +220,8 @@ def _stopped_by_ctrl_c(message: str, args, run_dir: Path, directory_option: str,
 
 
 def _start_jax(args, parser, run_dir: Path) -> None:
-    """``jax.distributed`` and the precision, set before anything starts JAX's backend; a
-    resume continues in the precision its run was trained in."""
+    """``jax.distributed``, the precision and the compilation cache, set before anything starts
+    JAX's backend; a resume continues in the precision its run was trained in."""
     explicit = {
         "coordinator_address": args.coordinator_address,
         "num_processes": args.num_processes,
@@ -241,6 +243,9 @@ def _start_jax(args, parser, run_dir: Path) -> None:
         import jax
 
         jax.config.update("jax_enable_x64", True)
+    from purehr.cli.cache_flags import start_compile_cache
+
+    start_compile_cache(args, parser)
 
 
 def _run_request(args) -> dict:

@@ -6,6 +6,7 @@ import dataclasses
 import importlib.util
 import io
 import json
+import os
 import re
 import shutil
 import signal
@@ -235,6 +236,10 @@ def test_killed_run_resumes_to_bit_identical_parameters(runs, resumed):
             assert [r["state_digest"] for r in rows] == [r["state_digest"] for r in reference_rows]
             updates = read_csv(killed_dir / task / f"seed_{seed}" / "updates.csv")
             assert [int(r["update"]) for r in updates] == list(range(1, 33))
+    # the resume's manifest says which compilation cache it used (conftest's, for the whole suite)
+    cache = json.loads((killed_dir / "manifest.json").read_text())["compile_cache"]
+    assert cache["directory"] == os.environ["JAX_COMPILATION_CACHE_DIR"]
+    assert 0 <= cache["hits"] <= cache["requests"] and cache["seconds_saved"] >= 0
 
 
 @pytest.mark.slow

@@ -16,7 +16,6 @@ import functools
 import hashlib
 import inspect
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import jax
 
 from purehr.run.checkpoints import tree_digest
+from purehr.run.compile_cache import purehr_cache_root
 from purehr.run.files import atomic_write_json, json_values
 from purehr.run.runner import TaskSetup
 
@@ -126,11 +126,8 @@ def purehr_source_digest() -> str:
 
 def baseline_cache_dir() -> Path | None:
     """Where evaluated baselines are kept between processes (None: nowhere)."""
-    given = os.environ.get("PUREHR_CACHE_DIR")
-    if given is not None:
-        return Path(given) / "baselines" if given else None
-    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / "purehr" / "baselines"
+    root = purehr_cache_root()
+    return None if root is None else root / "baselines"
 
 
 def _read_cached(folder: Path | None, key: str) -> dict[str, Any] | None:

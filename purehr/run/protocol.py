@@ -39,6 +39,7 @@ from purehr.devices.distributed import (
 )
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig
+from purehr.run.compile_cache import COUNTS as COMPILE_CACHE_COUNTS
 from purehr.run.dashboards import open_run_tracking
 from purehr.run.followers import Followers, follow_primary
 from purehr.run.messages import start_banner
@@ -166,6 +167,7 @@ def _train_locked(
 ) -> RunSummary:
     """``train_all_seeds`` once this process holds the run directory; the dashboards are
     closed on every way out but a finished run's with ``keep_dashboards_open``."""
+    compile_counts = COMPILE_CACHE_COUNTS.snapshot()
     setups = plan.setups()
     configs = {s.name: s.config for s in setups}
     print(start_banner(run_dir.root, plan.tasks, plan.seeds, configs, resume=plan.resumed), file=sys.stderr, flush=True)
@@ -180,7 +182,7 @@ def _train_locked(
     kept_rows = (start.update_rows, start.checkpoint_rows)
     recorder.tracking = open_run_tracking(run_dir, plan, setups, start.resumed_from, kept_rows, recorder.say)
     try:
-        summary = _train_and_finish(run_dir, plan, setups, runners, mesh, recorder, start, started)
+        summary = _train_and_finish(run_dir, plan, setups, runners, mesh, recorder, start, started, compile_counts)
     except BaseException:
         if recorder.tracking is not None and not recorder.abandoned:  # a second Ctrl-C exits at once
             recorder.tracking.close()
@@ -191,9 +193,18 @@ def _train_locked(
 
 
 def _train_and_finish(
-    run_dir: RunDirectory, plan: RunPlan, setups: list[TaskSetup], runners, mesh, recorder, start, started: float
+    run_dir: RunDirectory,
+    plan: RunPlan,
+    setups: list[TaskSetup],
+    runners,
+    mesh,
+    recorder,
+    start,
+    started: float,
+    compile_counts: tuple,
 ) -> RunSummary:
-    """Compiles, trains and marks the manifest: the summary of a finished run, else the error."""
+    """Compiles, trains and marks the manifest: the summary of a finished run, else the error.
+    ``compile_counts``: the compilation cache's counts when this process began the run."""
     final, error, compile_s = _compile_and_train(setups, plan, runners, mesh, recorder, start, started)
     wall = time.perf_counter() - started
     if error is None:
@@ -219,7 +230,7 @@ def _train_and_finish(
         seconds_writing_checkpoints=recorder.writer.seconds_writing,
     )
     diverged = diverged_seeds(setups, plan.seeds, final)
-    mark_ended(run_dir, summary, recorder.checkpoints_written, diverged)
+    mark_ended(run_dir, summary, recorder.checkpoints_written, diverged, COMPILE_CACHE_COUNTS.since(compile_counts))
     if diverged:
         raise _diverged(run_dir, diverged)
     return summary

@@ -129,8 +129,10 @@ def mark_ended(
     summary: RunSummary,
     checkpoint_events: int,
     diverged: dict[str, dict[str, dict[str, int]]],
+    compile_cache: dict[str, Any] | None = None,
 ) -> None:
-    """The manifest says "finished", or "diverged" and which seeds (``diverged``), with the timings."""
+    """The manifest says "finished", or "diverged" and which seeds (``diverged``), with the
+    timings and what the persistent compilation cache answered (``compile_cache``)."""
     manifest = run_dir.read_manifest()
     previous_wall = manifest.get("wall_time_s") or 0.0
     manifest.update(
@@ -139,6 +141,7 @@ def mark_ended(
         wall_time_s=previous_wall + summary.wall_time_s,
         compile_s=(manifest.get("compile_s") or 0.0) + summary.compile_s,  # of the wall time, which adds up too
         peak_memory_bytes=peak_memory_bytes(),
+        compile_cache=compile_cache,  # this process's part of the run: a resume's replaces the first's
         timing={
             "seconds_in_checkpoint_callbacks": summary.seconds_in_checkpoint_callbacks,
             "seconds_writing_checkpoints_in_background": summary.seconds_writing_checkpoints,

@@ -1,0 +1,128 @@
+"""XLA's persistent compilation cache for purehr's programs: a program compiled once (its HLO,
+compile options, jax version and backend are the key) is read back from disk by the next
+process instead of compiled again.
+
+Where: JAX's own ``JAX_COMPILATION_CACHE_DIR`` if set, else ``PUREHR_CACHE_DIR/xla``, else
+``$XDG_CACHE_HOME/purehr/xla``, else ``~/.cache/purehr/xla`` (``PUREHR_CACHE_DIR=""``, or
+``--no-compile-cache``, keeps none; ``--compile-cache DIR`` chooses another folder). The
+scripts turn it on before anything compiles (``use_compile_cache``); a library caller turns it
+on itself, as JAX's cache is a process-wide setting. Every entry is a file; deleting the folder
+only costs the next run its compilations.
+
+What it cannot hold (measured on jax 0.10.2): a program with host callbacks. JAX never writes
+one ("Not writing persistent cache entry ... because it uses host callbacks"), and the
+protocol's training program calls the host at every update and checkpoint, so it is compiled on
+every run; the callback-free programs (``make_train``, the seed API, the initial states,
+evaluation and replay programs, the benchmarks' configs) are read back. ``CompileCacheCounts``
+says how many compilations asked the cache and how many it answered: a run's manifest records
+them (``compile_cache``)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jax
+
+# a program that compiles faster than this is not written (JAX's default is 1 s): the small
+# evaluation and initial-state programs take 0.2-1 s each on the 2-core CPU, and reading an
+# entry back takes milliseconds
+MIN_COMPILE_SECONDS = 0.2
+
+_REQUESTS = "/jax/compilation_cache/compile_requests_use_cache"
+_HITS = "/jax/compilation_cache/cache_hits"
+_SAVED = "/jax/compilation_cache/compile_time_saved_sec"
+
+
+def purehr_cache_root() -> Path | None:
+    """purehr's cache folder between processes (None: the user asked for none)."""
+    given = os.environ.get("PUREHR_CACHE_DIR")
+    if given is not None:
+        return Path(given) if given else None
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "purehr"
+
+
+def default_compile_cache_dir() -> Path | None:
+    """Where compiled programs are kept by default (None: nowhere): JAX's own setting where the
+    user made one (``JAX_COMPILATION_CACHE_DIR``), else purehr's cache folder's ``xla``."""
+    given = jax.config.jax_compilation_cache_dir
+    if given:
+        return Path(given)
+    root = purehr_cache_root()
+    return None if root is None else root / "xla"
+
+
+def use_compile_cache(folder: Path | None) -> Path | None:
+    """Keep this process's compiled programs in ``folder`` (None: keep none, not even in a
+    folder JAX's own settings name); returns it.
+
+    Call it before the first compilation: JAX opens its cache once per process."""
+    if folder is None:
+        jax.config.update("jax_enable_compilation_cache", False)
+        return None
+    folder = Path(folder).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"compile cache {str(folder)!r} is a file, not a folder; give a folder or --no-compile-cache")
+    jax.config.update("jax_enable_compilation_cache", True)
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:  # the user's own setting stays
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    return folder
+
+
+@dataclass
+class CompileCacheCounts:
+    """Compilations that asked the persistent cache, those it answered, and the compile seconds
+    the answers saved (JAX's own estimate), counted from JAX's monitoring events since
+    ``listen``. A program compiled with host callbacks asks and is never answered."""
+
+    requests: int = 0
+    hits: int = 0
+    seconds_saved: float = 0.0
+    _listening: bool = field(default=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def listen(self) -> None:
+        """Count from now on (once per process)."""
+        with self._lock:
+            if self._listening:
+                return
+            self._listening = True
+        jax.monitoring.register_event_listener(self._on_event)
+        jax.monitoring.register_event_duration_secs_listener(self._on_duration)
+
+    def _on_event(self, event: str, **kwargs) -> None:
+        if event in (_REQUESTS, _HITS):
+            with self._lock:
+                if event == _REQUESTS:
+                    self.requests += 1
+                else:
+                    self.hits += 1
+
+    def _on_duration(self, event: str, duration: float, **kwargs) -> None:
+        if event == _SAVED:
+            with self._lock:
+                self.seconds_saved += max(float(duration), 0.0)
+
+    def snapshot(self) -> tuple[int, int, float]:
+        """The counts now, for ``since``."""
+        with self._lock:
+            return self.requests, self.hits, self.seconds_saved
+
+    def since(self, snapshot: tuple[int, int, float]) -> dict:
+        """The manifest's ``compile_cache``: where the cache is (None: off), and what it answered
+        since ``snapshot`` (a run's own compilations, whatever the process compiled before)."""
+        requests, hits, saved = self.snapshot()
+        on = jax.config.jax_enable_compilation_cache and jax.config.jax_compilation_cache_dir
+        return {
+            "directory": jax.config.jax_compilation_cache_dir if on else None,
+            "requests": requests - snapshot[0],
+            "hits": hits - snapshot[1],
+            "seconds_saved": round(saved - snapshot[2], 3),
+        }
+
+
+COUNTS = CompileCacheCounts()
+COUNTS.listen()

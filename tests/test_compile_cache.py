@@ -1,0 +1,103 @@
+"""The persistent compilation cache (purehr.run.compile_cache): where it is, that a second
+process reads a callback-free program back with the same result, that a program with host
+callbacks is never kept (the fact the protocol's design rests on), and the flags."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from purehr.run import compile_cache
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# run in a fresh process: the cache is opened once per process; prints the counts of each program
+PROGRAM = """
+import json, sys
+from pathlib import Path
+import jax, jax.numpy as jnp, numpy as np
+from jax.experimental import io_callback
+from purehr.run.compile_cache import COUNTS, use_compile_cache
+
+use_compile_cache(None if sys.argv[1] == "off" else Path(sys.argv[1]))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # keep even a tiny program
+x = np.linspace(0.0, 1.0, 64, dtype=np.float32)
+
+def pure(x):
+    return jnp.cumsum(jnp.sin(3.0 * x) * x)
+
+def with_callback(x):
+    io_callback(lambda v: None, None, x, ordered=True)
+    return 2.0 * x
+
+counts = {}
+before = COUNTS.snapshot()
+result = jax.jit(pure)(x).tolist()
+counts["pure"] = COUNTS.since(before)
+before = COUNTS.snapshot()
+jax.jit(with_callback)(x).block_until_ready()
+counts["callback"] = COUNTS.since(before)
+print(json.dumps({"counts": counts, "result": result}))
+"""
+
+
+def _run_program(cache: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
+    completed = subprocess.run(
+        [sys.executable, "-c", PROGRAM, cache], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_a_second_process_reads_the_program_back_but_never_one_with_host_callbacks(tmp_path):
+    folder = tmp_path / "xla"
+    first, second = _run_program(str(folder)), _run_program(str(folder))
+    off = _run_program("off")
+    assert first["counts"]["pure"]["directory"] == str(folder)
+    assert (first["counts"]["pure"]["requests"], first["counts"]["pure"]["hits"]) == (1, 0)
+    assert (second["counts"]["pure"]["requests"], second["counts"]["pure"]["hits"]) == (1, 1)
+    assert second["result"] == first["result"] == off["result"]  # the same executable, bit for bit
+    for run in (first, second):  # asked every time, answered never: JAX writes no such entry
+        assert (run["counts"]["callback"]["requests"], run["counts"]["callback"]["hits"]) == (1, 0)
+    assert off["counts"]["pure"] == {"directory": None, "requests": 0, "hits": 0, "seconds_saved": 0.0}
+    assert len(list(folder.iterdir())) == 1  # the callback-free program's entry alone
+
+
+def test_the_cache_folder_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("PUREHR_CACHE_DIR", str(tmp_path))
+    assert compile_cache.purehr_cache_root() == tmp_path
+    monkeypatch.setenv("PUREHR_CACHE_DIR", "")
+    assert compile_cache.purehr_cache_root() is None
+    monkeypatch.delenv("PUREHR_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compile_cache.purehr_cache_root() == tmp_path / "xdg" / "purehr"
+    # JAX's own setting, where a user made one, wins (conftest sets it for the whole suite)
+    assert compile_cache.default_compile_cache_dir() == Path(os.environ["JAX_COMPILATION_CACHE_DIR"])
+
+
+def test_a_file_for_a_cache_folder_is_refused_by_name(tmp_path):
+    path = tmp_path / "not_a_folder"
+    path.write_text("")
+    with pytest.raises(ValueError, match="not_a_folder.*is a file, not a folder"):
+        compile_cache.use_compile_cache(path)
+
+
+def test_the_cache_flags_exclude_each_other(capsys):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import train_all_seeds
+    finally:
+        sys.path.pop(0)
+    parser = train_all_seeds.build_parser()
+    assert parser.parse_args(["--no-compile-cache"]).no_compile_cache
+    assert parser.parse_args(["--compile-cache", "somewhere"]).compile_cache == Path("somewhere")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--compile-cache", "somewhere", "--no-compile-cache"])
+    assert "not allowed with argument" in capsys.readouterr().err
