@@ -27,6 +27,7 @@ _EXPORTS = {
     "PPOHyperparams": "purehr.ppo.config",
     "make_ppo": "purehr.ppo.algorithm",
     "make_train": "purehr.ppo.trainer",
+    "use_compile_cache": "purehr.run.compile_cache",
 }
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "make_train",
     "train_hr_ppo",
     "TrainingDiverged",
+    "use_compile_cache",
 ]
 __version__ = "0.1.0"
 

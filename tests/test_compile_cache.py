@@ -22,9 +22,10 @@ import json, sys
 from pathlib import Path
 import jax, jax.numpy as jnp, numpy as np
 from jax.experimental import io_callback
-from purehr.run.compile_cache import COUNTS, use_compile_cache
+import purehr
+from purehr.run.compile_cache import COUNTS
 
-use_compile_cache(None if sys.argv[1] == "off" else Path(sys.argv[1]))
+purehr.use_compile_cache(*{"off": [None], "default": []}.get(sys.argv[1], [Path(sys.argv[1])]))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # keep even a tiny program
 x = np.linspace(0.0, 1.0, 64, dtype=np.float32)
 
@@ -46,8 +47,8 @@ print(json.dumps({"counts": counts, "result": result}))
 """
 
 
-def _run_program(cache: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
+def _run_program(cache: str, **environment: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")} | environment
     completed = subprocess.run(
         [sys.executable, "-c", PROGRAM, cache], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
     )
@@ -68,6 +69,10 @@ def test_a_second_process_reads_the_program_back_but_never_one_with_host_callbac
         assert (run["counts"]["callback"]["requests"], run["counts"]["callback"]["hits"]) == (1, 0)
     assert off["counts"]["pure"] == {"directory": None, "requests": 0, "hits": 0, "seconds_saved": 0.0}
     assert len(list(folder.iterdir())) == 1  # the callback-free program's entry alone
+    # no folder given: purehr's own (JAX's setting, where there is one, comes first: below)
+    default = _run_program("default", PUREHR_CACHE_DIR=str(tmp_path / "purehr"))
+    assert default["counts"]["pure"]["directory"] == str(tmp_path / "purehr" / "xla")
+    assert default["result"] == first["result"]
 
 
 def test_the_cache_folder_follows_the_environment(monkeypatch, tmp_path):
