@@ -15,12 +15,14 @@ def add_compile_cache_flags(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="DIR",
-        help="keep compiled programs here for the next run (default: $PUREHR_CACHE_DIR/xla, else "
-        "$XDG_CACHE_HOME/purehr/xla, else ~/.cache/purehr/xla; programs with host callbacks, such as "
-        "the protocol's training program, are never kept: docs/protocol.md, 'Compilation')",
+        help="keep compiled programs here for the next run (default: $JAX_COMPILATION_CACHE_DIR if set, else "
+        "$PUREHR_CACHE_DIR/xla, else $XDG_CACHE_HOME/purehr/xla, else ~/.cache/purehr/xla; programs with "
+        "host callbacks, such as the protocol's training program, are never kept: docs/protocol.md, 'Compilation')",
     )
     group.add_argument(
-        "--no-compile-cache", action="store_true", help="compile every program, keep none (as PUREHR_CACHE_DIR='')"
+        "--no-compile-cache",
+        action="store_true",
+        help="compile every program and keep none (not even in $JAX_COMPILATION_CACHE_DIR)",
     )
 
 

@@ -60,7 +60,7 @@ def use_compile_cache(folder=...) -> Path | None:
 
     Call it before the first compilation: JAX opens its cache once per process. The seed API
     then starts in seconds in the next process: ``train_hr_ppo(HRWritingEnv(hrv_dim=8),
-    timesteps=5000)`` took 3.2 s with the cache warm against 11.8 s without (docs/protocol.md,
+    timesteps=5000)`` took 3.5 s with the cache warm against 11.8 s without (docs/protocol.md,
     "Compilation")."""
     if folder is ...:
         folder = default_compile_cache_dir()
