@@ -106,3 +106,21 @@ def test_the_cache_flags_exclude_each_other(capsys):
     with pytest.raises(SystemExit):
         parser.parse_args(["--compile-cache", "somewhere", "--no-compile-cache"])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_the_flags_reach_the_cache_as_given(monkeypatch):
+    """--no-compile-cache turns the cache off (None), even one JAX's own setting names; no flag
+    asks for the default folder (...). Recorded, not applied: the cache is process-wide."""
+    from purehr.cli.cache_flags import start_compile_cache
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import train_all_seeds
+    finally:
+        sys.path.pop(0)
+    given = []
+    monkeypatch.setattr(compile_cache, "use_compile_cache", lambda folder: given.append(folder) or folder)
+    parser = train_all_seeds.build_parser()
+    for flags in (["--no-compile-cache"], [], ["--compile-cache", "somewhere"]):
+        start_compile_cache(parser.parse_args(flags), parser)
+    assert given == [None, ..., Path("somewhere")]

@@ -27,12 +27,12 @@ def add_compile_cache_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def start_compile_cache(args, parser: argparse.ArgumentParser) -> Path | None:
-    """Turns the cache on as the flags say, before anything compiles; the folder, or None."""
-    from purehr.run.compile_cache import default_compile_cache_dir, use_compile_cache
+    """Turns the cache on (or, with --no-compile-cache, off, even where JAX's own setting names
+    a folder) as the flags say, before anything compiles; the folder, or None."""
+    from purehr.run import compile_cache
 
-    if args.no_compile_cache:
-        return None
+    folder = None if args.no_compile_cache else (args.compile_cache or ...)  # ...: the default folder
     try:
-        return use_compile_cache(args.compile_cache or default_compile_cache_dir())
+        return compile_cache.use_compile_cache(folder)
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")
