@@ -18,6 +18,7 @@ from flax import struct
 
 from purehr.envs.base import Environment
 from purehr.ppo.algorithm import PPO, RunnerState, make_ppo
+from purehr.ppo.compile_options import training_compiler_options
 from purehr.ppo.config import PPOConfig, PPOHyperparams
 from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
 from purehr.types import EnvParamsSchedule, HostCallback
@@ -197,4 +198,5 @@ def make_train(
         (runner,), (output,) = run_updates([loop], [constrain(runner)], ppo.num_updates)
         return TrainResult(runner, jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), output.metrics))
 
-    return Trainer(config, ppo, jax.jit(train_seeds), hparams, callback_hooks)
+    jitted = jax.jit(train_seeds, compiler_options=training_compiler_options())
+    return Trainer(config, ppo, jitted, hparams, callback_hooks)

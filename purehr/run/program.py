@@ -17,6 +17,7 @@ import jax
 
 from purehr.devices.distributed import make_mesh, select_devices
 from purehr.envs.hrv.curriculum import Curriculum
+from purehr.ppo.compile_options import training_compiler_options
 from purehr.ppo.loop import HostSlot
 from purehr.ppo.trainer import keys_for_seeds
 from purehr.run.runner import TaskSetup, make_train_all
@@ -47,7 +48,7 @@ def compiled_program(
         mesh_key,
     )
     if key not in _PROGRAMS:
-        lowered = jax.jit(make_train_all(setups, HANDLERS)).lower(runners)
+        lowered = jax.jit(make_train_all(setups, HANDLERS), compiler_options=training_compiler_options()).lower(runners)
         _PROGRAMS[key] = lowered.compile() if run_compile is None else run_compile(lowered.compile)
     return _PROGRAMS[key]
 

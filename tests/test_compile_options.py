@@ -1,0 +1,16 @@
+"""The training programs' XLA options: level 2 on the CPU, unless the user's XLA_FLAGS names a level."""
+
+import jax
+import pytest
+
+from purehr.ppo.compile_options import CPU_TRAINING_LEVEL, LEVEL_FLAG, training_compiler_options
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the option is the CPU's")
+def test_the_cpu_trains_at_level_2_unless_xla_flags_names_a_level(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+    assert training_compiler_options() == {LEVEL_FLAG: 2} == {LEVEL_FLAG: CPU_TRAINING_LEVEL}
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
+    assert training_compiler_options() == {}
+    monkeypatch.delenv("XLA_FLAGS")
+    assert training_compiler_options() == {LEVEL_FLAG: 2}
