@@ -3,7 +3,12 @@
 import jax
 import pytest
 
-from purehr.ppo.compile_options import CPU_TRAINING_LEVEL, LEVEL_FLAG, training_compiler_options
+from purehr.ppo.compile_options import (
+    CPU_TRAINING_LEVEL,
+    LEVEL_FLAG,
+    one_shot_compiler_options,
+    training_compiler_options,
+)
 
 
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="the option is the CPU's")
@@ -14,3 +19,11 @@ def test_the_cpu_trains_at_level_2_unless_xla_flags_names_a_level(monkeypatch):
     assert training_compiler_options() == {}
     monkeypatch.delenv("XLA_FLAGS")
     assert training_compiler_options() == {LEVEL_FLAG: 2}
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="the option is the CPU's")
+def test_the_one_shot_initial_states_compile_at_level_1_whatever_xla_flags_says(monkeypatch):
+    monkeypatch.setenv("XLA_FLAGS", "--xla_backend_optimization_level=3")
+    assert one_shot_compiler_options() == {LEVEL_FLAG: 1}
+    monkeypatch.delenv("XLA_FLAGS")
+    assert one_shot_compiler_options() == {LEVEL_FLAG: 1}

@@ -17,7 +17,7 @@ import jax
 
 from purehr.devices.distributed import make_mesh, select_devices
 from purehr.envs.hrv.curriculum import Curriculum
-from purehr.ppo.compile_options import training_compiler_options
+from purehr.ppo.compile_options import one_shot_compiler_options, training_compiler_options
 from purehr.ppo.loop import HostSlot
 from purehr.ppo.trainer import keys_for_seeds
 from purehr.run.runner import TaskSetup, make_train_all
@@ -129,17 +129,10 @@ def protocol_mesh(setups: list[TaskSetup], seeds: list[int], devices):
     return make_mesh(len(seeds), math.gcd(*(s.config.num_envs for s in setups)), chosen)
 
 
-# The initial states run once, so their program is compiled for compile time: on the CPU,
-# XLA's backend optimisation level 1 compiles each task's in 1.5-3 s instead of 4-5 s (2-core
-# CPU) and gives bit-identical states (digests compared for swing, hrv, both GRU policies,
-# gymnax CartPole and Brax inverted_pendulum; level 0 does not). Other backends: their default.
-ONE_SHOT_COMPILER_OPTIONS = {"cpu": {"xla_backend_optimization_level": 1}}
-
-
 def initial_runners(setups: list[TaskSetup], seeds: list[int]) -> dict[str, Any]:
     """task -> the initial RunnerState of every seed (leading axis: seeds), from the seeds' keys."""
     keys = keys_for_seeds(seeds)
-    options = ONE_SHOT_COMPILER_OPTIONS.get(jax.default_backend(), {})
+    options = one_shot_compiler_options()
     return {
         setup.name: jax.jit(jax.vmap(setup.ppo.init)).lower(keys).compile(compiler_options=options)(keys)
         for setup in setups
