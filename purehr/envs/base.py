@@ -116,6 +116,31 @@ def freeze_after_done(done: jax.Array, before: Any, after: Any) -> Any:
     return jax.tree.map(lambda old, new: jnp.where(done, old, new), before, after)
 
 
+def varying_with(tree: Any, like: Any) -> Any:
+    """``tree`` unchanged, each leaf made to depend on every leaf of ``like``: a scan's first
+    carry built from constants, batched from the start under every vmap that batches ``like``.
+
+    Why: JAX batches a scan's body once more each time a carry that started unbatched comes
+    out batched (a fixed point), and the carries of an episode or of PPO's loss sums turn
+    batched one after another: three passes over the body under each vmap (seeds, episodes)
+    instead of one. The dependence is ``select(bits == bits, x, x)`` on integer bits, which
+    XLA folds into ``x`` (and drops what only ``like`` needed): the compiled program is the
+    same (docs/protocol.md, "Compilation")."""
+    anchor = jnp.all(jnp.stack([_equals_itself(leaf) for leaf in jax.tree.leaves(like)]))
+    return jax.tree.map(lambda leaf: jnp.where(anchor, leaf, leaf), tree)
+
+
+def _equals_itself(value: Any) -> jax.Array:
+    """True, as an integer comparison XLA folds to a constant (floats compared as their bits:
+    NaN equals itself there)."""
+    value = jnp.asarray(value)
+    if value.dtype == jnp.bool_:
+        value = value.astype(jnp.uint8)
+    elif jnp.issubdtype(value.dtype, jnp.inexact):
+        value = jax.lax.bitcast_convert_type(value, jnp.dtype(f"uint{value.dtype.itemsize * 8}"))
+    return jnp.all(value == value)
+
+
 def all_finite(tree: Any) -> jax.Array:
     """True when every floating leaf of ``tree`` is finite (integer leaves always are)."""
     flags = [

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 
+from purehr.envs.base import varying_with
 from purehr.types import Policy
 
 PolicyStep = Callable[[Any, Any, jax.Array, jax.Array], tuple[jax.Array, Any]]
@@ -44,3 +46,12 @@ def as_recurrent(policy: Policy | RecurrentPolicy) -> RecurrentPolicy:
     if isinstance(policy, RecurrentPolicy):
         return policy
     return RecurrentPolicy((), lambda state, observation, t, key: (policy(observation, t, key), state))
+
+
+def batched_from_the_start(carry: Any, policy: RecurrentPolicy, observation: Any) -> Any:
+    """``carry``, an episode loop's first carry, unchanged but batched from the start under the
+    vmaps around an evaluation (seeds through the policy's parameters, episodes through the
+    first observation): one pass of JAX's batching over the episode body instead of three
+    (``purehr.envs.base.varying_with``). The first action is only traced: XLA drops it."""
+    action, _ = policy.step(policy.initial_state, observation, jnp.int32(0), jax.random.PRNGKey(0))
+    return varying_with(carry, (action, observation))

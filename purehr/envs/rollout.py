@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from purehr.envs import spaces
 from purehr.envs.base import Environment
-from purehr.envs.policies import RecurrentPolicy, as_recurrent
+from purehr.envs.policies import RecurrentPolicy, as_recurrent, batched_from_the_start
 from purehr.types import Policy
 
 HELDOUT_SEED = 20261201
@@ -59,6 +59,7 @@ def run_episodes(
             jnp.int32(0),
             jnp.bool_(False),
         )
+        start = batched_from_the_start(start, policy, observation)
         (_, _, _, _, _, total, length, success), _ = jax.lax.scan(step, start, jnp.arange(num_steps))
         return {"return": total, "length": length, "success": success}
 
@@ -111,6 +112,7 @@ def record_episode(env: Environment, env_params, policy: Policy | RecurrentPolic
 
     steps = jnp.arange(env.max_episode_steps(env_params))
     start = (observation, state, policy.initial_state, run_key, jnp.bool_(True))
+    start = batched_from_the_start(start, policy, observation)
     _, rows = jax.lax.scan(step, start, steps)
     return rows
 

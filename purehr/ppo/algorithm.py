@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
-from purehr.envs.base import Environment, all_finite, check_env_params, check_environment
+from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.ppo.config import PPOConfig, PPOHyperparams
@@ -341,6 +341,7 @@ def make_ppo(
             return (params, opt_state, key, stat_sums), None
 
         no_stats = {name: jnp.zeros((), jnp.float32) for name in LOSS_STATISTICS + GRADIENT_STATISTICS}
+        no_stats = varying_with(no_stats, runner.update_index)  # batched over seeds from the start
         (params, opt_state, key, stat_sums), _ = jax.lax.scan(
             epoch, (runner.params, runner.opt_state, key, no_stats), None, config.num_epochs
         )

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from purehr.envs.base import freeze_after_done
 from purehr.envs.hrv.env import HRVParams, HRWritingEnv
-from purehr.envs.policies import RecurrentPolicy, as_recurrent
+from purehr.envs.policies import RecurrentPolicy, as_recurrent, batched_from_the_start
 from purehr.types import Policy
 
 HRV_EVAL_SEED = 20260902
@@ -100,6 +100,8 @@ def _run_episode(
     )
     per_step = _per_step_inputs(rollout_key, env.max_episode_steps(env_params), env.hrv_dim)
     one_step = _episode_step(env, env_params, policy, observation_noise)
+    first_reading = _noisy_reading(obs, observation_noise * per_step[3][0], env_params)
+    initial = batched_from_the_start(initial, policy, first_reading)
     (_, state, _, _, episode_return, length, distance, success), _ = jax.lax.scan(one_step, initial, per_step)
     return {
         "return": episode_return,
@@ -210,6 +212,6 @@ def record_showcase(env: HRWritingEnv, env_params: HRVParams, policy: Policy | R
             done,
         ), row
 
-    start = (observation, state, policy.initial_state, jnp.bool_(False))
+    start = batched_from_the_start((observation, state, policy.initial_state, jnp.bool_(False)), policy, observation)
     _, rows = jax.lax.scan(step, start, jnp.arange(env.max_episode_steps(env_params)))
     return rows

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purehr.envs.base import freeze_after_done
-from purehr.envs.policies import RecurrentPolicy, as_recurrent
+from purehr.envs.policies import RecurrentPolicy, as_recurrent, batched_from_the_start
 from purehr.envs.swing.env import ACTION_SIZE, SwingEnv
 from purehr.envs.swing.physics import SwingParams
 from purehr.types import Policy
@@ -79,7 +79,8 @@ def rollout(
         return (*frozen, memory, finished), row
 
     steps = jnp.arange(env.max_episode_steps(env_params), dtype=jnp.int32)
-    _, rows = jax.lax.scan(body, (obs, state, policy.initial_state, jnp.zeros((), bool)), steps)
+    start = batched_from_the_start((obs, state, policy.initial_state, jnp.zeros((), bool)), policy, obs)
+    _, rows = jax.lax.scan(body, start, steps)
     return rows
 
 
