@@ -22,6 +22,7 @@ from typing import Any
 
 import jax
 
+from purehr.ppo.compile_options import one_shot_compiler_options
 from purehr.run.checkpoints import tree_digest
 from purehr.run.compile_cache import purehr_cache_root
 from purehr.run.files import atomic_write_json, json_values
@@ -57,10 +58,11 @@ def evaluate_baselines(
 
 def _evaluate(setup: TaskSetup) -> dict[str, Any]:
     def heldout(policy):
-        metrics = jax.jit(
+        metrics = jax.jit(  # run once per definition: compiled for compile time
             lambda: setup.task.heldout_evaluation(
                 setup.env, setup.eval_env_params, policy, num_episodes=setup.config.eval_episodes
-            )
+            ),
+            compiler_options=one_shot_compiler_options(),
         )()
         return {k: float(v) for k, v in metrics.items()}
 
