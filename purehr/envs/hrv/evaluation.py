@@ -100,8 +100,8 @@ def _run_episode(
     )
     per_step = _per_step_inputs(rollout_key, env.max_episode_steps(env_params), env.hrv_dim)
     one_step = _episode_step(env, env_params, policy, observation_noise)
-    first_reading = _noisy_reading(obs, observation_noise * per_step[3][0], env_params)
-    initial = batched_from_the_start(initial, policy, first_reading)
+    *_, hrv_noise = per_step  # the first step's reading, as one_step takes it: varies with the noise level too
+    initial = batched_from_the_start(initial, policy, _noisy_reading(obs, observation_noise * hrv_noise[0], env_params))
     (_, state, _, _, episode_return, length, distance, success), _ = jax.lax.scan(one_step, initial, per_step)
     return {
         "return": episode_return,
