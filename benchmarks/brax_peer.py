@@ -52,11 +52,12 @@ import jax
 import numpy as np
 from _common import load_averages, write_json
 
+from purehr.algorithms.ppo.config import PPOConfig
+from purehr.algorithms.trainer import make_train
 from purehr.cli.arguments import HelpFormatter, output_file, positive_int
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.brax_adapter import BraxEnv
 from purehr.envs.rollout import heldout_evaluation
-from purehr.ppo.config import PPOConfig
-from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.tasks.suites.brax import INVERTED_PENDULUM_DEFAULTS
 
 ENVIRONMENT = "inverted_pendulum"
@@ -190,7 +191,7 @@ class PurehrRun:
             "compile_s": self.compile_s,
             "train_s": train_s,
             "env_steps": env_steps,
-            "heldout_return": judged(self.env, self.train.ppo.policy(params)),
+            "heldout_return": judged(self.env, self.train.algorithm.policy(params)),
         }
 
 
@@ -207,7 +208,8 @@ def all_seeds_in_one_call(env: BraxEnv, total_timesteps: int, seeds: int) -> dic
     result = jax.block_until_ready(compiled(keys, None))
     train_s = time.perf_counter() - started
     returns = [
-        judged(env, train.ppo.policy(jax.tree.map(lambda x: x[seed], result.runner.params))) for seed in range(seeds)
+        judged(env, train.algorithm.policy(jax.tree.map(lambda x: x[seed], result.runner.params)))
+        for seed in range(seeds)
     ]
     return {
         "seeds": seeds,

@@ -30,11 +30,12 @@ import jax.numpy as jnp
 import numpy as np
 from _common import load_averages, write_json
 
+from purehr.algorithms.trainer import make_train
 from purehr.cli.arguments import HelpFormatter, output_file, positive_int
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs import HRWritingEnv, to_gymnasium
 from purehr.envs.hrv import heldout_evaluation
 from purehr.envs.spaces import flatten_observation
-from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.tasks import HRV_DEFAULTS
 
 
@@ -114,7 +115,7 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     result = jax.block_until_ready(compiled(keys, None))
     purehr_run = time.perf_counter() - started
-    ppo = train.ppo
+    ppo = train.algorithm
     score = jax.jit(lambda p: heldout_evaluation(env, params, ppo.policy(p)))
     purehr_eval = [
         {k: float(v) for k, v in score(jax.tree.map(lambda x: x[i], result.runner.params)).items()}

@@ -5,7 +5,7 @@ folder) or warm (the folder the cold run filled), interleaved, ``--repeats`` rou
 PJRT_NPROC=1 python benchmarks/compile_cache.py --json benchmarks/results/compile_cache.json
 
 Recorded per run: the call's seconds, the whole process's, and what the cache answered
-(``purehr.run.compile_cache.COUNTS``). docs/protocol.md, "Compilation", has the reading.
+(``purehr.run.compiled.compile_cache.COUNTS``). docs/protocol.md, "Compilation", has the reading.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from _common import load_averages, write_json
 
 from purehr.cli.arguments import HelpFormatter, positive_int
-from purehr.run.machine import environment_description
+from purehr.run.store.machine import environment_description
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ PROCESS = """
 import json, sys, time
 started = time.perf_counter()
 import purehr
-from purehr.run.compile_cache import COUNTS
+from purehr.run.compiled.compile_cache import COUNTS
 purehr.use_compile_cache(None if sys.argv[1] == "off" else sys.argv[1])
 from purehr import HRWritingEnv, train_hr_ppo
 begun = time.perf_counter()

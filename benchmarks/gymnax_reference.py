@@ -25,11 +25,12 @@ import jax
 import numpy as np
 from _common import load_averages, write_json
 
+from purehr.algorithms.ppo.config import PPOConfig
+from purehr.algorithms.trainer import make_train
 from purehr.cli.arguments import HelpFormatter, output_file, positive_int
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.gymnax_adapter import GymnaxEnv
 from purehr.envs.rollout import run_episodes
-from purehr.ppo.config import PPOConfig
-from purehr.ppo.trainer import keys_for_seeds, make_train
 
 CARTPOLE = PPOConfig(
     total_timesteps=500_000,
@@ -78,7 +79,9 @@ def run(name: str, config: PPOConfig, seeds: int) -> dict:
 
     @jax.jit
     def greedy_returns(params):
-        return run_episodes(env, env.default_params, train.ppo.policy(params), jax.random.PRNGKey(7), 20)["return"]
+        return run_episodes(env, env.default_params, train.algorithm.policy(params), jax.random.PRNGKey(7), 20)[
+            "return"
+        ]
 
     returns = np.asarray(jax.vmap(greedy_returns)(result.runner.params)).mean(axis=1)
     steps = seeds * config.num_updates * config.batch_size

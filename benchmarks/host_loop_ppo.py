@@ -7,7 +7,7 @@ The host loop is PPO as most JAX/PyTorch code writes it: per update, one jitted 
 as a NumPy loop over time, advantages normalised in NumPy, then 4 epochs x 8 minibatches of a
 jitted ``value_and_grad`` + Adam step, each called from Python with a NumPy minibatch; seeds
 one after another (a conventional script trains one seed per run). Same network, same loss
-(``purehr.ppo.loss.ppo_loss``), same optimiser, same truncation handling; only where the loop
+(``purehr.algorithms.ppo.loss.ppo_loss``), same optimiser, same truncation handling; only where the loop
 lives differs. The one-scan trainer is ``purehr.ppo.make_train`` with all seeds in one call.
 
 Reported: the one-scan trainer's compilation and run time apart; the host loop's wall time
@@ -30,18 +30,19 @@ import numpy as np
 import optax
 from _common import load_averages, write_json
 
+from purehr.algorithms.ppo.algorithm import make_ppo
+from purehr.algorithms.ppo.loss import Batch, ppo_loss
+from purehr.algorithms.trainer import make_train
 from purehr.cli.arguments import HelpFormatter, output_file, positive_int, task_name
+from purehr.engine.distributions import make_distribution
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.spaces import flatten_observation
 from purehr.envs.wrappers import training_wrappers
-from purehr.ppo.algorithm import make_ppo
-from purehr.ppo.distributions import make_distribution
-from purehr.ppo.loss import Batch, ppo_loss
-from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.tasks import get_task
 
 
 def numpy_gae(rewards, values, next_values, terminated, done, gamma, gae_lambda):
-    """The same recursion as purehr.ppo.gae, as a NumPy loop over time."""
+    """The same recursion as purehr.engine.gae, as a NumPy loop over time."""
     advantages = np.zeros_like(rewards)
     next_advantage = np.zeros_like(rewards[0])
     for t in reversed(range(rewards.shape[0])):

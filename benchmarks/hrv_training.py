@@ -26,7 +26,8 @@ def time_make_train(steps: int, seeds: int) -> dict:
     import jax
 
     from purehr import HRWritingEnv
-    from purehr.ppo.trainer import keys_for_seeds, make_train
+    from purehr.algorithms.trainer import make_train
+    from purehr.engine.seeds import keys_for_seeds
     from purehr.tasks import HRV_DEFAULTS
 
     train = make_train(HRV_DEFAULTS.replace(total_timesteps=steps), HRWritingEnv(hrv_dim=8))

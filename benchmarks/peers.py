@@ -74,11 +74,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import load_averages, write_json  # noqa: E402
 
+from purehr.algorithms.ppo.config import PPOConfig  # noqa: E402
+from purehr.algorithms.trainer import make_train  # noqa: E402
+from purehr.engine.seeds import keys_for_seeds  # noqa: E402
 from purehr.envs.brax_adapter import BraxEnv  # noqa: E402
 from purehr.envs.gymnax_adapter import GymnaxEnv  # noqa: E402
 from purehr.envs.rollout import run_episodes  # noqa: E402
-from purehr.ppo.config import PPOConfig  # noqa: E402
-from purehr.ppo.trainer import keys_for_seeds, make_train  # noqa: E402
 
 # rejax configs/gymnax/*.yaml, ppo section (commit 4954fbf of keraJLi/rejax)
 _REJAX_SMALL = dict(
@@ -375,7 +376,7 @@ class PurehrRun:
         return timed(lambda keys: self.compiled(keys, None), self.keys)
 
     def greedy_returns(self, result, env: GymnaxEnv) -> np.ndarray:
-        return seed_mean_greedy_returns(self.train.ppo.policy, result.runner.params, env)
+        return seed_mean_greedy_returns(self.train.algorithm.policy, result.runner.params, env)
 
 
 def make_runs(config_name: str, seeds: int) -> tuple[str, dict, GymnaxEnv | BraxEnv, dict]:

@@ -22,8 +22,8 @@ import jax
 import numpy as np
 from _common import load_averages, write_json
 
-from purehr.ppo.algorithm import make_ppo
-from purehr.ppo.trainer import keys_for_seeds
+from purehr.algorithms.ppo.algorithm import make_ppo
+from purehr.engine.seeds import keys_for_seeds
 from purehr.tasks import get_task
 
 SETTINGS = {

@@ -35,7 +35,8 @@ STUDIES = ("steps", "seeds", "envs")
 
 
 def _timed_train(config, env, seeds: int, callback=None):
-    from purehr.ppo.trainer import keys_for_seeds, make_train
+    from purehr.algorithms.trainer import make_train
+    from purehr.engine.seeds import keys_for_seeds
 
     train = make_train(config, env, callback=callback)
     keys = keys_for_seeds(range(seeds))

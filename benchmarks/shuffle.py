@@ -20,7 +20,7 @@ import jax
 import numpy as np
 from _common import load_averages, write_json
 
-from purehr.ppo.shuffle import random_permutation, shuffle_rounds
+from purehr.engine.shuffle import random_permutation, shuffle_rounds
 
 BATCH_SIZES = (500, 2048, 4096, 10_000)
 

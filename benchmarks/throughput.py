@@ -136,7 +136,7 @@ def _rollout_program(config, env, seeds: int, length: int):
     import jax
     import jax.numpy as jnp
 
-    from purehr.ppo.algorithm import make_ppo
+    from purehr.algorithms.ppo.algorithm import make_ppo
 
     ppo = make_ppo(config, env)
     rollouts = length // config.num_steps
@@ -193,7 +193,8 @@ def _measure(fn, args, env_steps: int, repeats: int) -> dict:
 def worker(args) -> None:
     import jax
 
-    from purehr.ppo.trainer import keys_for_seeds, make_train
+    from purehr.algorithms.trainer import make_train
+    from purehr.engine.seeds import keys_for_seeds
     from purehr.tasks import get_task
 
     dtype = "float64" if jax.config.jax_enable_x64 else "float32"
@@ -239,7 +240,8 @@ def goals_worker(args) -> None:
     ``--rounds`` rounds; the minimum of each is kept (load from other jobs only adds time)."""
     import jax
 
-    from purehr.ppo.trainer import keys_for_seeds, make_train
+    from purehr.algorithms.trainer import make_train
+    from purehr.engine.seeds import keys_for_seeds
     from purehr.tasks import get_task
 
     env = get_task("swing").make_env()

@@ -37,9 +37,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from purehr.algorithms.ppo.config import PPOConfig
 from purehr.envs import spaces
 from purehr.envs.base import Environment
-from purehr.ppo.config import PPOConfig
 from purehr.types import StepResult
 
 # --- state and params ---------------------------------------------------------------------

@@ -23,11 +23,11 @@ _EXPORTS = {
     "TrainingDiverged": "purehr.model.facade",
     "HRWritingEnv": "purehr.envs.hrv",
     "SwingEnv": "purehr.envs.swing",
-    "PPOConfig": "purehr.ppo.config",
-    "PPOHyperparams": "purehr.ppo.config",
-    "make_ppo": "purehr.ppo.algorithm",
-    "make_train": "purehr.ppo.trainer",
-    "use_compile_cache": "purehr.run.compile_cache",
+    "PPOConfig": "purehr.algorithms.ppo.config",
+    "PPOHyperparams": "purehr.algorithms.ppo.config",
+    "make_ppo": "purehr.algorithms.ppo.algorithm",
+    "make_train": "purehr.algorithms.trainer",
+    "use_compile_cache": "purehr.run.compiled.compile_cache",
 }
 
 __all__ = [

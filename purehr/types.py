@@ -1,5 +1,5 @@
 """The type aliases several layers share, in one place. A leaf: it imports nothing of purehr,
-and neither JAX nor numpy at run time (JAX-free modules such as ``purehr.run.files`` import
+and neither JAX nor numpy at run time (JAX-free modules such as ``purehr.run.store.files`` import
 it), so the array types are written as strings a type checker resolves."""
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from purehr.experiments import ablation
-    from purehr.run.machine import environment_description
+    from purehr.run.store.machine import environment_description
     from purehr.tasks import get_task
 
     if args.task not in ablation.VARIANTS:

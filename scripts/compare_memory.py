@@ -89,7 +89,7 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
 def write_tables(out: Path, members: dict, chain: dict) -> str:
     from purehr.experiments.memory_comparison import format_tables, memory_chain_rows, summarise
-    from purehr.run.files import atomic_write_text, write_csv
+    from purehr.run.store.files import atomic_write_text, write_csv
 
     rows = summarise(members) + memory_chain_rows(chain)
     columns = list(dict.fromkeys(name for row in rows for name in row))
@@ -116,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         print(write_tables(args.out, _members_from_json(record["members"]), record["memory_chain"]))
         return 0
     from purehr.experiments import memory_comparison as memory
-    from purehr.run.files import atomic_write_json
-    from purehr.run.machine import environment_description, load_average
+    from purehr.run.store.files import atomic_write_json
+    from purehr.run.store.machine import environment_description, load_average
 
     load_before, started = load_average(), time.perf_counter()
     arms = [memory.ARM_BY_NAME[name] for name in dict.fromkeys(args.arms)]

@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def write_tables(out: Path, members: dict, population: int, task: str) -> str:
     from purehr.experiments.pbt_comparison import format_table, summarise
-    from purehr.run.files import atomic_write_text, write_csv
+    from purehr.run.store.files import atomic_write_text, write_csv
 
     rows = summarise(members, population)
     write_csv(out / "comparison.csv", list(rows[0]), rows)
@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"error: --pbt-runs {args.pbt_runs} (>= 2, for an interval) and --steps {args.steps} (> 0)\n")
     from purehr.experiments.pbt_comparison import compare
     from purehr.population import PBTSettings
-    from purehr.run.files import atomic_write_json
-    from purehr.run.machine import environment_description, load_average
+    from purehr.run.store.files import atomic_write_json
+    from purehr.run.store.machine import environment_description, load_average
 
     try:
         pbt = PBTSettings.checked(interval=args.pbt_interval)

@@ -32,10 +32,10 @@ import jax
 
 from purehr.cli.arguments import HelpFormatter, task_name
 from purehr.cli.cache_flags import add_compile_cache_flags, start_compile_cache
-from purehr.ppo.config import MAX_HELDOUT_EPISODES as MAX_EPISODES
+from purehr.envs.rollout import MAX_HELDOUT_EPISODES as MAX_EPISODES
 from purehr.run import restore
-from purehr.run.run_dir import RunDirectory
-from purehr.run.task_setup import recorded_setup
+from purehr.run.compiled.task_setup import recorded_setup
+from purehr.run.store.run_dir import RunDirectory
 from purehr.tasks import TASK_NAMES, get_task
 from purehr.types import Policy
 

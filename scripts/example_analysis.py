@@ -45,9 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from purehr.run import restore
-    from purehr.run.program import initial_runners
-    from purehr.run.run_dir import RunDirectory, completed_checkpoint_steps, is_published_record, read_checkpoint_rows
-    from purehr.run.task_setup import recorded_setup
+    from purehr.run.compiled.program import initial_runners
+    from purehr.run.compiled.task_setup import recorded_setup
+    from purehr.run.store.run_dir import (
+        RunDirectory,
+        completed_checkpoint_steps,
+        is_published_record,
+        read_checkpoint_rows,
+    )
     from purehr.tasks import get_task
 
     run_dir = RunDirectory(args.run_dir)

@@ -114,8 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_arguments(parser, args)
     from purehr.experiments import limits, limits_record
-    from purehr.run.files import atomic_write_text
-    from purehr.run.machine import environment_description, load_average
+    from purehr.run.store.files import atomic_write_text
+    from purehr.run.store.machine import environment_description, load_average
 
     started, load_before = time.perf_counter(), load_average()
     settings = settings_from(args)

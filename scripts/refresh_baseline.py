@@ -26,8 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from purehr.run.baselines import evaluate_baselines
-    from purehr.run.run_dir import RunDirectory
-    from purehr.run.task_setup import recorded_setup
+    from purehr.run.compiled.task_setup import recorded_setup
+    from purehr.run.store.run_dir import RunDirectory
     from purehr.viz.render import render_figures_only
 
     run_dir = RunDirectory(args.run_dir)

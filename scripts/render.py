@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     start_compile_cache(args, parser)
-    from purehr.run.files import RunDirectoryError
+    from purehr.run.store.files import RunDirectoryError
     from purehr.viz.render import render_run
 
     try:

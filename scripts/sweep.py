@@ -31,8 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.cache_flags import add_compile_cache_flags
     from purehr.cli.ppo_flags import add_config_flags
     from purehr.cli.tracking_flags import add_tracking_flags
-    from purehr.experiments.sweep import SHAPE_FIELDS
-    from purehr.ppo.config import HYPERPARAMETERS
+    from purehr.experiments.sweep import HYPERPARAMETERS, SHAPE_FIELDS
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument(
@@ -94,10 +93,10 @@ def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
     the groups' shape choices, the base config, the curriculum and the sweep's settings."""
     from purehr.cli.ppo_flags import config_values
     from purehr.cli.tracking_flags import tracking_from_args
+    from purehr.engine.seeds import validate_seeds
     from purehr.envs.hrv import Curriculum
     from purehr.experiments import sweep
-    from purehr.ppo.config import HYPERPARAMETERS
-    from purehr.ppo.trainer import validate_seeds
+    from purehr.experiments.sweep import HYPERPARAMETERS
     from purehr.tasks import get_task
     from purehr.viz.sweep_heatmap import heatmap_axes
 
@@ -143,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     start_compile_cache(args, parser)
     from purehr.experiments import sweep
     from purehr.experiments.ranking import divergence_note, format_table, rank_settings
-    from purehr.run.machine import environment_description
-    from purehr.run.messages import budget_notice
+    from purehr.run.planning.messages import budget_notice
+    from purehr.run.store.machine import environment_description
 
     seeds, axes, choices, base, curriculum, settings, tracking = checked_plan(parser, args)
     for choice in sweep.shape_combinations(choices):  # the trainer's words: a budget runs whole updates

@@ -129,7 +129,7 @@ def overrides_from_args(args) -> dict:
 def recorded_precision(run_dir: Path) -> str | None:
     """The precision a run directory's manifest records, if it can be read (the trainer
     refuses anything else clearly later)."""
-    from purehr.run.run_dir import read_manifest
+    from purehr.run.store.run_dir import read_manifest
 
     try:
         return read_manifest(Path(run_dir)).get("precision")
@@ -161,7 +161,7 @@ def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: 
     """Trains (or resumes), renders and prints the summary; the exit status."""
     from purehr.reports.dashboards import publish_to_dashboards
     from purehr.run.outcome import RunDiverged, RunFailed
-    from purehr.run.preparation import RunAlreadyFinished
+    from purehr.run.planning.preparation import RunAlreadyFinished
     from purehr.run.protocol import train_all_seeds
     from purehr.viz.render import render_trained_run
 
@@ -270,8 +270,8 @@ def _run_request(args) -> dict:
 def _finish_finished_run(args, run_dir: Path) -> int:
     """A run killed after training (before or while rendering) is finished: finish its files."""
     from purehr.reports.dashboards import publish_to_dashboards
-    from purehr.run.resume import extension_hint
-    from purehr.run.run_dir import RunDirectory
+    from purehr.run.planning.resume import extension_hint
+    from purehr.run.store.run_dir import RunDirectory
     from purehr.viz.render import render_run
 
     hint = extension_hint(RunDirectory(Path(run_dir)).read_manifest(), " ({})")
@@ -298,7 +298,7 @@ def _follow(args, run_dir: Path, parser) -> int:
     import jax
 
     from purehr.run.outcome import RunFailed
-    from purehr.run.preparation import RunAlreadyFinished
+    from purehr.run.planning.preparation import RunAlreadyFinished
     from purehr.run.protocol import train_all_seeds
 
     try:

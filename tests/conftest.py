@@ -47,8 +47,8 @@ if os.environ.get("PUREHR_TEST_XLA_DEFAULT") != "1":
 if "PUREHR_CACHE_DIR" not in os.environ:
     os.environ["PUREHR_CACHE_DIR"] = tempfile.mkdtemp(prefix="purehr-cache-")
 
-from purehr.run.columns import checkpoint_columns, update_columns  # noqa: E402  (after the cache setting)
-from purehr.run.files import read_csv, write_csv  # noqa: E402
+from purehr.run.store.columns import checkpoint_columns, update_columns  # noqa: E402  (after the cache setting)
+from purehr.run.store.files import read_csv, write_csv  # noqa: E402
 from purehr.tasks import HRV_DEFAULTS, get_task  # noqa: E402
 
 # hrv in miniature for the curriculum and task-setup tests: 10 updates of 16 envs x 8 steps.

@@ -10,7 +10,7 @@ import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
-from purehr.run.files import read_csv
+from purehr.run.store.files import read_csv
 from purehr.tracking.weights_and_biases import history_records, transaction_logs
 
 UPDATE_TAGS = {

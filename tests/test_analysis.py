@@ -10,7 +10,7 @@ import pytest
 from conftest import write_synthetic_run
 
 from purehr.reports import analysis
-from purehr.run.columns import UPDATE_COLUMNS
+from purehr.run.store.columns import UPDATE_COLUMNS
 
 RAMP_THEN_PLATEAU = np.concatenate([np.linspace(0.0, 1.0, 40), np.ones(60)])
 
@@ -264,7 +264,7 @@ def test_every_metric_has_a_direction_and_a_meaning(run_dir, capsys):
 def test_a_truncated_log_gets_the_renderers_verdict(run_dir, damage, message):
     """analyze_run and the renderer read logs with one reader and refuse the same file with
     the same message."""
-    from purehr.run.files import RunDirectoryError
+    from purehr.run.store.files import RunDirectoryError
     from purehr.viz.run_data import load_run
 
     updates = run_dir / "hrv" / "seed_0" / "updates.csv"

@@ -24,13 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from purehr.algorithms.ppo.algorithm import make_ppo
+from purehr.algorithms.trainer import make_train
 from purehr.cli.arguments import HelpFormatter, parse_bool
 from purehr.envs.base import Environment
 from purehr.envs.hrv import HRWritingEnv
 from purehr.model.facade import PPOModel, train_hr_ppo
 from purehr.model.saved import DamagedModelError, description_digest
-from purehr.ppo.algorithm import make_ppo
-from purehr.ppo.trainer import make_train
 from purehr.tasks import HRV_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,7 +175,7 @@ def a_finished_run(last_row: str = "64,64,hrv/seed_0/checkpoints/64,,", folders:
     checkpoint ``folders`` exist, empty (what publish checks before reading any checkpoint)."""
 
     def setup(tmp: Path, model: PPOModel) -> None:
-        from purehr.run.status import PROTOCOL_TEXT
+        from purehr.run.store.status import PROTOCOL_TEXT
 
         run = tmp / "run"
         seed = run / "hrv" / "seed_0"
@@ -614,7 +614,7 @@ def test_compare_rewards_example_keeps_its_line_continuation():
 
 
 def test_a_damaged_checkpoint_gives_one_error_and_no_event_loop_tracebacks(tmp_path, capfd):
-    from purehr.run.checkpoints import CorruptCheckpointError, SeedCheckpoints
+    from purehr.run.store.checkpoints import CorruptCheckpointError, SeedCheckpoints
 
     state = {f"leaf_{i}": jnp.arange(64.0) * i for i in range(24)}
     checkpoints = SeedCheckpoints(tmp_path / "checkpoints", asynchronous=False)
@@ -634,7 +634,7 @@ def test_a_damaged_checkpoint_gives_one_error_and_no_event_loop_tracebacks(tmp_p
 
 
 def test_reading_checkpoints_that_are_missing_creates_nothing(tmp_path):
-    from purehr.run.checkpoints import CorruptCheckpointError, SeedCheckpoints
+    from purehr.run.store.checkpoints import CorruptCheckpointError, SeedCheckpoints
 
     with pytest.raises(CorruptCheckpointError, match="checkpoint folder .*checkpoints is missing"):
         SeedCheckpoints(tmp_path / "seed_0" / "checkpoints", read_only=True)

@@ -17,13 +17,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from purehr.algorithms.ppo.algorithm import diverged_at_update, make_ppo
+from purehr.algorithms.ppo.config import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, MAX_OPTIMIZER_STEPS, PPOConfig
+from purehr.algorithms.trainer import host_env_steps
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.hrv import HRWritingEnv
 from purehr.envs.swing import SwingEnv
 from purehr.envs.wrappers import training_wrappers
-from purehr.ppo.algorithm import diverged_at_update, make_ppo
-from purehr.ppo.config import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, MAX_OPTIMIZER_STEPS, PPOConfig
-from purehr.ppo.trainer import host_env_steps, keys_for_seeds
-from purehr.run.runner import checkpoint_due, checkpoint_schedule, full_evaluation_due
+from purehr.run.compiled.train_all import checkpoint_due, checkpoint_schedule, full_evaluation_due
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = jax.random.PRNGKey(0)
@@ -343,7 +344,7 @@ def test_gymnasium_wrapper_checks_the_action(gymnasium_envs, name, action, refus
 
 # --- issue 27: a user callback's exception is the user's, not JaxRuntimeError: INTERNAL ---------
 def test_a_callback_that_raises_stops_training_and_its_exception_is_raised():
-    from purehr.ppo.trainer import make_train
+    from purehr.algorithms.trainer import make_train
 
     seen = []
 

@@ -14,11 +14,11 @@ from pathlib import Path
 import jax
 import pytest
 
-from purehr.run.files import RunDirectoryError
-from purehr.run.preparation import prepare_run_directory
-from purehr.run.run_dir import RunDirectory
-from purehr.run.status import PROTOCOL_TEXT
-from purehr.run.triage import restore_task
+from purehr.run.planning.preparation import prepare_run_directory
+from purehr.run.planning.triage import restore_task
+from purehr.run.store.files import RunDirectoryError
+from purehr.run.store.run_dir import RunDirectory
+from purehr.run.store.status import PROTOCOL_TEXT
 from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,11 +121,11 @@ def run_with_checkpoints(root: Path, saved: dict | None = None, **changes) -> Pa
     ``changes``), each seed's initial state saved at TINY_STEPS (its update index advanced) with
     the index files listing them. ``saved``: the config changes the checkpoints were saved with
     (default: the manifest's)."""
-    from purehr.ppo.trainer import keys_for_seeds
-    from purehr.run.checkpoints import SeedCheckpoints
-    from purehr.run.columns import UPDATE_COLUMNS, checkpoint_columns
-    from purehr.run.files import write_csv
-    from purehr.run.task_setup import build_task_setup
+    from purehr.engine.seeds import keys_for_seeds
+    from purehr.run.compiled.task_setup import build_task_setup
+    from purehr.run.store.checkpoints import SeedCheckpoints
+    from purehr.run.store.columns import UPDATE_COLUMNS, checkpoint_columns
+    from purehr.run.store.files import write_csv
 
     write_run(root, **{**TINY_CONFIG, **changes})
     config = get_task("hrv").default_config.replace(total_timesteps=4096, **{**TINY_CONFIG, **(saved or changes)})
@@ -133,7 +133,7 @@ def run_with_checkpoints(root: Path, saved: dict | None = None, **changes) -> Pa
     manifest = json.loads((root / "manifest.json").read_text())  # the environment, as a run records it
     manifest["environments"] = {"hrv": get_task("hrv").env_kwargs(setup.env)}
     (root / "manifest.json").write_text(json.dumps(manifest))
-    initial = jax.jit(jax.vmap(setup.ppo.init))(keys_for_seeds([0, 1]))
+    initial = jax.jit(jax.vmap(setup.algorithm.init))(keys_for_seeds([0, 1]))
     for index, seed in enumerate([0, 1]):
         seed_dir = root / "hrv" / f"seed_{seed}"
         manager = SeedCheckpoints(seed_dir / "checkpoints", asynchronous=False)
@@ -421,7 +421,7 @@ def test_overwrite_of_a_foreign_manifest_removes_nothing(tmp_path):
 
 
 def _tiny_setup():
-    from purehr.run.task_setup import build_setups
+    from purehr.run.compiled.task_setup import build_setups
 
     config = get_task("hrv").default_config.replace(
         total_timesteps=4096, num_envs=4, num_steps=64, minibatch_size=64, actor_hidden=(8,), critic_hidden=(8,)
@@ -446,12 +446,12 @@ def test_a_step_0_saved_but_never_listed_is_kept_when_it_holds_the_initial_state
     """Issue 10 item 9: killed while recording its first checkpoint. The intact initial state
     stays (the recorder writes its row when the program reaches step 0); a damaged one is
     quarantined as damaged, and nothing says "resume point None"."""
-    from purehr.ppo.trainer import keys_for_seeds
-    from purehr.run.checkpoints import SeedCheckpoints
+    from purehr.engine.seeds import keys_for_seeds
+    from purehr.run.store.checkpoints import SeedCheckpoints
 
     run = RunDirectory(write_run(tmp_path / "run"))
     setup = _tiny_setup()
-    initial = jax.jit(jax.vmap(setup.ppo.init))(keys_for_seeds([0, 1]))
+    initial = jax.jit(jax.vmap(setup.algorithm.init))(keys_for_seeds([0, 1]))
     for index, seed in enumerate([0, 1]):
         manager = SeedCheckpoints(run.checkpoint_dir("hrv", seed), asynchronous=False)
         state = jax.tree.map(lambda x: x[index], initial)

@@ -11,7 +11,7 @@ import pytest
 from conftest import HRV_TINY
 
 from purehr.run import baselines
-from purehr.run.task_setup import build_task_setup
+from purehr.run.compiled.task_setup import build_task_setup
 from purehr.tasks import get_task
 
 FAKE = {"name": "oracle", "definition": "", "metrics": {"success_rate": 1.0}, "floors": {"random": {"x": 0.5}}}

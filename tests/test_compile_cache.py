@@ -1,4 +1,4 @@
-"""The persistent compilation cache (purehr.run.compile_cache): where it is, that a second
+"""The persistent compilation cache (purehr.run.compiled.compile_cache): where it is, that a second
 process reads a callback-free program back with the same result, that a program with host
 callbacks is never kept (the fact the protocol's design rests on), and the flags."""
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import jax, jax.numpy as jnp, numpy as np
 from jax.experimental import io_callback
 import purehr
-from purehr.run.compile_cache import COUNTS
+from purehr.run.compiled.compile_cache import COUNTS
 
 purehr.use_compile_cache(*{"off": [None], "default": []}.get(sys.argv[1], [Path(sys.argv[1])]))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # keep even a tiny program

@@ -3,7 +3,7 @@
 import jax
 import pytest
 
-from purehr.ppo.compile_options import (
+from purehr.engine.compile_options import (
     CPU_TRAINING_LEVEL,
     LEVEL_FLAG,
     one_shot_compiler_options,

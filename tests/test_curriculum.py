@@ -12,15 +12,16 @@ import numpy as np
 import pytest
 from conftest import HRV_TINY as TINY
 
+from purehr.algorithms.ppo.algorithm import make_ppo
+from purehr.algorithms.trainer import make_train
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD, Curriculum, HRWritingEnv
 from purehr.model.facade import train_hr_ppo
-from purehr.ppo.algorithm import make_ppo
-from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.reports.analysis import analyze_run
 from purehr.run import restore
+from purehr.run.compiled.task_setup import build_setups
 from purehr.run.protocol import train_all_seeds
-from purehr.run.record import manifest_curricula
-from purehr.run.task_setup import build_setups
+from purehr.run.store.record import manifest_curricula
 
 # --- validation -------------------------------------------------------------------------------
 
@@ -148,7 +149,7 @@ def test_build_setups_evaluates_on_the_final_stage_and_trains_on_the_schedule():
     assert float(plain.eval_env_params.difficulty) == 0.9 and float(plain.eval_env_params.target_precision) == 0.05
     assert float(staged.eval_env_params.difficulty) == pytest.approx(0.9)
     assert float(staged.eval_env_params.target_precision) == pytest.approx(0.02)
-    assert float(staged.ppo.env_params_at(0, config.hyperparams()).difficulty) == pytest.approx(0.3)
+    assert float(staged.algorithm.env_params_at(0, config.hyperparams()).difficulty) == pytest.approx(0.3)
 
 
 def test_a_curriculum_for_swing_or_an_absent_task_is_refused(tmp_path):
@@ -162,7 +163,7 @@ def test_a_curriculum_for_swing_or_an_absent_task_is_refused(tmp_path):
 def test_resume_with_a_different_curriculum_is_refused(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    from purehr.run.status import PROTOCOL_TEXT
+    from purehr.run.store.status import PROTOCOL_TEXT
 
     manifest = {
         "status": "running",

@@ -23,9 +23,9 @@ import pytest
 from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS
 
 from purehr.run import program, protocol
-from purehr.run.files import read_csv
+from purehr.run.host.recorder import RunRecorder
 from purehr.run.protocol import train_all_seeds
-from purehr.run.recorder import RunRecorder
+from purehr.run.store.files import read_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = PROTOCOL_CLI + ["--seeds", "0", "1", "--no-render", "--no-progress"]
@@ -161,8 +161,8 @@ def test_ctrl_c_in_the_python_api_raises_run_interrupted_after_marking_the_manif
     RunInterrupted, a KeyboardInterrupt, once the manifest says "interrupted"."""
     from conftest import protocol_configs
 
+    from purehr.run.host.recorder import RunRecorder
     from purehr.run.outcome import RunInterrupted
-    from purehr.run.recorder import RunRecorder
 
     logged = RunRecorder.on_update
 

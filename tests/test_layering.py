@@ -69,7 +69,7 @@ MAY_IMPORT = {layer: {"leaf", layer} | below for layer, below in BELOW.items()}
 LAZY_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
     ("purehr.cli.arguments", "purehr.tasks"): "every script's parser imports cli.arguments; the registry (JAX, the "
     "tasks) is needed only when a --task value is parsed, so --help and a bad flag answer at once",
-    ("purehr.cli.cache_flags", "purehr.run.compile_cache"): "the scripts' parsers add the cache flags; the "
+    ("purehr.cli.cache_flags", "purehr.run.compiled.compile_cache"): "the scripts' parsers add the cache flags; the "
     "cache module imports JAX, needed only once the flags are parsed, so --help answers at once",
 }
 

@@ -14,8 +14,9 @@ import jax
 import numpy as np
 import pytest
 
+from purehr.algorithms.trainer import make_train
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs import hrv, swing
-from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.tasks import HRV_DEFAULTS, SWING_DEFAULTS
 
 SEEDS = (0, 1, 2)
@@ -27,7 +28,7 @@ def _train_and_evaluate(config, env, evaluation, seeds=SEEDS, env_params=None):
     train = make_train(config, env, env_params)
     result = train(keys_for_seeds(seeds))
     params = result.runner.params
-    ppo = train.ppo
+    ppo = train.algorithm
     evaluate = jax.jit(jax.vmap(lambda p: evaluation(env, env.default_params, ppo.policy(p))))
     return jax.device_get(evaluate(params))
 

@@ -1,4 +1,4 @@
-"""The scan driver (purehr.ppo.loop) on a toy update: loops of different lengths in one scan,
+"""The scan driver (purehr.engine.loop) on a toy update: loops of different lengths in one scan,
 hooks in program order, stacked hook outputs, a stop from the host, and a swappable host."""
 
 import jax
@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from purehr.ppo.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
+from purehr.engine.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
 
 
 @struct.dataclass

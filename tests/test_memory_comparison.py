@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from purehr.experiments import memory_comparison as memory
-from purehr.run.files import read_csv, write_csv
+from purehr.run.store.files import read_csv, write_csv
 from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]

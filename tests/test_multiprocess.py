@@ -21,8 +21,9 @@ import numpy as np
 import pytest
 from subprocess_env import forced_devices
 
+from purehr.algorithms.trainer import make_train
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs import HRWritingEnv
-from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.run.restoring import restore
 from purehr.tasks import HRV_DEFAULTS
 

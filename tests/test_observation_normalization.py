@@ -7,16 +7,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purehr.envs import spaces
-from purehr.envs.base import Environment
-from purehr.ppo.config import PPOConfig
-from purehr.ppo.networks import (
+from purehr.algorithms.ppo.config import PPOConfig
+from purehr.algorithms.trainer import make_train
+from purehr.engine.networks import (
     MLP,
     OBSERVATION_STATISTICS,
     ActorCritic,
     update_observation_statistics,
 )
-from purehr.ppo.trainer import keys_for_seeds, make_train
+from purehr.engine.seeds import keys_for_seeds
+from purehr.envs import spaces
+from purehr.envs.base import Environment
 
 EPISODE = 5
 
@@ -117,17 +118,17 @@ def test_the_saved_policy_normalises_with_the_trained_statistics(trained):
     plain = ActorCritic((8,), (8,), "tanh", 2, False)
     observations = jnp.asarray([[0.0, 12.25], [4.0, 16.25], [2.0, 10.25]])
     scaled = (observations - statistics["mean"]) / jnp.sqrt(statistics["var"] + 1e-8)
-    logits, _, value = train.ppo.network.apply(params, observations)
+    logits, _, value = train.algorithm.network.apply(params, observations)
     plain_logits, _, plain_value = plain.apply({"params": params["params"]}, scaled)
     np.testing.assert_allclose(logits, plain_logits, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(value, plain_value, rtol=1e-5, atol=1e-6)
-    policy = train.ppo.policy(params)
+    policy = train.algorithm.policy(params)
     assert [int(policy(o, 0, jax.random.PRNGKey(0))) for o in observations] == list(np.argmax(plain_logits, -1))
 
 
 def test_without_normalisation_the_variables_are_the_network_parameters_only():
     train = make_train(CONFIG.replace(normalize_observations=False), Counter())
-    params = jax.eval_shape(train.ppo.init, jax.random.PRNGKey(0)).params
+    params = jax.eval_shape(train.algorithm.init, jax.random.PRNGKey(0)).params
     assert set(params) == {"params"}
     assert update_observation_statistics(params, jnp.ones((4, 2))) is params
 

@@ -19,12 +19,12 @@ import jax
 import numpy as np
 import pytest
 
+from purehr.algorithms.ppo.config import PPOConfig
 from purehr.envs.base import check_environment
 from purehr.envs.rollout import heldout_evaluation, random_policy, zero_policy
-from purehr.ppo.config import PPOConfig
 from purehr.run.protocol import train_all_seeds
 from purehr.run.restoring import restore
-from purehr.run.run_dir import read_checkpoint_rows
+from purehr.run.store.run_dir import read_checkpoint_rows
 from purehr.tasks import environment_task, get_task, register_task, registry
 from purehr.tasks.environment_task import check_spaces
 

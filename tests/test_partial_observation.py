@@ -17,7 +17,7 @@ from purehr.envs.hrv.env import CONTENT_KEEP, MOD_DECREASE, MOD_INCREASE, STYLE_
 from purehr.envs.swing import SwingEnv, SwingParams
 from purehr.envs.swing.physics import observation as full_swing_observation
 from purehr.envs.wrappers import training_wrappers
-from purehr.run.plan import DEFAULT_TASKS
+from purehr.run.planning.run_plan import DEFAULT_TASKS
 from purehr.tasks import TASK_NAMES, TASKS, get_task, task_of_env
 from purehr.tasks.hrv import HRV_FLICKER_DROPOUT
 

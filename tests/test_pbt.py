@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from purehr.algorithms.ppo.algorithm import RunnerState
+from purehr.algorithms.ppo.config import PPOConfig
 from purehr.cli.pbt_flags import add_pbt_flags, pbt_from_args
 from purehr.population.exploit_explore import (
     choose_parents,
@@ -20,9 +22,7 @@ from purehr.population.exploit_explore import (
     rank_worst_first,
 )
 from purehr.population.settings import PBTSettings
-from purehr.ppo.algorithm import RunnerState
-from purehr.ppo.config import PPOConfig
-from purehr.run.runner import checkpoint_schedule, population_updates
+from purehr.run.compiled.train_all import checkpoint_schedule, population_updates
 
 N = 8
 

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 
-from purehr.run.columns import checkpoint_columns, update_columns
-from purehr.run.files import write_csv
+from purehr.run.store.columns import checkpoint_columns, update_columns
+from purehr.run.store.files import write_csv
 from purehr.viz.learning_curves import SEED_COLOURS
 from purehr.viz.pbt_figures import (
     ancestors,

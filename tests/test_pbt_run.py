@@ -18,8 +18,8 @@ from conftest import PROTOCOL_CLI, PROTOCOL_SMALL, KilledRun
 
 from purehr.population import PBTSettings
 from purehr.run import restore
-from purehr.run.files import read_csv
 from purehr.run.protocol import train_all_seeds
+from purehr.run.store.files import read_csv
 from purehr.tasks import get_task
 from purehr.viz.pbt_figures import render_pbt_figures
 

@@ -7,11 +7,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from purehr.algorithms.ppo.config import PPOConfig
+from purehr.engine.distributions import MultiCategorical, TanhGaussian, make_distribution
+from purehr.engine.gae import generalized_advantages
+from purehr.engine.seeds import raw_seed_keys
 from purehr.envs import spaces
-from purehr.ppo.config import PPOConfig
-from purehr.ppo.distributions import MultiCategorical, TanhGaussian, make_distribution
-from purehr.ppo.gae import generalized_advantages
-from purehr.ppo.trainer import raw_seed_keys
 
 
 def reference_gae(rewards, values, final_values, terminated, truncated, gamma, lam):

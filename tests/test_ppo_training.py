@@ -9,9 +9,10 @@ import jax
 import numpy as np
 import pytest
 
+from purehr.algorithms.ppo.config import PPOConfig
+from purehr.algorithms.trainer import make_train
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.gymnax_adapter import GymnaxEnv
-from purehr.ppo.config import PPOConfig
-from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.tasks import get_task
 
 TINY = PPOConfig(
@@ -87,8 +88,9 @@ def test_vmapped_init_and_training_do_not_deadlock_on_the_default_thread_pool():
     script = textwrap.dedent("""
         import jax
         from purehr.envs.gymnax_adapter import GymnaxEnv
-        from purehr.ppo.config import PPOConfig
-        from purehr.ppo.trainer import keys_for_seeds, make_train
+        from purehr.algorithms.ppo.config import PPOConfig
+        from purehr.algorithms.trainer import make_train
+        from purehr.engine.seeds import keys_for_seeds
         config = PPOConfig(total_timesteps=512, num_envs=4, num_steps=64, minibatch_size=64,
                            num_epochs=1, actor_hidden=(32, 32), critic_hidden=(32, 32))
         result = make_train(config, GymnaxEnv("CartPole-v1"))(keys_for_seeds(range(8)))
@@ -113,7 +115,7 @@ def test_the_cartpole_task_reaches_400_held_out_with_its_default_config_at_a_thi
 
     @jax.jit
     def heldout(params):
-        return task.heldout_evaluation(env, env.default_params, train.ppo.policy(params))["return_mean"]
+        return task.heldout_evaluation(env, env.default_params, train.algorithm.policy(params))["return_mean"]
 
     returns = np.asarray(jax.vmap(heldout)(result.runner.params))
     random = task.floors[0].make_policy(env, env.default_params)

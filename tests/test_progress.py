@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 from conftest import PROTOCOL_SMALL
 
-from purehr.ppo.config import PPOConfig
-from purehr.run.estimate import RunEstimate
-from purehr.run.messages import budget_notice, start_banner
-from purehr.run.progress import (
+from purehr.algorithms.ppo.config import PPOConfig
+from purehr.run.host.estimate import RunEstimate
+from purehr.run.host.progress import (
     FallWatch,
     LineWriter,
     Progress,
@@ -27,6 +26,7 @@ from purehr.run.progress import (
     format_timing,
     progress_bar,
 )
+from purehr.run.planning.messages import budget_notice, start_banner
 from purehr.tasks import HRV_DEFAULTS
 
 # tests/test_run.py's protocol: batch 4 x 128 = 512, targets every 3,000 steps, 16,384 steps
@@ -267,13 +267,13 @@ def _quick_run(file, iteration_seconds=(0.4, 0.28)):
 def test_the_percentage_never_goes_down(iteration_seconds, monkeypatch):
     """User path 4: the percentage went 95 -> 98 -> 92 -> 94. Even when the time left grows
     (the second row: an estimate no timing could foresee) the percentage holds."""
-    monkeypatch.setattr("purehr.run.progress.terminal_columns", lambda file: 80)
+    monkeypatch.setattr("purehr.run.host.progress.terminal_columns", lambda file: 80)
     shown = [int(percent) for percent in re.findall(r"(\d+)%", _quick_run(FakeTerminal(), iteration_seconds))]
     assert len(shown) > 10 and shown == sorted(shown) and shown[-1] == 100, shown
 
 
 def test_in_a_terminal_the_line_is_redrawn_within_the_width_and_a_note_takes_its_own_line(monkeypatch):
-    monkeypatch.setattr("purehr.run.progress.terminal_columns", lambda file: 80)
+    monkeypatch.setattr("purehr.run.host.progress.terminal_columns", lambda file: 80)
     text = _quick_run(FakeTerminal())
     draws = [draw for line in text.split("\n") for draw in line.split("\r") if draw.strip()]
     assert all(len(draw) <= 79 for draw in draws), max(draws, key=len)  # one column spare: no wrapping

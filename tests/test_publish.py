@@ -14,10 +14,10 @@ import pytest
 from conftest import write_synthetic_run
 
 from purehr.reports.publish import UnpublishableRun, publish_run
-from purehr.run.checkpoints import SeedCheckpoints
+from purehr.run.compiled.task_setup import recorded_setup
 from purehr.run.restoring import restore
-from purehr.run.status import PROTOCOL_TEXT
-from purehr.run.task_setup import recorded_setup
+from purehr.run.store.checkpoints import SeedCheckpoints
+from purehr.run.store.status import PROTOCOL_TEXT
 from purehr.tasks import HRV_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +48,7 @@ def finished_run(tmp_path_factory) -> Path:
     setup = recorded_setup(manifest(), "hrv")
     checkpoints, updates = {}, {}
     for seed in SEEDS:
-        state = setup.ppo.init(jax.random.PRNGKey(seed))
+        state = setup.algorithm.init(jax.random.PRNGKey(seed))
         saver = SeedCheckpoints(root / "hrv" / f"seed_{seed}" / "checkpoints", asynchronous=False)
         digests = [saver.save(steps, state) for steps in STEPS]
         saver.finish()

@@ -13,7 +13,7 @@ import jax
 import numpy as np
 import pytest
 
-from purehr.ppo.config import PPOConfig
+from purehr.algorithms.ppo.config import PPOConfig
 from purehr.run import restore
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,15 +10,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from purehr.algorithms.ppo.algorithm import make_ppo
+from purehr.algorithms.ppo.config import PPOConfig
+from purehr.algorithms.ppo.loss import Batch
+from purehr.algorithms.trainer import make_train
+from purehr.engine.distributions import make_distribution
+from purehr.engine.networks import RecurrentActorCritic
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.policies import RecurrentPolicy
 from purehr.envs.rollout import heldout_evaluation
 from purehr.envs.spaces import flatten_observation
-from purehr.ppo.algorithm import make_ppo
-from purehr.ppo.config import PPOConfig
-from purehr.ppo.distributions import make_distribution
-from purehr.ppo.loss import Batch
-from purehr.ppo.networks import RecurrentActorCritic
-from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.tasks import get_task
 
 SMALL_GRU = dict(
@@ -201,7 +202,9 @@ def test_a_gru_learns_memory_chain_where_an_mlp_stays_at_chance():
         train = make_train(config, env)
         result = train(keys_for_seeds([0, 1]))
         evaluate = jax.jit(
-            jax.vmap(lambda p: heldout_evaluation(env, env.default_params, train.ppo.policy(p), 200)["return_mean"])
+            jax.vmap(
+                lambda p: heldout_evaluation(env, env.default_params, train.algorithm.policy(p), 200)["return_mean"]
+            )
         )
         returns[policy] = np.asarray(evaluate(result.runner.params))
     assert np.all(returns["gru"] >= 0.9), returns

@@ -19,8 +19,8 @@ from conftest import PROTOCOL_CLI, PROTOCOL_SMALL, KilledRun
 from purehr.envs.policies import RecurrentPolicy
 from purehr.model.facade import PPOModel
 from purehr.run import restore
-from purehr.run.files import read_csv
 from purehr.run.protocol import train_all_seeds
+from purehr.run.store.files import read_csv
 from purehr.tasks import get_task
 
 TASKS = ["swing-angles", "hrv-hidden-audience"]

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from conftest import PROTOCOL_SEEDS, PROTOCOL_TASKS, protocol_configs
 
-from purehr.run.checkpoints import SeedCheckpoints
-from purehr.run.files import read_csv, write_csv
-from purehr.run.lock import RunDirectoryBusy
 from purehr.run.outcome import RunDiverged, RunFailed
 from purehr.run.protocol import train_all_seeds
-from purehr.run.run_dir import RunDirectory
+from purehr.run.store.checkpoints import SeedCheckpoints
+from purehr.run.store.files import read_csv, write_csv
+from purehr.run.store.lock import RunDirectoryBusy
+from purehr.run.store.run_dir import RunDirectory
 from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,7 +256,7 @@ def test_resume_is_refused_while_another_process_still_trains_in_the_directory(r
 
 def test_resume_of_a_run_stopped_before_its_manifest_starts_it_and_anything_else_is_refused(tmp_path):
     """Killed while evaluating baselines: only the lock is there, nothing was trained."""
-    from purehr.run.preparation import prepare_run_directory
+    from purehr.run.planning.preparation import prepare_run_directory
 
     started = RunDirectory(tmp_path / "started")
     started.lock().release()
@@ -271,8 +271,8 @@ def test_resume_of_a_run_stopped_before_its_manifest_starts_it_and_anything_else
 
 
 def test_a_finished_run_is_finished_only_when_its_index_matches_the_checkpoints(reference, tmp_path):
-    from purehr.run.task_setup import build_setups
-    from purehr.run.triage import index_disagreements
+    from purehr.run.compiled.task_setup import build_setups
+    from purehr.run.planning.triage import index_disagreements
 
     run = killed_copy(reference, tmp_path)
     setups = build_setups(TASKS, configs())
@@ -299,7 +299,7 @@ def test_one_update_is_the_same_computation_whatever_the_budget_unless_the_rate_
     update a run of 9,216 steps compiles is the one a run of 16,384 steps compiles, so the
     first 9,216 steps of both are the same; with anneal_lr they are not (extension is refused).
     Traced, not compiled."""
-    from purehr.ppo.algorithm import make_ppo
+    from purehr.algorithms.ppo.algorithm import make_ppo
 
     task = get_task("hrv")
     env = task.make_env()
@@ -319,7 +319,7 @@ def test_a_run_extended_to_a_larger_budget_ends_bit_identical_to_an_uninterrupte
     manifest), which spares a compile: by the test above its states are what a 9,216-step run
     reaches; only its last row differs from such a run's (target 9,000 and a quick evaluation
     rather than target 9,216 and a full one), and the extension keeps rows as they are."""
-    from purehr.ppo.config import PPOConfig
+    from purehr.algorithms.ppo.config import PPOConfig
 
     run = tmp_path / "extended"
     shutil.copytree(reference.run_dir, run)

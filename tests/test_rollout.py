@@ -8,14 +8,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from purehr.algorithms.ppo.algorithm import make_ppo
+from purehr.algorithms.ppo.config import PPOConfig
+from purehr.algorithms.ppo.policy_core import values_where
+from purehr.engine.distributions import Categorical, MultiCategorical, TanhGaussian, sampling_noise
+from purehr.engine.networks import ActorCritic
 from purehr.envs import spaces
 from purehr.envs.base import Environment
 from purehr.envs.wrappers import AutoResetWrapper
-from purehr.ppo.algorithm import make_ppo
-from purehr.ppo.config import PPOConfig
-from purehr.ppo.distributions import Categorical, MultiCategorical, TanhGaussian, sampling_noise
-from purehr.ppo.networks import ActorCritic
-from purehr.ppo.policy_core import values_where
 
 KEY = jax.random.PRNGKey(11)
 

@@ -22,11 +22,11 @@ import pytest
 from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS, KilledRun, protocol_configs
 
 from purehr.run import restore
-from purehr.run.checkpoints import CorruptCheckpointError, tree_digest
-from purehr.run.columns import UPDATE_COLUMNS
-from purehr.run.files import read_csv
-from purehr.run.preparation import RunDirectoryInUse
+from purehr.run.planning.preparation import RunDirectoryInUse
 from purehr.run.protocol import train_all_seeds
+from purehr.run.store.checkpoints import CorruptCheckpointError, tree_digest
+from purehr.run.store.columns import UPDATE_COLUMNS
+from purehr.run.store.files import read_csv
 from purehr.viz.render import render_trained_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,7 +190,7 @@ def test_restore_in_a_fresh_process_returns_the_saved_parameters(runs):
     script = (
         "import sys, jax, numpy as np\n"
         "from purehr.run import restore\n"
-        "from purehr.run.checkpoints import tree_digest\n"
+        "from purehr.run.store.checkpoints import tree_digest\n"
         f"r = restore({str(root)!r}, task='swing', seed=1, step=6000)\n"
         "print(r.steps, tree_digest(r.runner))\n"
         f"latest = restore({str(root)!r}, task='hrv', seed=1, step='latest')\n"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from purehr.reports import stats
-from purehr.run.files import (
+from purehr.run.store.files import (
     RunDirectoryError,
     RunDirectoryNotFound,
     atomic_output,
@@ -27,7 +27,7 @@ from purehr.run.files import (
     write_csv,
     write_npz,
 )
-from purehr.run.run_dir import read_manifest
+from purehr.run.store.run_dir import read_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,7 +92,7 @@ def test_the_run_directory_module_loads_without_jax():
         [
             sys.executable,
             "-c",
-            "import sys, purehr.run.run_dir, purehr.reports.analysis, "
+            "import sys, purehr.run.store.run_dir, purehr.reports.analysis, "
             "purehr.viz.run_data; print(sorted(m for m in ('jax', 'scipy') if m in sys.modules))",
         ],
         capture_output=True,

@@ -19,10 +19,10 @@ import pytest
 from test_bad_inputs_run_dir import _tiny_setup, run_with_checkpoints
 
 from purehr.run import restore
-from purehr.run.checkpoints import CheckpointNotShipped, CorruptCheckpointError
-from purehr.run.files import RunDirectoryError, read_rows
-from purehr.run.run_dir import RunDirectory
-from purehr.run.triage import restore_task
+from purehr.run.planning.triage import restore_task
+from purehr.run.store.checkpoints import CheckpointNotShipped, CorruptCheckpointError
+from purehr.run.store.files import RunDirectoryError, read_rows
+from purehr.run.store.run_dir import RunDirectory
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = REPO / "results" / "protocol"

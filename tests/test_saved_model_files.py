@@ -12,10 +12,10 @@ import jax
 import numpy as np
 import pytest
 
+from purehr.algorithms.ppo.algorithm import make_ppo
 from purehr.envs.hrv import HRWritingEnv
 from purehr.model.facade import PPOModel
 from purehr.model.saved import MODEL_FILES, DamagedModelError, description_digest
-from purehr.ppo.algorithm import make_ppo
 from purehr.tasks import HRV_DEFAULTS
 
 TINY = HRV_DEFAULTS.replace(num_envs=8, num_steps=16, minibatch_size=64, actor_hidden=(16,), critic_hidden=(16,))

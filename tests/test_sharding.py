@@ -19,8 +19,9 @@ SCRIPT = textwrap.dedent("""
     import json, os, sys, tempfile
     import jax, numpy as np
     from purehr.envs import HRWritingEnv
-    from purehr.ppo.config import PPOConfig
-    from purehr.ppo.trainer import keys_for_seeds, make_train
+    from purehr.algorithms.ppo.config import PPOConfig
+    from purehr.algorithms.trainer import make_train
+    from purehr.engine.seeds import keys_for_seeds
     from purehr.devices.distributed import make_sharded_train
 
     assert len(jax.devices()) == 4, jax.devices()
@@ -91,9 +92,10 @@ CLI_SCRIPT = textwrap.dedent("""
     import jax, numpy as np
     from purehr.envs import HRWritingEnv
     from purehr.tasks import HRV_DEFAULTS
-    from purehr.ppo.trainer import keys_for_seeds, make_train
+    from purehr.algorithms.trainer import make_train
+    from purehr.engine.seeds import keys_for_seeds
     from purehr.run.restoring import restore
-    from purehr.run.files import read_csv_columns
+    from purehr.run.store.files import read_csv_columns
     from pathlib import Path
 
     assert len(jax.devices()) == 4, jax.devices()

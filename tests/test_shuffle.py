@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from purehr.ppo.shuffle import random_permutation, shuffle_rounds
+from purehr.engine.shuffle import random_permutation, shuffle_rounds
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 500, 4096, 10_000])

@@ -11,11 +11,12 @@ import pytest
 
 pytest.importorskip("brax")
 
+from purehr.algorithms.ppo.config import PPOConfig  # noqa: E402
+from purehr.algorithms.trainer import make_train  # noqa: E402
+from purehr.engine.seeds import keys_for_seeds  # noqa: E402
 from purehr.envs import spaces  # noqa: E402
 from purehr.envs.brax_adapter import BraxEnv, BraxParams  # noqa: E402
 from purehr.envs.rollout import heldout_evaluation, random_policy  # noqa: E402
-from purehr.ppo.config import PPOConfig  # noqa: E402
-from purehr.ppo.trainer import keys_for_seeds, make_train  # noqa: E402
 from purehr.tasks import get_task  # noqa: E402
 from purehr.tasks.suites.brax import INVERTED_PENDULUM_DEFAULTS  # noqa: E402
 
@@ -149,7 +150,7 @@ def test_ppo_learns_to_balance_far_above_the_random_floor():
 
     @jax.jit
     def returns(params):
-        trained = heldout_evaluation(env, env.default_params, train.ppo.policy(params), 16)
+        trained = heldout_evaluation(env, env.default_params, train.algorithm.policy(params), 16)
         floor = heldout_evaluation(env, env.default_params, random_policy(env.action_space()), 16)
         return trained["return_mean"], floor["return_mean"]
 

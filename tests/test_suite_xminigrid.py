@@ -14,10 +14,11 @@ import pytest
 
 pytest.importorskip("xminigrid")
 
+from purehr.algorithms.trainer import make_train  # noqa: E402
+from purehr.engine.seeds import keys_for_seeds  # noqa: E402
 from purehr.envs import spaces  # noqa: E402  (after the importorskip)
 from purehr.envs.rollout import heldout_evaluation, random_policy  # noqa: E402
 from purehr.envs.xminigrid_adapter import CODE_HIGH, XMiniGridEnv  # noqa: E402
-from purehr.ppo.trainer import keys_for_seeds, make_train  # noqa: E402
 from purehr.tasks import get_task  # noqa: E402
 from purehr.tasks.suites import xminigrid as suite  # noqa: E402
 
@@ -145,7 +146,7 @@ def trained_with_dict_observations():
     random = random_policy(env.action_space())
 
     def evaluate(params, by_chance):  # one compiled episode loop for the trained seeds and the floor
-        trained = train.ppo.policy(params)
+        trained = train.algorithm.policy(params)
         policy = lambda o, t, k: jnp.where(by_chance, random(o, t, k), trained(o, t, k))  # noqa: E731
         return heldout_evaluation(env, env.default_params, policy)
 

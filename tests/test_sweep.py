@@ -13,11 +13,12 @@ import jax
 import numpy as np
 import pytest
 
+from purehr.algorithms.trainer import make_train
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.hrv import HRWritingEnv
 from purehr.experiments import sweep
 from purehr.experiments.group_result import GroupResult
 from purehr.experiments.ranking import format_table, rank_settings
-from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.tasks import HRV_DEFAULTS
 from purehr.viz import sweep_heatmap
 

@@ -16,7 +16,7 @@ from purehr.cli.env_args import env_kwargs_from_args
 from purehr.envs import spaces
 from purehr.envs.base import Environment
 from purehr.envs.rollout import heldout_evaluation, heldout_key, record_episode
-from purehr.run.plan import RunRequest, new_run_plan
+from purehr.run.planning.run_plan import RunRequest, new_run_plan
 from purehr.tasks import TASKS, environment_task, get_task, register_task, task_of_env
 
 

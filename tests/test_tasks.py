@@ -10,7 +10,7 @@ from purehr.envs.base import freeze_after_done
 from purehr.envs.hrv import Curriculum, HRWritingEnv
 from purehr.envs.swing import SwingEnv
 from purehr.envs.wrappers import training_wrappers
-from purehr.run.task_setup import build_task_setup
+from purehr.run.compiled.task_setup import build_task_setup
 from purehr.tasks import TASK_NAMES, TASKS, get_task, task_of_env, task_of_env_class
 
 
@@ -41,7 +41,7 @@ def test_task_setup_trains_on_the_schedule_and_is_judged_on_the_final_stage():
     staged = build_task_setup(get_task("hrv"), TINY, Curriculum())
     assert float(plain.eval_env_params.difficulty) == pytest.approx(0.9)
     assert float(staged.eval_env_params.target_precision) == pytest.approx(0.02)
-    stages = [float(staged.ppo.env_params_at(u, TINY.hyperparams()).difficulty) for u in (0, 1, 2, 5, 6, 9)]
+    stages = [float(staged.algorithm.env_params_at(u, TINY.hyperparams()).difficulty) for u in (0, 1, 2, 5, 6, 9)]
     assert stages == pytest.approx([0.3, 0.3, 0.6, 0.6, 0.9, 0.9])  # starts (0, 2, 6) of 10 updates
     recorded = build_task_setup("hrv", TINY, manifest={"environments": {"hrv": {"hrv_dim": 3}}})
     assert recorded.env.hrv_dim == 3 and build_task_setup("swing").config == get_task("swing").default_config

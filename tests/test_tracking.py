@@ -151,7 +151,7 @@ def test_wandb_is_offline_unless_asked(monkeypatch):
 
 
 def test_explained_variance_by_hand():
-    from purehr.ppo.algorithm import explained_variance
+    from purehr.algorithms.ppo.algorithm import explained_variance
 
     targets = np.float32([1.0, 2.0, 3.0, 4.0])  # Var = 1.25
     values = np.float32([1.0, 2.0, 3.0, 5.0])  # residuals 0, 0, 0, -1: Var = 0.1875

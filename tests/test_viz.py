@@ -26,8 +26,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from purehr.reports.stats import t_interval, t_quantile
-from purehr.run.columns import UPDATE_COLUMNS
-from purehr.run.files import RunDirectoryError
+from purehr.run.store.columns import UPDATE_COLUMNS
+from purehr.run.store.files import RunDirectoryError
 from purehr.viz.learning_curves import (
     aggregate_over_seeds,
     draw_baseline,

@@ -1,5 +1,5 @@
-"""The checkpoint writer's thread (purehr/run/writer.py) and the one-shot programs' compiler
-options (purehr/run/program.py): jobs run in order, a failure stops the later ones and is
+"""The checkpoint writer's thread (purehr/run/host/writer.py) and the one-shot programs' compiler
+options (purehr/run/compiled/program.py): jobs run in order, a failure stops the later ones and is
 kept for the recorder, a second Ctrl-C drops what is queued; the initial states compiled
 for compile time are bit-identical to XLA's default."""
 
@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from purehr.run.writer import PENDING_JOBS, BackgroundWriter
+from purehr.run.host.writer import PENDING_JOBS, BackgroundWriter
 
 
 def test_jobs_run_in_order_off_the_calling_thread():
@@ -57,17 +57,17 @@ def test_initial_states_compiled_for_compile_time_are_bit_identical_to_the_defau
     script = """
 import jax
 from conftest import HRV_TINY
-from purehr.run.checkpoints import tree_digest
-from purehr.run.program import initial_runners
-from purehr.run.task_setup import build_task_setup
-from purehr.ppo.trainer import keys_for_seeds
+from purehr.run.store.checkpoints import tree_digest
+from purehr.run.compiled.program import initial_runners
+from purehr.run.compiled.task_setup import build_task_setup
+from purehr.engine.seeds import keys_for_seeds
 from purehr.tasks import SWING_DEFAULTS
 seeds = [0, 1, 2]
 tiny_swing = SWING_DEFAULTS.replace(num_envs=8, num_steps=16, minibatch_size=64, total_timesteps=1024)
 for task, config in (("hrv", HRV_TINY), ("swing", tiny_swing)):
     setup = build_task_setup(task, config)
     fast = initial_runners([setup], seeds)[task]
-    plain = jax.jit(jax.vmap(setup.ppo.init))(keys_for_seeds(seeds))
+    plain = jax.jit(jax.vmap(setup.algorithm.init))(keys_for_seeds(seeds))
     print(task, tree_digest(fast) == tree_digest(plain))
 """
     environ = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
@@ -106,12 +106,12 @@ def test_a_checkpoints_heldout_row_reaches_the_dashboards_before_the_next_update
 
     import numpy as np
 
-    from purehr.run.files import read_csv
-    from purehr.run.recorder import RunRecorder
-    from purehr.run.run_dir import RunDirectory
+    from purehr.run.host.recorder import RunRecorder
+    from purehr.run.store.files import read_csv
+    from purehr.run.store.run_dir import RunDirectory
 
     config = SimpleNamespace(batch_size=64, total_timesteps=64 * 4, checkpoint_interval=128)
-    setup = SimpleNamespace(name="t", config=config, ppo=SimpleNamespace(num_updates=4))
+    setup = SimpleNamespace(name="t", config=config, algorithm=SimpleNamespace(num_updates=4))
     run_dir = RunDirectory(tmp_path / "run")
     recorder = RunRecorder(run_dir, [setup], [0, 1])
     recorder.tracking = _OrderedDashboard()

@@ -1,6 +1,6 @@
 """``--compile-cache`` / ``--no-compile-cache``, shared by the scripts that compile programs
 (train_all_seeds, evaluate, render, sweep): where XLA's persistent compilation cache keeps them
-(``purehr.run.compile_cache``)."""
+(``purehr.run.compiled.compile_cache``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Command-line flags generated from ``PPOConfig``: one rule for every script, so a new config
-field gets its flag, type and help everywhere at once."""
+"""Command-line flags generated from the algorithm's config class (``PPOConfig``, found through
+``purehr.algorithms.registry``): one rule for every script, so a new config field gets its flag,
+type and help everywhere at once. A flag's type is its field's declared type."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
 from purehr.cli.arguments import parse_bool
-from purehr.ppo.config import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, SIZES_FIELDS, PPOConfig
 
 DEST_PREFIX = "ppo_"
-FIELDS = tuple(field.name for field in dataclasses.fields(PPOConfig))
-FIELD_HELP = {field.name: field.metadata["help"] for field in dataclasses.fields(PPOConfig)}
-"""Each field's help, declared beside it in ``PPOConfig`` (``with_help``)."""
+CONFIG_FIELDS = dataclasses.fields(get_algorithm(DEFAULT_ALGORITHM).config_class())
+FIELDS = tuple(field.name for field in CONFIG_FIELDS)
+FIELD_HELP = {field.name: field.metadata["help"] for field in CONFIG_FIELDS}
+"""Each field's help, declared beside it in the config class (``with_help``)."""
+FIELD_TYPES = {field.name: str(field.type) for field in CONFIG_FIELDS}
+"""Each field's declared type as written (``int``, ``float``, ``bool``, ``str``, ``tuple[int, ...]``)."""
 
 
 def layer_sizes(text: str) -> tuple[int, ...]:
@@ -29,11 +33,12 @@ def layer_sizes(text: str) -> tuple[int, ...]:
 
 
 def _value_type(name: str, several: bool) -> Callable[[str], Any]:
-    if name in SIZES_FIELDS:
+    declared = FIELD_TYPES[name]
+    if declared.startswith("tuple"):  # layer widths
         return layer_sizes if several else int
-    if name in BOOL_FIELDS:
+    if declared == "bool":
         return parse_bool
-    return int if name in INT_FIELDS else float if name in FLOAT_FIELDS else str
+    return {"int": int, "float": float}.get(declared, str)
 
 
 def add_config_flags(
@@ -43,13 +48,13 @@ def add_config_flags(
     several: bool = False,
     default_note: Callable[[str], str] = lambda name: "",
 ) -> None:
-    """``--<field>`` for each named ``PPOConfig`` field (stored as ``ppo_<field>``, None when
+    """``--<field>`` for each named config field (stored as ``ppo_<field>``, None when
     not given). ``several``: each flag takes one or more values (a sweep's axis; a layer-width
     tuple is then written 64,64); otherwise one value (a layer-width tuple as 64 64)."""
     for name in fields:
         if name not in FIELDS:
-            raise ValueError(f"{name!r} is not a PPOConfig field")
-        sizes = name in SIZES_FIELDS
+            raise ValueError(f"{name!r} is not a field of the {DEFAULT_ALGORITHM} config")
+        sizes = FIELD_TYPES[name].startswith("tuple")
         metavar = ("SIZES" if sizes else "VALUE") if several else name.upper()
         example = (" each written 64,64" if several else ", e.g. 64 64") if sizes else ""
         group.add_argument(

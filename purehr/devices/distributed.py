@@ -42,13 +42,14 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from purehr.algorithms.trainer import make_train
 from purehr.devices.host import (  # noqa: F401  (re-exported)
     COLLECTIVE_TERMINATE_FLAG,
     cpu_pool_threads,
     prepare_host_devices,
     requested_host_devices,
 )
-from purehr.ppo.trainer import make_train, raw_seed_keys
+from purehr.engine.seeds import raw_seed_keys
 
 SEED_AXIS = "seeds"
 ENV_AXIS = "envs"

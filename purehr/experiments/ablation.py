@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from purehr.algorithms.base import AlgorithmConfig
 from purehr.envs import hrv
 from purehr.envs.base import Environment
 from purehr.envs.swing import SwingEnv
 from purehr.experiments.sweep import train_group
-from purehr.ppo.config import PPOConfig
 from purehr.reports.stats import UNINFORMATIVE_NOTE, mean_confidence_interval, metric_range
-from purehr.run.files import atomic_write_json, atomic_write_text, write_csv
-from purehr.run.machine import load_average
+from purehr.run.store.files import atomic_write_json, atomic_write_text, write_csv
+from purehr.run.store.machine import load_average
 from purehr.tasks import HRV_DEFAULTS, SWING_DEFAULTS, get_task
 
 SPEED_METRIC = {"swing": "time_to_rotation", "hrv": "episode_length"}
@@ -37,7 +37,7 @@ class Variant:
     name: str
     change: str  # what differs from the default, in words
     make_env: Callable[[], Environment]
-    config: PPOConfig
+    config: AlgorithmConfig
     train_param_overrides: dict[str, Any] = field(default_factory=dict)
     """Fields of the environment params replaced for training only (evaluation keeps the
     held-out protocol, e.g. the swing's fixed small-angle starts)."""
@@ -52,7 +52,7 @@ def swing_variants(steps: int) -> list[Variant]:
     return _swing_core_variants(config) + _swing_speed_levers(config)
 
 
-def _swing_core_variants(config: PPOConfig) -> list[Variant]:
+def _swing_core_variants(config: AlgorithmConfig) -> list[Variant]:
     """The defaults, and each of their design changes turned off."""
     task_env = get_task("swing").make_env  # wide starts, a quarter at the held-out scale
     return [
@@ -92,12 +92,14 @@ def _swing_core_variants(config: PPOConfig) -> list[Variant]:
     ]
 
 
-def _swing_speed_levers(config: PPOConfig) -> list[Variant]:
+def _swing_speed_levers(config: AlgorithmConfig) -> list[Variant]:
     """Levers tried for the time to rotation, each against the defaults before it (minibatch
     1024, wide starts only, with SwingEnv): results/ablation/swing_speed.md."""
     before = config.replace(minibatch_size=1024)
 
-    def lever(name: str, change: str, lever_config: PPOConfig, overrides: dict[str, Any] | None = None) -> Variant:
+    def lever(
+        name: str, change: str, lever_config: AlgorithmConfig, overrides: dict[str, Any] | None = None
+    ) -> Variant:
         return Variant(name, change, SwingEnv, lever_config, overrides or {}, core=False)
 
     def discount(gamma: float) -> Variant:

@@ -4,11 +4,11 @@ ranking reads it (``ranking``); its own module so that neither imports the other
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from purehr.ppo.algorithm import RunnerState
-from purehr.ppo.config import PPOConfig
+from purehr.algorithms.base import AlgorithmConfig
 
 
 @dataclass
@@ -19,10 +19,10 @@ class GroupResult:
     A diverged run keeps its last finite parameters, so its evaluation is that frozen policy's."""
 
     name: str
-    config: PPOConfig
+    config: AlgorithmConfig
     settings: list[dict[str, float]]
     seeds: list[int]
-    runner: RunnerState
+    runner: Any  # the algorithm's state, leading run axis
     training_metrics: dict[str, np.ndarray]  # [run, update]
     evaluation: dict[str, np.ndarray]  # [run]
     timing: dict[str, float] = field(default_factory=dict)

@@ -33,7 +33,7 @@ from purehr.envs.swing.evaluation import heldout_starts, rollout
 from purehr.limits import hrv_search, swing_bound, swing_shooting
 from purehr.limits.swing_shooting import ShootingSettings
 from purehr.run.restoring import restore
-from purehr.run.run_dir import read_manifest
+from purehr.run.store.run_dir import read_manifest
 
 PHASES = (10, 30, 60, 90, 135)
 """Swing amplitudes (|theta|, degrees) whose first crossing splits an episode into phases; then

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from purehr.run.files import atomic_write_json, write_csv, write_npz
+from purehr.run.store.files import atomic_write_json, write_csv, write_npz
 from purehr.viz.limits_figures import plot_hrv_limits, plot_swing_limits
 
 FILES = {

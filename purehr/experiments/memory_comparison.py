@@ -29,16 +29,18 @@ from typing import Any
 import jax
 import numpy as np
 
+from purehr.algorithms.base import AlgorithmConfig
+from purehr.algorithms.trainer import make_train
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.rollout import heldout_evaluation
 from purehr.experiments.ablation import SPEED_METRIC
 from purehr.experiments.pbt_comparison import SUCCESS_BAR, member_outcome
-from purehr.ppo.config import PPOConfig
-from purehr.ppo.trainer import keys_for_seeds, make_train
 from purehr.reports.stats import NON_NEGATIVE, mean_confidence_interval, metric_range, t_quantile
-from purehr.run.files import read_csv
-from purehr.run.machine import load_average
 from purehr.run.protocol import train_all_seeds
-from purehr.run.run_dir import read_manifest
+from purehr.run.store.files import read_csv
+from purehr.run.store.machine import load_average
+from purehr.run.store.record import recorded_config
+from purehr.run.store.run_dir import read_manifest
 from purehr.tasks import get_task
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -82,7 +84,7 @@ class Arm:
     policy: str
     tasks: tuple[str, ...]
 
-    def configs(self) -> dict[str, PPOConfig]:
+    def configs(self) -> dict[str, AlgorithmConfig]:
         """task -> its config: the task's defaults at the family's budget, with the GRU's settings."""
         configs = {}
         for task in self.tasks:
@@ -163,7 +165,7 @@ def finished_manifest(name: str, run_dir: Path) -> dict[str, Any]:
     if list(manifest.get("tasks", [])) != list(arm.tasks):
         raise ValueError(f"{run_dir}: tasks {manifest.get('tasks')}, expected arm {name}'s {list(arm.tasks)}")
     for task, config in arm.configs().items():
-        recorded = PPOConfig.from_dict(manifest["configs"][task])
+        recorded = recorded_config(manifest, task)
         if recorded != config:
             changed = {k: v for k, v in recorded.to_dict().items() if config.to_dict()[k] != v}
             raise ValueError(f"{run_dir}: {task} was trained with {changed}, not arm {name}'s settings")
@@ -320,13 +322,13 @@ def memory_chain(
     }
 
 
-def _heldout_returns(config: PPOConfig, env, seeds: int, episodes: int) -> list[float]:
+def _heldout_returns(config: AlgorithmConfig, env, seeds: int, episodes: int) -> list[float]:
     """Seeds 0..seeds-1 trained in one call; each final policy's held-out return, [seeds]."""
     train = make_train(config, env)
     result = train(keys_for_seeds(range(seeds)))
 
     def heldout_return(params):
-        return heldout_evaluation(env, env.default_params, train.ppo.policy(params), episodes)["return_mean"]
+        return heldout_evaluation(env, env.default_params, train.algorithm.policy(params), episodes)["return_mean"]
 
     return [float(r) for r in np.asarray(jax.jit(jax.vmap(heldout_return))(result.runner.params))]
 

@@ -27,9 +27,9 @@ from purehr.experiments.ablation import SPEED_METRIC
 from purehr.experiments.sweep import task_evaluator, train_group
 from purehr.population import PBTSettings
 from purehr.reports.stats import mean_confidence_interval
-from purehr.run.files import read_csv
-from purehr.run.machine import load_average
 from purehr.run.protocol import train_all_seeds
+from purehr.run.store.files import read_csv
+from purehr.run.store.machine import load_average
 from purehr.tasks import get_task
 from purehr.viz.pbt_figures import best_member
 

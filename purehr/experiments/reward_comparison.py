@@ -24,13 +24,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purehr.engine.loop import Hook, UpdateLoop, run_updates
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.hrv import HRV_OBSERVATION_NOISE_STD
-from purehr.ppo.loop import Hook, UpdateLoop, run_updates
-from purehr.ppo.trainer import keys_for_seeds
 from purehr.reports.stats import mean_confidence_interval, metric_range, tail_mean
-from purehr.run.files import atomic_write_json, parse_row, read_csv, write_csv
-from purehr.run.machine import environment_description, load_average
-from purehr.run.task_setup import build_task_setup
+from purehr.run.compiled.task_setup import build_task_setup
+from purehr.run.store.files import atomic_write_json, parse_row, read_csv, write_csv
+from purehr.run.store.machine import environment_description, load_average
 from purehr.tasks import get_task
 from purehr.viz.reward_comparison import REFERENCE_POLICIES, plot_reward_comparison
 
@@ -52,7 +52,7 @@ def make_comparison_program(env, config, eval_every: int, eval_episodes: int):
     """``train(keys) -> (runner, training metrics [update, seed], evaluations [update + 1, seed])``
     for one environment; evaluation rows that were not due are NaN."""
     setup = build_task_setup("hrv", config, env=env)
-    ppo, num_updates = setup.ppo, setup.ppo.num_updates
+    ppo, num_updates = setup.algorithm, setup.algorithm.num_updates
 
     def evaluate(network_params):
         return setup.task.heldout_evaluation(

@@ -25,17 +25,20 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purehr.algorithms.base import AlgorithmConfig
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
+from purehr.algorithms.trainer import make_train
+from purehr.engine.seeds import keys_for_seeds, validate_seeds
 from purehr.envs.base import Environment
-from purehr.envs.hrv.curriculum import Curriculum
+from purehr.envs.curriculum import Curriculum
 from purehr.experiments.group_result import GroupResult
 from purehr.experiments.ranking import run_rows, setting_rows
-from purehr.ppo.algorithm import diverged_at_update
-from purehr.ppo.config import HYPERPARAMETERS, PPOConfig, PPOHyperparams
-from purehr.ppo.trainer import keys_for_seeds, make_train, validate_seeds
-from purehr.run.files import atomic_write_json, check_output_file, json_values, write_csv
+from purehr.run.store.files import atomic_write_json, check_output_file, json_values, write_csv
 from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
 from purehr.viz.sweep_heatmap import heatmap_axes, plot_heatmap
 
+HYPERPARAMETERS = get_algorithm(DEFAULT_ALGORITHM).hyperparameter_names()
+"""The sweep's axes: the continuous hyperparameters the training state carries (vmapped)."""
 SHAPE_FIELDS = (
     "num_envs",
     "num_steps",
@@ -47,7 +50,7 @@ SHAPE_FIELDS = (
     "recurrent_width",
     "recurrent_skip",
 )
-"""PPOConfig fields that change the compiled program: one group (one compile) per choice."""
+"""AlgorithmConfig fields that change the compiled program: one group (one compile) per choice."""
 SWEEP_MARKER = "sweep.json"
 RANKING_CSV = "ranking.csv"
 RUNS_CSV = "runs.csv"
@@ -82,8 +85,8 @@ def validate_axes(axes: Mapping[str, Sequence[float]]) -> dict[str, tuple[float,
 
 
 def flatten_grid(
-    config: PPOConfig, settings: list[dict[str, float]], seeds: Sequence[int]
-) -> tuple[jax.Array, PPOHyperparams]:
+    config: AlgorithmConfig, settings: list[dict[str, float]], seeds: Sequence[int]
+) -> tuple[jax.Array, Any]:
     """Keys (runs, 2) and hparams with a leading run axis (float32) for settings x seeds,
     setting-major. Fields not in a setting keep ``config``'s value; every setting is
     validated through ``PPOConfig`` (so e.g. a negative learning rate is refused here)."""
@@ -101,14 +104,14 @@ def flatten_grid(
 
 
 def train_group(
-    config: PPOConfig,
+    config: AlgorithmConfig,
     env: Environment,
     axes: Mapping[str, Sequence[float]],
     seeds: Sequence[int],
     *,
     env_params=None,
     env_params_schedule=None,
-    evaluate: Callable[[Any, Any, PPOHyperparams], dict[str, jax.Array]] | None = None,
+    evaluate: Callable[[Any, Any, Any], dict[str, jax.Array]] | None = None,
     name: str = "default",
 ) -> GroupResult:
     """Train ``axes``' grid x ``seeds`` in one compiled ``make_train`` call.
@@ -131,13 +134,14 @@ def train_group(
     timing["env_steps_per_s"] = timing["env_steps"] / timing["train_run_s"]
     evaluation = {}
     if evaluate is not None:
-        ppo = train.ppo
-        evaluate_all = jax.jit(jax.vmap(lambda params, run_hparams: evaluate(ppo, params, run_hparams)))
+        algorithm = train.algorithm
+        evaluate_all = jax.jit(jax.vmap(lambda params, run_hparams: evaluate(algorithm, params, run_hparams)))
+        params = algorithm.network_params(result.runner)
         started = time.perf_counter()
-        compiled_eval = evaluate_all.lower(result.runner.params, result.runner.hparams).compile()
+        compiled_eval = evaluate_all.lower(params, result.runner.hparams).compile()
         timing["eval_compile_s"] = time.perf_counter() - started
         started = time.perf_counter()
-        evaluation = jax.block_until_ready(compiled_eval(result.runner.params, result.runner.hparams))
+        evaluation = jax.block_until_ready(compiled_eval(params, result.runner.hparams))
         timing["eval_run_s"] = time.perf_counter() - started
         evaluation = {k: np.asarray(v) for k, v in evaluation.items()}
     return GroupResult(
@@ -149,7 +153,7 @@ def train_group(
         {k: np.asarray(v) for k, v in result.metrics.items()},
         evaluation,
         timing,
-        diverged_at=np.asarray(diverged_at_update(result.runner, config)),
+        diverged_at=np.asarray(train.algorithm.diverged_at_update(result.runner)),
     )
 
 
@@ -168,7 +172,7 @@ def task_evaluator(task_name: str, env: Environment, num_episodes: int, curricul
 
 def run_task_sweep(
     task_name: str,
-    base_config: PPOConfig,
+    base_config: AlgorithmConfig,
     axes: Mapping[str, Sequence[float]],
     seeds: Sequence[int],
     shape_choices: Mapping[str, Sequence[Any]] | None = None,
@@ -242,7 +246,7 @@ OUTPUT_NAMES = (SWEEP_MARKER, RANKING_CSV, RUNS_CSV, f"{HEATMAP_STEM}.png", f"{H
 
 def sweep_settings(
     task: str,
-    base_config: PPOConfig,
+    base_config: AlgorithmConfig,
     axes: Mapping[str, Sequence[float]],
     shape_choices: Mapping[str, Sequence[Any]],
     seeds: Sequence[int],

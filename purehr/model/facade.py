@@ -21,17 +21,18 @@ from typing import Any
 import jax
 import numpy as np
 
+from purehr.algorithms.base import Algorithm, AlgorithmConfig
+from purehr.algorithms.registry import make_algorithm
+from purehr.algorithms.trainer import TrainResult, make_train
+from purehr.engine.acting import Actor
+from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.base import Environment, check_env_params
-from purehr.envs.hrv.curriculum import Curriculum
-from purehr.envs.rollout import heldout_evaluation
+from purehr.envs.curriculum import Curriculum
+from purehr.envs.rollout import MAX_HELDOUT_EPISODES, heldout_evaluation
 from purehr.model.saved import ModelContents, read_model, write_model
-from purehr.ppo.acting import Actor
-from purehr.ppo.algorithm import PPO, diverged_at_update, make_ppo
-from purehr.ppo.config import MAX_HELDOUT_EPISODES, PPOConfig
-from purehr.ppo.trainer import TrainResult, keys_for_seeds, make_train
-from purehr.run.dashboards import run_identity
-from purehr.run.machine import environment_description
-from purehr.run.progress import Progress, TaskPlan
+from purehr.run.host.dashboards import run_identity
+from purehr.run.host.progress import Progress, TaskPlan
+from purehr.run.store.machine import environment_description
 from purehr.tasks import curriculum_schedule, task_of_env
 from purehr.tasks.environment_task import default_config_for
 from purehr.tracking import Tracking, TrackingSettings, start_tracking
@@ -43,7 +44,7 @@ class PPOModel:
     """A trained policy with its environment, config and training metrics."""
 
     def __init__(
-        self, env: Environment, env_params, config: PPOConfig, params, metrics: dict[str, np.ndarray], seed: int
+        self, env: Environment, env_params, config: AlgorithmConfig, params, metrics: dict[str, np.ndarray], seed: int
     ):
         self.env = env
         self.env_params = env_params
@@ -52,8 +53,8 @@ class PPOModel:
         self.metrics = metrics
         self.seed = seed
         self.curriculum = None  # the Curriculum trained with (train_hr_ppo sets it)
-        self._ppo: PPO = make_ppo(config, env, env_params)
-        self._act = Actor(self._ppo)
+        self._algorithm: Algorithm = make_algorithm(config, env, env_params)
+        self._act = Actor(self._algorithm)
 
     def predict(self, observation, deterministic: bool = True, key: jax.Array | None = None, state=None):
         """Action for one observation, or for a batch (a leading axis on every leaf). An
@@ -61,7 +62,7 @@ class PPOModel:
 
         A recurrent model (``policy="gru"``) returns ``(action, state)``: pass the state back
         with the episode's next observation, ``state=None`` at an episode's start
-        (``purehr.ppo.acting``; docs/recurrent.md)."""
+        (``purehr.engine.acting``; docs/recurrent.md)."""
         return self._act(self.params, observation, key=key, deterministic=deterministic, state=state)
 
     def evaluate(self, num_episodes: int = 100, seed: int | None = None, **kwargs) -> dict[str, float]:
@@ -107,7 +108,7 @@ def evaluation_of(env: Environment) -> Evaluation:
     return heldout_evaluation if task is None else task.env_evaluation
 
 
-def default_config_of(env: Environment) -> PPOConfig:
+def default_config_of(env: Environment) -> AlgorithmConfig:
     """The PPO defaults of ``env``'s task (hrv: ``HRV_DEFAULTS``; gymnax:CartPole-v1: PureJaxRL's),
     or those for its action space (``purehr.tasks.environment_task``) for an environment of no task."""
     task = task_of_env(env)
@@ -188,14 +189,22 @@ def train_hr_ppo(
             tracking.close()
     if curriculum is not None:
         env_params = curriculum.final_params(env_params)
-    model = _trained_model(result, env, env_params, config, seed, curriculum)
+    model = _trained_model(result, train.algorithm, env, env_params, config, seed, curriculum)
     _warn_if_no_episode_ended(model)
     return model
 
 
 def _seed_api_config(
-    defaults: PPOConfig, timesteps, learning_rate, batch_size, gamma, clip_range, ent_coef, vf_coef, config_overrides
-) -> PPOConfig:
+    defaults: AlgorithmConfig,
+    timesteps,
+    learning_rate,
+    batch_size,
+    gamma,
+    clip_range,
+    ent_coef,
+    vf_coef,
+    config_overrides,
+) -> AlgorithmConfig:
     """``defaults`` with the seed API's arguments that are given (not None), under their
     ``PPOConfig`` names."""
     aliased = {"total_timesteps": "timesteps", "minibatch_size": "batch_size"}.items()
@@ -214,12 +223,12 @@ def _seed_api_config(
     return defaults.replace(**{name: value for name, value in given.items() if value is not None}, **config_overrides)
 
 
-def _progress_bar(env: Environment, config: PPOConfig) -> Progress:
+def _progress_bar(env: Environment, config: AlgorithmConfig) -> Progress:
     """The protocol run's progress line for one seed of ``env`` (no checkpoints here)."""
     return Progress({env.name: TaskPlan.from_config(config, checkpoints=False)}, num_seeds=1)
 
 
-def _api_tracking(log, log_dir, name: str, seed: int, config: PPOConfig) -> Tracking | None:
+def _api_tracking(log, log_dir, name: str, seed: int, config: AlgorithmConfig) -> Tracking | None:
     """The seed API's dashboards (``log``), one run ``<name>/seed_<seed>`` in ``log_dir``."""
     settings = TrackingSettings.checked(log)
     if not settings.enabled:
@@ -296,17 +305,23 @@ def _refuse_non_environment(env: Any) -> None:
 
 
 def _trained_model(
-    result: TrainResult, env: Environment, env_params, config: PPOConfig, seed: int, curriculum: Curriculum | None
+    result: TrainResult,
+    algorithm: Algorithm,
+    env: Environment,
+    env_params,
+    config: AlgorithmConfig,
+    seed: int,
+    curriculum: Curriculum | None,
 ) -> PPOModel:
     """The one seed's model out of a training result, the metrics of the updates it completed
     (a callback may have stopped it early); ``TrainingDiverged`` when it diverged."""
-    params = jax.tree.map(lambda x: x[0], result.runner.params)
+    params = jax.tree.map(lambda x: x[0], algorithm.network_params(result.runner))
     metrics = {name: np.asarray(value[0]) for name, value in result.metrics.items()}
     completed = metrics["update"] > 0
     metrics = {name: value[completed] for name, value in metrics.items()}
     model = PPOModel(env, env_params, config, params, metrics, seed)
     model.curriculum = curriculum
-    first_diverged = int(np.asarray(diverged_at_update(result.runner, config))[0])
+    first_diverged = int(np.asarray(algorithm.diverged_at_update(result.runner))[0])
     if first_diverged:
         raise TrainingDiverged(
             f"training diverged at update {first_diverged} ({first_diverged * config.batch_size:,} env steps): a "

@@ -21,10 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
+from purehr.algorithms.base import AlgorithmConfig
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm, make_algorithm
 from purehr.envs.base import Environment
-from purehr.ppo.algorithm import make_ppo
-from purehr.ppo.config import PPOConfig
-from purehr.run.files import (
+from purehr.run.store.files import (
     atomic_write_bytes,
     atomic_write_text,
     json_values,
@@ -53,7 +53,7 @@ class ModelContents(NamedTuple):
 
     env: Environment
     env_params: Any
-    config: PPOConfig
+    config: AlgorithmConfig
     params: Any
     metrics: dict[str, np.ndarray]
     seed: int
@@ -140,7 +140,7 @@ def read_model(path: str | Path) -> ModelContents:
     env_kwargs = task.recorded_kwargs(dict(description["env"]["kwargs"]))  # keywords newer than the saved model
     env = _make_env(task, description["env"]["class"], env_kwargs, where)
     try:
-        config = PPOConfig.from_dict(description["config"])
+        config = get_algorithm(description.get("algorithm", DEFAULT_ALGORITHM)).config_from_dict(description["config"])
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: config is not a valid PPOConfig: {error}") from None
     env_params = _load_tree(
@@ -149,7 +149,8 @@ def read_model(path: str | Path) -> ModelContents:
         f"the {type(env).__name__} parameters of {where} ({_describe_kwargs(env_kwargs)})",
     )
     env_params = _validated_env_params(env, env_kwargs, env_params, path / "env_params.msgpack")
-    template = make_ppo(config, env, env_params).init(jax.random.PRNGKey(0)).params
+    algorithm = make_algorithm(config, env, env_params)
+    template = algorithm.network_params(algorithm.init(jax.random.PRNGKey(0)))
     params = _load_tree(
         path / "params.msgpack",
         template,

@@ -15,8 +15,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from purehr.ppo.config import HYPERPARAMETERS, PPOConfig
+from purehr.algorithms.base import AlgorithmConfig
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
 
+HYPERPARAMETERS = get_algorithm(DEFAULT_ALGORITHM).hyperparameter_names()
+"""What PBT may explore: the continuous hyperparameters the training state carries."""
 FITNESS_RULES = ("success", "return")
 """``success``: held-out success rate, ties broken by held-out mean return; ``return``: held-out
 mean return. Any tie left goes to the lower member index (docs/pbt.md)."""
@@ -120,7 +123,9 @@ class PBTSettings:
             if rule not in FITNESS_RULES:
                 raise ValueError(f"--pbt-fitness {task}={rule}: expected one of {list(FITNESS_RULES)}")
 
-    def check_run(self, population: int, configs: dict[str, PPOConfig], steps_between: dict[str, list[int]]) -> None:
+    def check_run(
+        self, population: int, configs: dict[str, AlgorithmConfig], steps_between: dict[str, list[int]]
+    ) -> None:
         """What needs the run: the population, each task's starting values and PBT updates.
         ``steps_between[task]`` lists the updates at which the step would fire."""
         if self.selected(population) < 1:

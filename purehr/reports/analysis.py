@@ -32,8 +32,8 @@ from purehr.reports.stats import (
     tail_length,
     tail_mean,
 )
-from purehr.run.columns import ANALYSED_CHECKPOINT_COLUMNS, ANALYSED_UPDATE_COLUMNS
-from purehr.run.run_dir import read_manifest, read_seed_logs, run_seed_directories
+from purehr.run.store.columns import ANALYSED_CHECKPOINT_COLUMNS, ANALYSED_UPDATE_COLUMNS
+from purehr.run.store.run_dir import read_manifest, read_seed_logs, run_seed_directories
 
 ROBUSTNESS_COLUMN = "eval_noisy_success_rate"
 """checkpoints.csv column holding held-out success under observation noise (the hrv task's

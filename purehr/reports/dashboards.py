@@ -7,10 +7,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from purehr.ppo.config import PPOConfig
 from purehr.reports.results_table import results_table
-from purehr.run.dashboards import run_identity
-from purehr.run.run_dir import FIGURES, RunDirectory
+from purehr.run.host.dashboards import run_identity
+from purehr.run.store.record import recorded_config
+from purehr.run.store.run_dir import FIGURES, RunDirectory
 from purehr.tracking import Tracking, TrackingSettings, start_tracking
 
 FIGURES_PUBLISHED = ("learning", "training_log")
@@ -33,7 +33,7 @@ def publish_to_dashboards(run_dir: str | Path, tracking: Tracking | None = None)
     for task in manifest["tasks"]:
         figures = {name: directory.root / FIGURES / f"{task}_{name}.png" for name in FIGURES_PUBLISHED}
         figures = {name: path for name, path in figures.items() if path.exists()}
-        config = PPOConfig.from_dict(manifest["configs"][task])
+        config = recorded_config(manifest, task)
         step = config.num_updates * config.batch_size  # the last update's (a budget runs whole updates)
         for seed in manifest["seeds"]:
             if reopen:

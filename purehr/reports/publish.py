@@ -20,9 +20,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from purehr.run.checkpoints import CorruptCheckpointError, SeedCheckpoints
-from purehr.run.files import RunDirectoryError, atomic_write_json
-from purehr.run.run_dir import (
+from purehr.run.compiled.task_setup import recorded_setup
+from purehr.run.store.checkpoints import CorruptCheckpointError, SeedCheckpoints
+from purehr.run.store.files import RunDirectoryError, atomic_write_json
+from purehr.run.store.run_dir import (
     CHECKPOINTS_CSV,
     FIGURES,
     FINAL_METRICS_CSV,
@@ -32,7 +33,6 @@ from purehr.run.run_dir import (
     read_checkpoint_rows,
     seed_dir_name,
 )
-from purehr.run.task_setup import recorded_setup
 from purehr.viz.replay import replayed_rows
 
 

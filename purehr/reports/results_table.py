@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from purehr.reports.stats import UNINFORMATIVE_NOTE, mean_confidence_interval, metric_range
-from purehr.run.columns import ANALYSED_CHECKPOINT_COLUMNS
-from purehr.run.files import read_csv_columns
-from purehr.run.run_dir import CHECKPOINTS_CSV, read_manifest, seed_dir_name
+from purehr.run.store.columns import ANALYSED_CHECKPOINT_COLUMNS
+from purehr.run.store.files import read_csv_columns
+from purehr.run.store.run_dir import CHECKPOINTS_CSV, read_manifest, seed_dir_name
 
 GOAL_METRIC = {
     "swing": ("time_to_rotation", "time to rotation (s)", 2),

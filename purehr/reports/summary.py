@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from purehr.reports.results_table import GOAL_METRIC, floor_comparisons, goals_met, results_table
-from purehr.run.progress import spelled_duration
-from purehr.run.run_dir import FIGURES, RunDirectory
+from purehr.run.host.progress import spelled_duration
+from purehr.run.store.run_dir import FIGURES, RunDirectory
 from purehr.tracking.settings import RUN_FOLDERS, TrackingSettings
 
 

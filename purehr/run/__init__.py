@@ -1,7 +1,7 @@
 """The protocol runner: one compiled call for every task and seed, checkpoints, resume, restore.
 
 ``restore`` and ``Restored`` (``purehr.run.restoring``) load on first use (PEP 562), so that
-``import purehr.run.run_dir`` (the renderer, scripts' ``--help``) does not import JAX.
+``import purehr.run.store.run_dir`` (the renderer, scripts' ``--help``) does not import JAX.
 """
 
 import importlib

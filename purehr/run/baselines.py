@@ -22,11 +22,11 @@ from typing import Any
 
 import jax
 
-from purehr.ppo.compile_options import one_shot_compiler_options
-from purehr.run.checkpoints import tree_digest
-from purehr.run.compile_cache import purehr_cache_root
-from purehr.run.files import atomic_write_json, json_values
-from purehr.run.runner import TaskSetup
+from purehr.engine.compile_options import one_shot_compiler_options
+from purehr.run.compiled.compile_cache import purehr_cache_root
+from purehr.run.compiled.train_all import TaskSetup
+from purehr.run.store.checkpoints import tree_digest
+from purehr.run.store.files import atomic_write_json, json_values
 
 CACHE_FORMAT = 1
 _EVALUATED: dict[str, dict[str, Any]] = {}  # key -> one task's baselines, this process

@@ -10,8 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from purehr.ppo.algorithm import diverged_at_update
-from purehr.run.runner import TaskSetup
+from purehr.run.compiled.train_all import TaskSetup
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ def diverged_seeds(setups: list[TaskSetup], seeds: list[int], runners: dict) -> 
     optimiser stopped counting there); tasks without a diverged seed are left out."""
     diverged = {}
     for setup in setups:
-        first = np.asarray(diverged_at_update(runners[setup.name], setup.config))
+        first = np.asarray(setup.algorithm.diverged_at_update(runners[setup.name]))
         per_seed = {
             str(seed): {"update": int(update), "env_steps": int(update) * setup.config.batch_size}
             for seed, update in zip(seeds, first)

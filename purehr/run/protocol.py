@@ -2,17 +2,17 @@
 run directory, in this order:
 
     plan      what the run trains (a new run's request, or a resumed run's record), every
-              check done before anything is compiled or written      purehr.run.plan, .resume
-    prepare   the run directory checked, then held by this process   purehr.run.preparation
-    start     each task's states: initial, or restored from its resume point   purehr.run.triage
-    manifest  written "running" (a new run evaluates its baselines first)      purehr.run.status
-    compile   one program for every task x seed                      purehr.run.program
-    train     the program runs; its callbacks write the logs and checkpoints   purehr.run.recorder
+              check done before anything is compiled or written      purehr.run.planning.run_plan, .resume
+    prepare   the run directory checked, then held by this process   purehr.run.planning.preparation
+    start     each task's states: initial, or restored from its resume point   purehr.run.planning.triage
+    manifest  written "running" (a new run evaluates its baselines first)      purehr.run.store.status
+    compile   one program for every task x seed                      purehr.run.compiled.program
+    train     the program runs; its callbacks write the logs and checkpoints   purehr.run.host.recorder
               (Ctrl-C stops it at the next update: "interrupted", ``RunInterrupted``)
     finish    the manifest says "finished", or "failed" / "diverged" and the error is raised
-                                                                     purehr.run.status, .outcome
+                                                                     purehr.run.store.status, .outcome
 
-Under ``jax.distributed`` process 0 alone does this; the others follow (``purehr.run.followers``)."""
+Under ``jax.distributed`` process 0 alone does this; the others follow (``purehr.run.compiled.followers``)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from purehr.algorithms.base import AlgorithmConfig
 from purehr.devices.distributed import (
     broadcast_tree,
     check_host_callback_threads,
@@ -37,16 +38,10 @@ from purehr.devices.distributed import (
     shard_runner,
     wait_for_all_processes,
 )
-from purehr.envs.hrv.curriculum import Curriculum
-from purehr.ppo.config import PPOConfig
-from purehr.run.compile_cache import COUNTS as COMPILE_CACHE_COUNTS
-from purehr.run.dashboards import open_run_tracking
-from purehr.run.followers import Followers, follow_primary
-from purehr.run.messages import start_banner
-from purehr.run.outcome import RunDiverged, RunFailed, RunInterrupted, RunSummary, diverged_seeds
-from purehr.run.plan import RunPlan, RunRequest, new_run_plan
-from purehr.run.preparation import RunAlreadyFinished, prepare_run_directory
-from purehr.run.program import (
+from purehr.envs.curriculum import Curriculum
+from purehr.run.compiled.compile_cache import COUNTS as COMPILE_CACHE_COUNTS
+from purehr.run.compiled.followers import Followers, follow_primary
+from purehr.run.compiled.program import (
     HANDLERS,
     CtrlC,
     compiled_program,
@@ -55,13 +50,18 @@ from purehr.run.program import (
     protocol_mesh,
     wait_for_abandoned_programs,
 )
-from purehr.run.progress import Progress, TaskPlan
-from purehr.run.recorder import RunRecorder, library_errors_in_one_line
-from purehr.run.resume import extension_hint, plan_resume
-from purehr.run.run_dir import RunDirectory, check_run_directory_path
-from purehr.run.runner import TaskSetup
-from purehr.run.status import mark_ended, mark_failed, mark_interrupted, mark_running
-from purehr.run.triage import check_indexes, index_disagreements, restore_task
+from purehr.run.compiled.train_all import TaskSetup
+from purehr.run.host.dashboards import open_run_tracking
+from purehr.run.host.progress import Progress, TaskPlan
+from purehr.run.host.recorder import RunRecorder, library_errors_in_one_line
+from purehr.run.outcome import RunDiverged, RunFailed, RunInterrupted, RunSummary, diverged_seeds
+from purehr.run.planning.messages import start_banner
+from purehr.run.planning.preparation import RunAlreadyFinished, prepare_run_directory
+from purehr.run.planning.resume import extension_hint, plan_resume
+from purehr.run.planning.run_plan import RunPlan, RunRequest, new_run_plan
+from purehr.run.planning.triage import check_indexes, index_disagreements, restore_task
+from purehr.run.store.run_dir import RunDirectory, check_run_directory_path
+from purehr.run.store.status import mark_ended, mark_failed, mark_interrupted, mark_running
 
 
 def train_all_seeds(
@@ -69,7 +69,7 @@ def train_all_seeds(
     *,
     tasks=None,
     seeds=None,
-    configs: dict[str, PPOConfig] | None = None,
+    configs: dict[str, AlgorithmConfig] | None = None,
     resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
@@ -85,7 +85,7 @@ def train_all_seeds(
 ) -> RunSummary:
     """Train every task x seed in one compiled call; see docs/protocol.md for what it leaves.
 
-    ``tasks`` and ``seeds`` default to ``DEFAULT_TASKS`` / ``DEFAULT_SEEDS`` (``purehr.run.plan``)
+    ``tasks`` and ``seeds`` default to ``DEFAULT_TASKS`` / ``DEFAULT_SEEDS`` (``purehr.run.planning.run_plan``)
     for a new run and to the recorded ones on ``resume`` (given ones must match them).
     ``overrides`` are ``PPOConfig`` field values applied to every task's config (on ``resume``
     they must match the recorded values, except a larger ``total_timesteps``, which extends the
@@ -375,7 +375,7 @@ def _train_and_record(
 
 
 def _trained_to_the_end(setups: list[TaskSetup], final: dict) -> bool:
-    return all(int(np.asarray(final[s.name].update_index)[0]) >= s.ppo.num_updates for s in setups)
+    return all(int(np.asarray(final[s.name].update_index)[0]) >= s.algorithm.num_updates for s in setups)
 
 
 def _interrupted(recorder: RunRecorder, wall: float, how: str, waited: bool = False) -> RunInterrupted:

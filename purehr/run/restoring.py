@@ -10,14 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from purehr.algorithms.base import AlgorithmConfig
+from purehr.engine.acting import Actor
 from purehr.envs.base import Environment
 from purehr.envs.policies import RecurrentPolicy
-from purehr.ppo.acting import Actor
-from purehr.ppo.algorithm import RunnerState
-from purehr.ppo.config import PPOConfig
-from purehr.run.checkpoints import CheckpointNotShipped, CorruptCheckpointError, SeedCheckpoints, shape_mismatches
-from purehr.run.run_dir import RunDirectory, completed_checkpoint_steps, is_published_record, read_checkpoint_rows
-from purehr.run.task_setup import recorded_setup
+from purehr.run.compiled.task_setup import recorded_setup
+from purehr.run.store.checkpoints import CheckpointNotShipped, CorruptCheckpointError, SeedCheckpoints, shape_mismatches
+from purehr.run.store.run_dir import RunDirectory, completed_checkpoint_steps, is_published_record, read_checkpoint_rows
 from purehr.tasks import get_task
 from purehr.types import Policy
 
@@ -29,10 +28,10 @@ class Restored:
     steps: int
     target_steps: int
     params: Any  # the network parameters
-    runner: RunnerState  # everything: optimiser state, env states, keys, update index
+    runner: Any  # the algorithm's whole state: optimiser, env states, keys, update index
     policy: Callable  # policy(obs or batch, t=0) -> env action(s), deterministic, jitted; GRU: (action, state)
     pure_policy: Policy | RecurrentPolicy  # policy(obs, t, key) -> env action, to use inside jit/vmap
-    config: PPOConfig
+    config: AlgorithmConfig
     env: Environment
     env_params: Any  # the held-out params (a curriculum's final stage)
     checkpoint_row: dict[str, Any]  # the row of checkpoints.csv, held-out metrics included
@@ -64,10 +63,10 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
         raise FileNotFoundError(f"{index} lists no checkpoint")
     row = _choose_row(rows, step, index)
     _check_on_disk(run, manifest, task, seed, rows, row, latest=step == "latest")
-    # the config, environment and schedule the run trained with: ppo.env_params_at follows the
+    # the config, environment and schedule the run trained with: env_params_at follows the
     # schedule, and the held-out params are its final stage
     setup = recorded_setup(manifest, definition)
-    env, ppo = setup.env, setup.ppo
+    env, algorithm = setup.env, setup.algorithm
     abstract = setup.abstract_state()
     path = run.checkpoint_dir(task, seed) / str(row["actual_steps"])
     mismatches = shape_mismatches(path, abstract)
@@ -81,23 +80,24 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
         runner = checkpoints.restore(row["actual_steps"], abstract, row["state_digest"])
     finally:
         checkpoints.finish()
-    act = Actor(ppo)
+    act = Actor(algorithm)
+    params = algorithm.network_params(runner)
 
     def policy(observation, t=0, state=None):
         """One observation, or a batch (a leading axis on every leaf; ``t`` a scalar or one
         step index per observation), like ``PPOModel.predict``; a recurrent policy takes and
         returns its state: ``action, state = policy(observation, t, state)``."""
-        return act(runner.params, observation, t, state=state)
+        return act(params, observation, t, state=state)
 
     return Restored(
         task,
         seed,
         row["actual_steps"],
         row["target_steps"],
-        runner.params,
+        params,
         runner,
         policy,
-        ppo.policy(runner.params),
+        algorithm.policy(params),
         setup.config,
         env,
         setup.eval_env_params,

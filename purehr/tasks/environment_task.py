@@ -13,13 +13,15 @@ from typing import Any
 
 import numpy as np
 
+from purehr.algorithms.base import AlgorithmConfig
+from purehr.algorithms.registry import default_config
 from purehr.envs import spaces
 from purehr.envs.base import Environment, check_environment
 from purehr.envs.rollout import heldout_evaluation, random_policy, record_episode, zero_policy
-from purehr.ppo.config import PPOConfig
 from purehr.tasks.task import Baseline, Task
 
-DISCRETE_DEFAULTS = PPOConfig(
+DISCRETE_DEFAULTS = default_config(
+    "ppo",
     total_timesteps=500_000,
     num_envs=4,
     num_steps=128,
@@ -33,7 +35,8 @@ DISCRETE_DEFAULTS = PPOConfig(
 )
 """PureJaxRL's ``ppo.py`` settings (CartPole-v1: 4 envs x 128 steps, 4 minibatches, 4 epochs,
 lr 2.5e-4 annealed, entropy 0.01, 64x64 tanh): the default of a discrete-action environment."""
-CONTINUOUS_DEFAULTS = PPOConfig(
+CONTINUOUS_DEFAULTS = default_config(
+    "ppo",
     total_timesteps=1_000_000,
     num_envs=64,
     num_steps=32,
@@ -82,7 +85,7 @@ def check_spaces(env: Environment, name: str) -> None:
         )
 
 
-def default_config_for(env: Environment) -> PPOConfig:
+def default_config_for(env: Environment) -> AlgorithmConfig:
     continuous = isinstance(env.action_space(env.default_params), spaces.Box)
     return CONTINUOUS_DEFAULTS if continuous else DISCRETE_DEFAULTS
 
@@ -110,7 +113,7 @@ def environment_task(
     name: str,
     make_env: Callable[..., Environment],
     *,
-    default_config: PPOConfig | None = None,
+    default_config: AlgorithmConfig | None = None,
     env_kwargs: Callable[[Environment], dict[str, Any]] | None = None,
     source: Callable[[Environment], dict[str, Any]] | None = None,
     env_class: type | None = None,
@@ -145,7 +148,7 @@ def environment_task(
 
 
 def adapter_task(
-    suite: str, environment: str, adapter: type, packages: Sequence[str], default_config: PPOConfig | None
+    suite: str, environment: str, adapter: type, packages: Sequence[str], default_config: AlgorithmConfig | None
 ) -> Task:
     """The task ``<suite>:<environment>`` of a suite's adapter class, built as
     ``adapter(environment, **kwargs)``: the manifest records the adapter's ``make_kwargs`` (its

@@ -14,8 +14,8 @@ import os
 import sys
 from typing import Any
 
+from purehr.algorithms.registry import get_algorithm
 from purehr.envs.base import Environment
-from purehr.ppo.config import PPOConfig
 from purehr.tasks.environment_task import environment_task
 from purehr.tasks.task import Task
 
@@ -45,7 +45,7 @@ def factory_task(name: str) -> Task:
         return env
 
     config = getattr(module, "PPO_CONFIG", None)
-    if config is not None and not isinstance(config, PPOConfig):
+    if config is not None and not isinstance(config, get_algorithm("ppo").config_class()):
         raise TypeError(f"task {name!r}: {module_name}.PPO_CONFIG is a {type(config).__name__}; expected a PPOConfig")
     return environment_task(
         name,

@@ -7,13 +7,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from purehr.algorithms.registry import default_config
 from purehr.envs import hrv
-from purehr.ppo.config import PPOConfig
 from purehr.tasks.task import Baseline, Task, one_observation
 
 # Chosen by measurement (results/sweep; docs/protocol.md): a wide batch learns hrv and runs
 # several times faster per step than the first defaults (8 envs x 256 steps, minibatch 64).
-HRV_DEFAULTS = PPOConfig(
+HRV_DEFAULTS = default_config(
+    "ppo",
     total_timesteps=300_000,
     num_envs=64,
     num_steps=32,

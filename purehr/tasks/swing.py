@@ -8,8 +8,8 @@ import dataclasses
 import math
 from typing import Any
 
+from purehr.algorithms.registry import default_config
 from purehr.envs import swing
-from purehr.ppo.config import PPOConfig
 from purehr.tasks.task import Baseline, Task, one_observation
 
 SWING_SHOWCASE_START_DEG = 3.0
@@ -32,7 +32,8 @@ starts at the held-out scale, which the fast pumping policies otherwise miss
 # 2M steps; a full evaluation (100 starts x 1,600 steps) at each would cost about as much as
 # the training, so every tenth target (every 500k steps) is full and the ones between use 20
 # fixed starts (docs/protocol.md).
-SWING_DEFAULTS = PPOConfig(
+SWING_DEFAULTS = default_config(
+    "ppo",
     total_timesteps=2_000_000,
     num_envs=32,
     num_steps=128,

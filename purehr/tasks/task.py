@@ -10,10 +10,9 @@ from typing import Any
 
 import jax
 
+from purehr.algorithms.base import Algorithm, AlgorithmConfig
 from purehr.envs.base import Environment
-from purehr.envs.hrv.curriculum import Curriculum
-from purehr.ppo.algorithm import PPO
-from purehr.ppo.config import PPOConfig
+from purehr.envs.curriculum import Curriculum
 from purehr.types import EnvParamsSchedule, Evaluation, Policy
 
 
@@ -34,7 +33,7 @@ class Task:
     make_env: Callable[..., Environment]
     """``make_env(**env_kwargs)``; it also takes the fields of the environment's params by name
     (``PPOModel.load`` rebuilds a saved model's env params through it, so they are validated)."""
-    default_config: PPOConfig
+    default_config: AlgorithmConfig
     baselines: tuple[Baseline, ...]
     """The reference baseline first (structured controller, oracle) when the task has one
     (``has_reference``), then the floors PPO must beat by a wide margin (doing nothing, acting
@@ -107,13 +106,14 @@ def one_observation(make_env: Callable[..., Environment], option: str, value: bo
     return make
 
 
-def curriculum_schedule(curriculum: Curriculum | None, config: PPOConfig) -> EnvParamsSchedule | None:
+def curriculum_schedule(curriculum: Curriculum | None, config: AlgorithmConfig) -> EnvParamsSchedule | None:
     """The ``env_params_schedule`` a curriculum gives a run of ``config`` (None: no schedule)."""
     return None if curriculum is None else curriculum.schedule(config.num_updates)
 
 
-def heldout_env_params(ppo: PPO, hparams: Any, curriculum: Curriculum | None = None) -> Any:
-    """The params PPO is judged on: those of its last update (the env's discount is PPO's, for
-    potential shaping), at a curriculum's final stage. ``hparams`` may be traced (a sweep)."""
-    params = ppo.env_params_at(ppo.num_updates - 1, hparams)
+def heldout_env_params(algorithm: Algorithm, hparams: Any, curriculum: Curriculum | None = None) -> Any:
+    """The params a policy is judged on: those of its last update (the env's discount is the
+    algorithm's, for potential shaping), at a curriculum's final stage. ``hparams`` may be
+    traced (a sweep)."""
+    params = algorithm.env_params_at(algorithm.num_updates - 1, hparams)
     return params if curriculum is None else curriculum.final_params(params)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from purehr.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, ROLLOUT_METRICS, VALUE_STATISTICS
+from purehr.algorithms.registry import ALGORITHMS
 
-TRAIN = frozenset(LOSS_STATISTICS + GRADIENT_STATISTICS + VALUE_STATISTICS + ("diverged_at_update",))
-ROLLOUT = frozenset(ROLLOUT_METRICS)
+TRAIN = frozenset(
+    {name for entry in ALGORITHMS.values() for name in entry.metric_names().learning} | {"diverged_at_update"}
+)
+ROLLOUT = frozenset(name for entry in ALGORITHMS.values() for name in entry.metric_names().rollout)
 NOT_LOGGED = frozenset({"update", "env_steps"})  # the step axis itself
 
 

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from purehr.run.files import atomic_write_text
+from purehr.run.store.files import atomic_write_text
 
 _PAGE = """<!doctype html>
 <html lang="en">

@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
 from purehr.reports.stats import MIN_INFORMATIVE_SEEDS, clip_to_range, metric_range, t_interval
-from purehr.run.files import atomic_output, write_csv
+from purehr.run.store.files import atomic_output, write_csv
 from purehr.viz.run_data import RunData, SeedLog
 
 # Okabe & Ito (2008), a palette that stays distinguishable under the common colour-vision

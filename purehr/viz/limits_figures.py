@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from purehr.run.files import atomic_output
+from purehr.run.store.files import atomic_output
 from purehr.viz.learning_curves import BASELINE_COLOUR, OKABE_ITO, PPO_COLOUR
 
 

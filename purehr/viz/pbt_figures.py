@@ -19,9 +19,9 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from purehr.run.columns import PBT_PREFIX
-from purehr.run.files import RunDirectoryError
-from purehr.run.run_dir import CHECKPOINTS_CSV, FIGURES
+from purehr.run.store.columns import PBT_PREFIX
+from purehr.run.store.files import RunDirectoryError
+from purehr.run.store.run_dir import CHECKPOINTS_CSV, FIGURES
 from purehr.viz.learning_curves import (
     METRIC_LABELS,
     METRIC_LIMITS,

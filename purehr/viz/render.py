@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from purehr.run.run_dir import FIGURES, FINAL_METRICS_CSV, RunDirectory
+from purehr.run.store.run_dir import FIGURES, FINAL_METRICS_CSV, RunDirectory
 from purehr.viz.learning_curves import plot_learning_figure, plot_training_log, write_final_metrics
 from purehr.viz.pbt_figures import PBT_FIGURES, render_pbt_figures
 from purehr.viz.replay import render_replay

@@ -26,7 +26,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from purehr.envs.swing import SwingEnv
-from purehr.run.files import atomic_output, atomic_write_text, read_npz
+from purehr.run.store.files import atomic_output, atomic_write_text, read_npz
 from purehr.viz import swing_drawing
 from purehr.viz.html_player import write_html_player
 from purehr.viz.learning_curves import (

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from purehr.run.columns import RENDERED_CHECKPOINT_COLUMNS, RENDERED_UPDATE_COLUMNS
-from purehr.run.files import RunDirectoryError
-from purehr.run.run_dir import CHECKPOINTS_CSV, read_manifest, read_seed_logs, run_seed_directories, seed_dir_name
+from purehr.run.store.columns import RENDERED_CHECKPOINT_COLUMNS, RENDERED_UPDATE_COLUMNS
+from purehr.run.store.files import RunDirectoryError
+from purehr.run.store.run_dir import CHECKPOINTS_CSV, read_manifest, read_seed_logs, run_seed_directories, seed_dir_name
 from purehr.types import Columns
 
 

@@ -2,8 +2,8 @@
 (``docs/hrv_task.md``): the environment, its reference policies, its held-out evaluation
 and the difficulty curriculum that trains it."""
 
+from purehr.envs.curriculum import Curriculum
 from purehr.envs.hrv.baselines import no_op_policy, oracle_action, oracle_policy, random_policy
-from purehr.envs.hrv.curriculum import Curriculum
 from purehr.envs.hrv.env import (
     CONTENT_CONDENSE,
     CONTENT_EXPAND,

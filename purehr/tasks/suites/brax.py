@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
+from purehr.algorithms.registry import default_config
 from purehr.envs.brax_adapter import BraxEnv, registered_names
-from purehr.ppo.config import PPOConfig
 from purehr.tasks.environment_task import CONTINUOUS_DEFAULTS, adapter_task, package_versions
 from purehr.tasks.task import Task
 
@@ -34,7 +34,8 @@ BRAX_INITIAL_LOG_STD = math.log(math.log1p(math.e) + 0.001)
 parameter starts at 1.0 and ``NormalTanhDistribution`` reads it as softplus(1) + 0.001 = 1.314,
 log 0.273."""
 
-INVERTED_PENDULUM_DEFAULTS = PPOConfig(
+INVERTED_PENDULUM_DEFAULTS = default_config(
+    "ppo",
     total_timesteps=200_000,
     num_envs=128,
     num_steps=80,

@@ -7,8 +7,9 @@ where the policy has to find its way, not from one fixed state."""
 
 from __future__ import annotations
 
+from purehr.algorithms.base import AlgorithmConfig
+from purehr.algorithms.registry import default_config
 from purehr.envs.xminigrid_adapter import XMiniGridEnv
-from purehr.ppo.config import PPOConfig
 from purehr.tasks.environment_task import adapter_task, package_versions
 from purehr.tasks.task import Task
 
@@ -18,7 +19,8 @@ PACKAGES = ("xminigrid",)
 EXTRA = "xminigrid"
 EXAMPLE = "MiniGrid-EmptyRandom-6x6"
 
-XMINIGRID_PPO = PPOConfig(
+XMINIGRID_PPO = default_config(
+    "ppo",
     total_timesteps=200_000,
     num_envs=64,
     num_steps=16,
@@ -60,7 +62,7 @@ def environment_names() -> list[str]:
     return sorted(xminigrid.registered_environments())
 
 
-def default_config(environment: str) -> PPOConfig:
+def default_config(environment: str) -> AlgorithmConfig:
     return DEFAULT_CONFIGS.get(environment, XMINIGRID_PPO)
 
 

@@ -1,0 +1,86 @@
+"""What the protocol asks of an algorithm, and nothing else: ``Algorithm`` (the per-seed pieces
+built for one environment) and ``AlgorithmConfig`` (its settings). PPO is one implementation
+(``purehr.algorithms.ppo``); the registry (``purehr.algorithms.registry``) finds each by name.
+
+The protocol never reads an algorithm's state beyond three fields every state carries:
+``update_index`` (int32 updates done: checkpoints, curricula and resumes line up on it),
+``hparams`` (the explicit pytree of continuous hyperparameters: sweeps vmap and PBT explores it)
+and ``key``. Everything else (parameters, optimiser, buffers, normalisers) is the algorithm's.
+No JAX here: the command line's ``--help`` and the CSV columns read it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class MetricNames:
+    """The per-update metrics an algorithm reports, in updates.csv's order: what its rollout
+    reports (``rollout/`` on the dashboards), then what its learning step reports (``train/``);
+    its counters of bad actions and states and the environment's diagnostics follow them, as a
+    task's own columns. ``meanings`` says in a line what each one measures."""
+
+    rollout: tuple[str, ...]
+    learning: tuple[str, ...]
+    meanings: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.rollout + self.learning
+
+
+class AlgorithmConfig(Protocol):
+    """An algorithm's settings: a frozen dataclass whose fields carry their help
+    (``metadata["help"]``, the text of their flags), checked when built (a ``ValueError`` naming
+    the field). Its continuous hyperparameters are also a pytree (``hyperparams()``)."""
+
+    total_timesteps: int
+
+    @property
+    def batch_size(self) -> int: ...  # environment steps per update (per seed)
+
+    @property
+    def num_updates(self) -> int: ...
+
+    def hyperparams(self) -> Any: ...
+
+    def replace(self, **changes) -> AlgorithmConfig: ...
+
+    def to_dict(self) -> dict: ...
+
+
+class Algorithm(Protocol):
+    """The per-seed pieces of an algorithm on one environment, unbatched (vmap them over seeds).
+
+    ``init(key [2] uint32, hparams=None) -> state``: everything one seed needs to continue
+    bit-for-bit (parameters, optimiser, normalisers, buffers, environment states, key).
+    ``update(state) -> (state, metrics)``: one training iteration (environment steps and
+    learning); metrics a flat dict of scalars named by ``metric_names`` (plus the rollout's
+    counters, the environment's diagnostics, ``update`` and ``diverged_at_update``).
+    ``policy(network_params, deterministic=True)``: ``policy(obs, t, key) -> env action`` for one
+    observation (a ``RecurrentPolicy`` where the algorithm has memory), what evaluation runs.
+    ``network_params(state)``: what ``policy`` takes from a state.
+    ``diverged_at_update(state)``: the first update (1-based) whose losses or parameters were not
+    finite, 0 for a healthy seed; traced or numpy, one seed or a leading seed axis.
+    """
+
+    name: str
+    config: AlgorithmConfig
+    env: Any
+    env_params: Any
+    metric_names: MetricNames
+    recurrent: bool
+    init: Callable[..., Any]
+    update: Callable[[Any], tuple[Any, dict]]
+    env_params_at: Callable[[Any, Any], Any]
+
+    @property
+    def num_updates(self) -> int: ...
+
+    def policy(self, network_params, deterministic: bool = True) -> Callable: ...
+
+    def network_params(self, state) -> Any: ...
+
+    def diverged_at_update(self, state) -> Any: ...

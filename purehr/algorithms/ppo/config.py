@@ -1,0 +1,279 @@
+"""PPO configuration: static shape choices in a frozen dataclass, tunable numbers as a pytree.
+
+The split follows rejax: everything that changes array shapes or the compiled program
+(sizes, network widths) lives in `PPOConfig`, and so does every continuous hyperparameter;
+the continuous ones the training state carries as traced values are the fields of
+`PPOHyperparams` (`HYPERPARAMETERS` names them), a pytree, so a sweep is a `vmap` over it.
+Each `PPOConfig` field's help (the text of its command-line flag) sits beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from purehr.envs.rollout import MAX_HELDOUT_EPISODES
+
+ACTIVATIONS = ("tanh", "relu", "swish")
+POLICIES = ("mlp", "gru")
+INT_FIELDS = (
+    "total_timesteps",
+    "num_envs",
+    "num_steps",
+    "num_epochs",
+    "minibatch_size",
+    "checkpoint_interval",
+    "eval_episodes",
+    "full_eval_interval",
+    "quick_eval_episodes",
+    "recurrent_width",
+)
+FLOAT_FIELDS = (
+    "learning_rate",
+    "gamma",
+    "gae_lambda",
+    "clip_range",
+    "vf_coef",
+    "ent_coef",
+    "max_grad_norm",
+    "log_std_init",
+)
+BOOL_FIELDS = ("anneal_lr", "normalize_observations", "elementwise_grad_clip", "recurrent_skip")
+SIZES_FIELDS = ("actor_hidden", "critic_hidden")
+RETIRED_FIELDS = ("progress_interval",)
+"""Fields older manifests hold that nothing reads any more: ``from_dict`` drops them."""
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+MAX_OPTIMIZER_STEPS = 2**31 - 1
+"""Largest count of an int32 counter: the limit on updates x epochs x minibatches per seed."""
+
+
+@struct.dataclass
+class PPOHyperparams:
+    """The continuous ``PPOConfig`` fields the training state carries as traced values (what a
+    sweep vmaps), as float32 arrays: scalars, or with a leading seed axis in a sweep;
+    ``PPOConfig.hyperparams()`` builds one. The field order is the leaf order of every
+    checkpoint: reordering the fields would make the checkpoints on disk unreadable."""
+
+    learning_rate: jax.Array
+    clip_range: jax.Array
+    ent_coef: jax.Array
+    vf_coef: jax.Array
+    gae_lambda: jax.Array
+    gamma: jax.Array
+    max_grad_norm: jax.Array
+
+
+HYPERPARAMETERS = tuple(field.name for field in dataclasses.fields(PPOHyperparams))
+"""The names of the ``PPOHyperparams`` fields, in their (checkpoint leaf) order."""
+
+
+def with_help(default, help: str):
+    """A ``PPOConfig`` field whose help (the text of its command-line flag) sits beside it."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    total_timesteps: int = with_help(1_000_000, "environment steps of training per seed")
+    num_envs: int = with_help(8, "parallel environments per seed")
+    num_steps: int = with_help(256, "rollout length per environment and update")
+    num_epochs: int = with_help(4, "passes over each batch per update")
+    minibatch_size: int = with_help(256, "transitions per gradient step (must divide num_envs * num_steps)")
+    learning_rate: float = with_help(3e-4, "Adam step size")
+    anneal_lr: bool = with_help(
+        True, "decay the learning rate linearly to 0 over the budget (true/false, yes/no, 1/0, on/off)"
+    )
+    gamma: float = with_help(0.995, "discount factor")
+    gae_lambda: float = with_help(0.95, "GAE lambda")
+    clip_range: float = with_help(0.2, "PPO ratio clipping")
+    vf_coef: float = with_help(0.5, "value loss weight")
+    ent_coef: float = with_help(0.001, "entropy bonus weight")
+    max_grad_norm: float = with_help(0.5, "global gradient-norm clip (per element with --elementwise-grad-clip true)")
+    elementwise_grad_clip: bool = with_help(
+        False, "clip each gradient element to +-max_grad_norm instead of the global norm (true/false)"
+    )
+    """Clip each gradient element to +-max_grad_norm (``optax.clip``, what rejax does under the
+    name max_grad_norm) instead of the gradients' global norm: with one optimiser over actor
+    and critic, a global clip lets a large value-loss gradient shrink the actor's step too."""
+    actor_hidden: tuple[int, ...] = with_help((64, 64), "policy network layer widths")
+    critic_hidden: tuple[int, ...] = with_help((64, 64), "value network layer widths")
+    activation: str = with_help("tanh", "hidden activation (tanh, relu or swish)")
+    policy: str = with_help("mlp", "mlp (feed-forward) or gru (a recurrent memory; docs/recurrent.md)")
+    """``"gru"``: a dense embedding and a GRU of ``recurrent_width`` shared by the actor and critic
+    MLPs, the hidden state carried through rollouts and checkpoints (``purehr.algorithms.ppo.recurrent``).
+    Minibatches are then whole environments' sequences: ``num_envs`` must be a multiple of the
+    number of minibatches."""
+    recurrent_width: int = with_help(128, "GRU hidden-state width (with --policy gru)")
+    recurrent_skip: bool = with_help(
+        False, "with --policy gru: the heads read [GRU state, this step's embedding] (true/false)"
+    )
+    """The GRU's readout (docs/recurrent.md, "The readout"): false, the heads read the hidden
+    state alone (PureJaxRL's ``ppo_rnn.py``); true, they also read this step's embedding, so the
+    memory only holds what the present observation does not show."""
+    log_std_init: float = with_help(-0.5, "initial log standard deviation of the Gaussian policy (swing)")
+    normalize_observations: bool = with_help(
+        False, "normalise observations by their running mean and variance (true/false)"
+    )
+    """Normalise the networks' inputs by the running mean and variance of every observation
+    trained on so far (all environments of the batch), updated after each update's epochs and
+    kept with the network parameters (``purehr.engine.networks``); rejax's Pendulum setting."""
+    checkpoint_interval: int = with_help(50_000, "environment steps between checkpoints")
+    eval_episodes: int = with_help(100, "held-out episodes of a full evaluation")
+    full_eval_interval: int = with_help(1, "every N-th checkpoint gets the full evaluation; the others the quick one")
+    """Every ``full_eval_interval``-th checkpoint target (and the first and last) gets the full
+    held-out evaluation and a showcase episode; the targets between evaluate only
+    ``quick_eval_episodes`` fixed episodes. 1 = full evaluation at every checkpoint."""
+    quick_eval_episodes: int = with_help(100, "held-out episodes of a quick evaluation")
+
+    def __post_init__(self) -> None:
+        self._check_types()
+        for name in INT_FIELDS:
+            value = getattr(self, name)
+            if value <= 0:
+                raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer")
+        for name in ("eval_episodes", "quick_eval_episodes"):
+            if getattr(self, name) > MAX_HELDOUT_EPISODES:
+                raise ValueError(
+                    f"PPOConfig.{name}={getattr(self, name)!r}: expected at most {MAX_HELDOUT_EPISODES:,} "
+                    "(every held-out episode runs at once on the device)"
+                )
+        if self.full_eval_interval > 1 and self.quick_eval_episodes > self.eval_episodes:
+            raise ValueError(
+                f"PPOConfig.quick_eval_episodes={self.quick_eval_episodes}: expected at most "
+                f"eval_episodes={self.eval_episodes}"
+            )
+        if self.batch_size % self.minibatch_size:
+            raise ValueError(
+                f"PPOConfig.minibatch_size={self.minibatch_size} does not divide the batch "
+                f"num_envs * num_steps = {self.num_envs} * {self.num_steps} = {self.batch_size}; "
+                f"expected a divisor of {self.batch_size}"
+            )
+        for name in ("learning_rate", "clip_range", "max_grad_norm"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected a finite number > 0")
+        for name in ("vf_coef", "ent_coef"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected a finite number >= 0")
+        for name in ("gamma", "gae_lambda"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected in [0, 1]")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"PPOConfig.policy={self.policy!r}: expected one of {POLICIES}")
+        if self.policy == "gru" and self.num_envs % self.num_minibatches:
+            raise ValueError(
+                f"PPOConfig.minibatch_size={self.minibatch_size} with policy='gru': a recurrent minibatch is whole "
+                f"sequences of num_steps={self.num_steps}, so the {self.num_minibatches} minibatches must divide "
+                f"num_envs={self.num_envs}; expected minibatch_size = num_steps x a divisor of num_envs, e.g. "
+                f"{self.num_steps * max(1, self.num_envs // 4)}"
+            )
+        self._check_budget()
+
+    def _check_types(self) -> None:
+        """Wrong types and non-finite numbers are refused by name (a string learning rate, a
+        NaN log std, ``anneal_lr='no'``, which is truthy); numbers are normalised to Python
+        ``int``/``float`` and sizes to tuples, so configs compare, hash and serialise alike."""
+        for name in INT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer, got {type(value).__name__}")
+            object.__setattr__(self, name, int(value))
+        for name in FLOAT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise ValueError(
+                    f"PPOConfig.{name}={value!r}: expected a finite real number (int or float), "
+                    f"got {type(value).__name__}"
+                )
+            try:
+                number = float(value)
+            except OverflowError:  # an int beyond float range
+                number = math.inf
+            if not abs(number) <= FLOAT32_MAX:  # NaN fails this too; training is float32
+                raise ValueError(
+                    f"PPOConfig.{name}={value!r}: expected a finite number "
+                    f"(|x| <= {FLOAT32_MAX:.4g}, the float32 range training uses)"
+                )
+            object.__setattr__(self, name, number)
+        for name in BOOL_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):
+                raise ValueError(f"PPOConfig.{name}={value!r}: expected True or False, got {type(value).__name__}")
+            object.__setattr__(self, name, bool(value))
+        if not isinstance(self.activation, str):
+            raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
+        if not isinstance(self.policy, str):
+            raise ValueError(f"PPOConfig.policy={self.policy!r}: expected one of {POLICIES}")
+        for name in SIZES_FIELDS:
+            sizes = getattr(self, name)
+            if (
+                not isinstance(sizes, (tuple, list))
+                or not sizes
+                or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s <= 0 for s in sizes)
+            ):
+                raise ValueError(f"PPOConfig.{name}={sizes!r}: expected a non-empty tuple of positive ints")
+            object.__setattr__(self, name, tuple(int(s) for s in sizes))
+
+    def _check_budget(self) -> None:
+        """The update and optimiser-step counters are int32 on the device (optax counts its
+        steps in int32 without x64), so a budget whose optimiser steps do not fit is refused
+        here, before anything is compiled or written. Environment steps are never counted
+        on the device: they are ``update * batch_size`` in Python ints on the host."""
+        steps_per_update = self.num_epochs * self.num_minibatches
+        if self.num_updates * steps_per_update > MAX_OPTIMIZER_STEPS:
+            most = MAX_OPTIMIZER_STEPS // steps_per_update * self.batch_size
+            raise ValueError(
+                f"PPOConfig.total_timesteps={self.total_timesteps:,}: {self.num_updates:,} updates x "
+                f"{self.num_epochs} epochs x {self.num_minibatches} minibatches = "
+                f"{self.num_updates * steps_per_update:,} optimiser steps, more than the "
+                f"{MAX_OPTIMIZER_STEPS:,} an int32 step counter holds; expected total_timesteps <= "
+                f"{most:,} with this batch ({self.batch_size} steps per update)"
+            )
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_minibatches(self) -> int:
+        return self.batch_size // self.minibatch_size
+
+    @property
+    def num_updates(self) -> int:
+        """Rounded up, so the last checkpoint target (= total_timesteps) is always reached."""
+        return -(-self.total_timesteps // self.batch_size)  # exact for any int
+
+    def hyperparams(self) -> PPOHyperparams:
+        return PPOHyperparams(**{name: jnp.float32(getattr(self, name)) for name in HYPERPARAMETERS})
+
+    def replace(self, **changes) -> PPOConfig:
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ValueError(
+                f"unknown PPOConfig field(s) {sorted(unknown)}; expected some of "
+                f"{[f.name for f in dataclasses.fields(self)]}"
+            )
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PPOConfig:
+        fields = {f.name for f in dataclasses.fields(cls)}
+        data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
+        unknown = set(data) - fields
+        if unknown:
+            raise ValueError(f"unknown PPOConfig field(s) {sorted(unknown)}")
+        data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        return cls(**data)
+
+
+assert set(HYPERPARAMETERS) <= set(FLOAT_FIELDS), "every PPOHyperparams field is a float PPOConfig field"

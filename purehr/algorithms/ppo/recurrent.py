@@ -1,0 +1,149 @@
+"""The GRU policy's side of the algorithm (``PPOConfig.policy="gru"``; docs/recurrent.md).
+
+The hidden state flows like this:
+
+- **rollout**: the carry is (hidden [E, W], start [E]); ``start`` says the observation about
+  to be read begins an episode (every environment at ``init``; afterwards the previous step's
+  ``done``, so auto-reset included). Each step reads ``where(start, 0, hidden)``: the memory is
+  exactly zero where an episode starts. The step's ``start`` flags are stored in the
+  trajectory, and the runner keeps the carry, so the next rollout (and a resumed run: it is in
+  the checkpoint) continues every episode's memory.
+- **bootstrap**: V(final observation) of a truncated episode reads the memory that episode
+  had, not the reset one: the previous step's hidden state, in the same GRU call as this
+  step's 2E rows.
+- **update**: every sequence is recomputed from the carry the rollout started from, with the
+  stored resets, so the loss sees the gradients through the whole rollout of each
+  environment (truncated back-propagation at the rollout's length T); minibatches are sets of
+  whole environments' sequences ([K, E / K, T, ...]), never cut in time.
+
+Shapes: E = ``num_envs``, T = ``num_steps``, W = ``recurrent_width``, K = minibatches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from purehr.algorithms.ppo.loss import Batch
+from purehr.algorithms.ppo.policy_core import StepOutputs
+from purehr.engine.distributions import make_distribution
+from purehr.engine.networks import RecurrentActorCritic
+from purehr.engine.shuffle import random_permutation
+from purehr.envs.policies import RecurrentPolicy
+from purehr.envs.spaces import flatten_observation
+
+
+class Sequences(NamedTuple):
+    """What the loss's network pass reads for a minibatch of environments."""
+
+    initial_hidden: jax.Array  # [E', W]: the carry the rollout started from
+    observation: jax.Array  # [E', T, obs]
+    start: jax.Array  # [E', T] bool: the observation begins an episode (memory reset)
+
+
+def reset_where(start: jax.Array, hidden: jax.Array) -> jax.Array:
+    """The hidden state [..., W] with rows zeroed where ``start`` [...] is set."""
+    return jnp.where(start[..., None], jnp.zeros_like(hidden), hidden)
+
+
+@dataclass(frozen=True)
+class RecurrentCore:
+    network: RecurrentActorCritic
+    num_envs: int
+    num_steps: int
+    num_minibatches: int
+    records_final_observations = False
+    """The bootstrap is valued in the rollout's GRU call (``step``), with the episode's memory."""
+
+    @property
+    def width(self) -> int:
+        return self.network.width
+
+    def init_params(self, key: jax.Array, observation_size: int):
+        return self.network.init(
+            key, jnp.zeros((self.width,), jnp.float32), jnp.zeros((observation_size,), jnp.float32)
+        )
+
+    def initial_carry(self):
+        """(zero hidden [E, W], start [E] all set): every environment begins an episode."""
+        return jnp.zeros((self.num_envs, self.width), jnp.float32), jnp.ones((self.num_envs,), jnp.bool_)
+
+    def step(self, params, carry, observation: jax.Array, previous_final: jax.Array) -> StepOutputs:
+        """One GRU call on 2E rows: this step (memory reset where it starts an episode) and the
+        previous step's final observations (that episode's memory, for the bootstrap)."""
+        hidden, start = carry
+        both, readout = self.network.apply(
+            params,
+            jnp.concatenate([reset_where(start, hidden), hidden]),
+            jnp.concatenate([observation, previous_final]),
+            method=RecurrentActorCritic.memory,
+        )
+        n = self.num_envs
+        actor_output, log_std = self.network.apply(params, readout[:n], method=RecurrentActorCritic.policy)
+        values = self.network.apply(params, readout, method=RecurrentActorCritic.value)
+        return StepOutputs(actor_output, log_std, values[:n], values[n:], start, both[:n])
+
+    def carry_after(self, carry, outputs: StepOutputs, done: jax.Array):
+        """The next observation starts an episode where this step's ended."""
+        return outputs.hidden, done
+
+    def next_values(self, params, carry, trajectory, observation, final_observation: jax.Array) -> jax.Array:
+        """GAE's next values [T, E]: each step valued its predecessor's final observation
+        with that episode's memory; the last step's from the memory the rollout ended with."""
+        hidden, _ = carry
+        _, readout = self.network.apply(params, hidden, final_observation, method=RecurrentActorCritic.memory)
+        last_value = self.network.apply(params, readout, method=RecurrentActorCritic.value)
+        return jnp.concatenate([trajectory.previous_final_value[1:], last_value[None]])
+
+    def batch(self, batch: Batch, memory: jax.Array, rollout_start_carry) -> Batch:
+        """[T, E, ...] -> environment-major [E, T, ...], the observation as ``Sequences``."""
+        per_env = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), batch)
+        initial_hidden, _ = rollout_start_carry
+        sequences = Sequences(initial_hidden, per_env.observation, jnp.swapaxes(memory, 0, 1))
+        return per_env._replace(observation=sequences)
+
+    def minibatches(self, key: jax.Array, batch: Batch) -> Batch:
+        """[E, ...] -> [K, E / K, ...]: a fresh permutation of the environments each epoch."""
+        permutation = random_permutation(key, self.num_envs)
+        per_minibatch = self.num_envs // self.num_minibatches
+        return jax.tree.map(
+            lambda x: x[permutation].reshape((self.num_minibatches, per_minibatch) + x.shape[1:]), batch
+        )
+
+    def apply(self, params, sequences: Sequences):
+        """(actor output [E', T, ...], log std, value [E', T]): the GRU scanned over time from
+        the stored carry with the stored resets. Only the hidden side is in the loop: the
+        inputs of all T x E' steps are one call before it, the heads one call after it."""
+
+        embedded = self.network.apply(params, sequences.observation, method=RecurrentActorCritic.embed)
+        gates = self.network.apply(params, embedded, method=RecurrentActorCritic.inputs)
+
+        def remember(hidden, step):
+            step_gates, start = step
+            hidden = self.network.apply(
+                params, reset_where(start, hidden), step_gates, method=RecurrentActorCritic.recur
+            )
+            return hidden, hidden
+
+        time_major = (jnp.swapaxes(gates, 0, 1), jnp.swapaxes(sequences.start, 0, 1))
+        _, hiddens = jax.lax.scan(remember, sequences.initial_hidden, time_major)  # [T, E', W]
+        readout = self.network.apply(params, jnp.swapaxes(hiddens, 0, 1), embedded, method=RecurrentActorCritic.readout)
+        actor_output, log_std = self.network.apply(params, readout, method=RecurrentActorCritic.policy)
+        return actor_output, log_std, self.network.apply(params, readout, method=RecurrentActorCritic.value)
+
+    def policy(self, params, action_space, deterministic: bool) -> RecurrentPolicy:
+        """A ``RecurrentPolicy``: each episode starts from the zero memory, as in training."""
+
+        def step(hidden, observation, t, key):
+            hidden, readout = self.network.apply(
+                params, hidden, flatten_observation(observation), method=RecurrentActorCritic.memory
+            )
+            actor_output, log_std = self.network.apply(params, readout, method=RecurrentActorCritic.policy)
+            distribution = make_distribution(action_space, actor_output, log_std)
+            action = distribution.mode() if deterministic else distribution.sample(key)
+            return distribution.to_env_action(action), hidden
+
+        return RecurrentPolicy(jnp.zeros((self.width,), jnp.float32), step)

@@ -1,0 +1,139 @@
+"""The compiled training program of a run and the devices it runs on. Compiling takes far
+longer than a small run trains, so each program is compiled once per process and kept: its
+host callbacks call whichever recorder sits in ``HANDLERS``, so one compiled program serves
+every run of the same shape in a process (a resume, a test).
+
+The program runs in a worker thread while the main thread listens for Ctrl-C (``CtrlC``)."""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from purehr.devices.distributed import make_mesh, select_devices
+from purehr.engine.compile_options import one_shot_compiler_options, training_compiler_options
+from purehr.engine.loop import HostSlot
+from purehr.engine.seeds import keys_for_seeds
+from purehr.envs.curriculum import Curriculum
+from purehr.run.compiled.train_all import TaskSetup, make_train_all
+
+HANDLERS = HostSlot()
+_PROGRAMS: dict[tuple, Any] = {}
+
+
+def compiled_program(
+    setups: list[TaskSetup],
+    num_seeds: int,
+    runners: dict,
+    curricula: dict[str, Curriculum] | None = None,
+    mesh=None,
+    run_compile: Callable[[Callable[[], Any]], Any] | None = None,
+):
+    """``train_all(runners) -> runners`` compiled for these setups, seeds, precision and mesh
+    (``runners``: task -> RunnerState with a leading seed axis, placed as the program takes them).
+    ``run_compile(compile)`` runs XLA's compilation (default: here; the protocol passes
+    ``CtrlC().run``, so Ctrl-C is heard while it compiles); tracing stays in this thread, whose
+    JAX settings (precision) it reads."""
+    curricula = curricula or {}
+    mesh_key = None if mesh is None else (tuple(mesh.shape.items()), tuple(d.id for d in mesh.devices.flat))
+    key = (
+        tuple((s.name, s.config, curricula.get(s.name), s.population and s.population.identity()) for s in setups),
+        num_seeds,
+        bool(jax.config.jax_enable_x64),
+        mesh_key,
+    )
+    if key not in _PROGRAMS:
+        lowered = jax.jit(make_train_all(setups, HANDLERS), compiler_options=training_compiler_options()).lower(runners)
+        _PROGRAMS[key] = lowered.compile() if run_compile is None else run_compile(lowered.compile)
+    return _PROGRAMS[key]
+
+
+def nothing_left_to_train(setups: list[TaskSetup], resumed_from: dict[str, int]) -> bool:
+    """Every task resumes at its last update (a run stopped after its final checkpoint): there
+    is nothing to compile or run."""
+    return all(resumed_from.get(s.name, 0) >= s.algorithm.num_updates * s.config.batch_size for s in setups)
+
+
+_ABANDONED: list[threading.Thread] = []  # programs a second Ctrl-C stopped waiting for
+
+
+class CtrlC:
+    """Ctrl-C (SIGINT) while a program compiles or runs. Python hears a signal only in its
+    main thread, between bytecodes, and a compiled program blocks the thread that calls it
+    until it ends; so ``run`` calls it in a worker thread while the calling thread waits and
+    hears Ctrl-C as the ``KeyboardInterrupt`` of Python's own SIGINT handler (none is
+    installed). The first calls ``on_first`` (the recorder then stops the program at its next
+    update) and goes on waiting; the second, or the first when there is no ``on_first``,
+    raises ``KeyboardInterrupt`` at once, leaving the worker to end on its own."""
+
+    def __init__(self, on_first: Callable[[], None] | None = None):
+        self.on_first = on_first
+        self.interrupts = 0
+
+    def run(self, call: Callable[[], Any]) -> Any:
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                outcome["value"] = call()
+            except BaseException as error:  # handed to the waiting thread
+                outcome["error"] = error
+            finally:
+                done.set()
+
+        worker = threading.Thread(target=work, name="purehr-program", daemon=True)
+        worker.start()
+        while not done.is_set():
+            try:
+                done.wait(0.25)
+            except KeyboardInterrupt:
+                self._heard(worker)
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["value"]
+
+    def _heard(self, worker: threading.Thread) -> None:
+        self.interrupts += 1
+        if self.interrupts == 1 and self.on_first is not None:
+            try:
+                self.on_first()
+                return
+            except KeyboardInterrupt:  # the second came while the first was being handled
+                self.interrupts += 1
+        _ABANDONED.append(worker)
+        raise KeyboardInterrupt
+
+
+def wait_for_abandoned_programs() -> None:
+    """A program a second Ctrl-C stopped waiting for still calls ``HANDLERS`` until it stops
+    (at its next update): a new run in this process waits for it before taking the slot."""
+    while _ABANDONED:
+        worker = _ABANDONED.pop()
+        if worker.is_alive():
+            print("waiting for the interrupted program to stop ...", file=sys.stderr, flush=True)
+            worker.join()
+
+
+def protocol_mesh(setups: list[TaskSetup], seeds: list[int], devices):
+    """The device mesh for this run, or None on one device (every task shares it: the
+    environment axis is split only as far as every task's num_envs allows)."""
+    chosen = select_devices(devices)
+    if len(chosen) == 1:
+        return None
+    return make_mesh(len(seeds), math.gcd(*(s.config.num_envs for s in setups)), chosen)
+
+
+def initial_runners(setups: list[TaskSetup], seeds: list[int]) -> dict[str, Any]:
+    """task -> the initial RunnerState of every seed (leading axis: seeds), from the seeds' keys."""
+    keys = keys_for_seeds(seeds)
+    options = one_shot_compiler_options()
+    return {
+        setup.name: jax.jit(jax.vmap(setup.algorithm.init)).lower(keys).compile(compiler_options=options)(keys)
+        for setup in setups
+    }

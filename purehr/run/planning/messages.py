@@ -1,0 +1,51 @@
+"""What a protocol run tells its user before it starts: the plan (tasks, seeds, budgets, run
+directory, budgets rounded to whole updates). The summary after it ends is
+``purehr.reports.summary`` (it reads the results table and the figures, which live above ``run``).
+
+Pure text builders: they read configs and return strings, so the command line and the tests use
+the same words.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from purehr.algorithms.base import AlgorithmConfig
+
+
+def budget_notice(task: str, config: AlgorithmConfig) -> str | None:
+    """Training runs whole updates of ``num_envs x num_steps`` steps per seed, so a budget
+    that is not a multiple of that is rounded up; None when nothing is rounded."""
+    trained = config.num_updates * config.batch_size
+    if trained == config.total_timesteps:
+        return None
+    return (
+        f"note: {task}: a budget of {config.total_timesteps:,} steps per seed is rounded up to {trained:,} "
+        f"= {_count(config.num_updates, 'whole update')} of {config.batch_size:,} steps "
+        f"({config.num_envs} envs x {config.num_steps})"
+    )
+
+
+def start_banner(
+    run_dir: str | Path, tasks: list[str], seeds: list[int], configs: dict[str, AlgorithmConfig], resume: bool = False
+) -> str:
+    """Printed before anything slow (baselines, compilation): what is about to happen."""
+    lines = [
+        f"{'continuing the run' if resume else 'new run'} in {run_dir}: {', '.join(tasks)} x seeds "
+        f"{', '.join(map(str, seeds))} ({_count(len(tasks) * len(seeds), 'training')} in one compiled program)"
+    ]
+    width = max(len(task) for task in tasks)
+    for task in tasks:
+        config = configs[task]
+        steps = config.num_updates * config.batch_size
+        lines.append(
+            f"  {task:<{width}} {steps:>11,} steps per seed: {_count(config.num_updates, 'update')} of "
+            f"{config.num_envs} envs x {config.num_steps} steps, held-out checkpoints every "
+            f"{config.checkpoint_interval:,}"
+        )
+    notices = [notice for task in tasks if (notice := budget_notice(task, configs[task])) is not None]
+    return "\n".join(lines + notices)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"

@@ -1,0 +1,48 @@
+"""The one reader of a run's record: what ``manifest.json`` says a task trained with (its
+algorithm's config, its curriculum, its environment). Restoring a checkpoint, planning a resume and
+re-evaluating baselines all rebuild a task from the same three facts, so they read them here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from purehr.algorithms.base import AlgorithmConfig
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
+from purehr.envs.base import Environment
+from purehr.envs.curriculum import Curriculum
+from purehr.tasks import Task, get_task
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One task of a run as its manifest records it."""
+
+    task: Task
+    config: AlgorithmConfig  # manifest["configs"][task], of the algorithm manifest["algorithms"][task]
+    curriculum: Curriculum | None  # manifest["curricula"][task]; absent: the run had none
+    env: Environment  # rebuilt from manifest["environments"][task] (older runs: the task's legacy env)
+
+
+def task_record(manifest: dict, task: Task | str) -> TaskRecord:
+    """``task`` (a name, or the ``Task`` already looked up) as ``manifest`` records it; the
+    caller has checked that the run trains it."""
+    task = get_task(task) if isinstance(task, str) else task
+    curriculum = Curriculum.from_dict((manifest.get("curricula") or {}).get(task.name))
+    config = recorded_config(manifest, task.name)
+    return TaskRecord(task, config, curriculum, task.env_from_manifest(manifest))
+
+
+def recorded_config(manifest: dict, task: str) -> AlgorithmConfig:
+    """The config ``task`` trained with, as its algorithm reads it back (a run recorded before
+    ``manifest["algorithms"]`` existed trained PPO)."""
+    algorithm = (manifest.get("algorithms") or {}).get(task, DEFAULT_ALGORITHM)
+    return get_algorithm(algorithm).config_from_dict(manifest["configs"][task])
+
+
+def manifest_curricula(manifest: dict) -> dict[str, Curriculum]:
+    """The curricula a run was started with, by task (``manifest["curricula"]``; absent = none)."""
+    return {
+        name: c
+        for name, data in (manifest.get("curricula") or {}).items()
+        if (c := Curriculum.from_dict(data)) is not None
+    }

@@ -1,0 +1,162 @@
+"""What the manifest says as a run goes: "running" before anything trains (a new run's manifest
+with the baselines it is judged against, or a resumed run's with this resume appended), then
+"finished", "diverged", "failed" or "interrupted" (Ctrl-C) with the timings. The status is written before the caller
+hears of it (``purehr.run.outcome``), so a run directory always says how its last process ended."""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import sys
+import time
+from typing import Any
+
+from purehr.devices.distributed import describe_mesh
+from purehr.run.baselines import evaluate_baselines
+from purehr.run.compiled.train_all import TaskSetup
+from purehr.run.host.progress import format_duration
+from purehr.run.outcome import RunSummary
+from purehr.run.planning.run_plan import RunPlan, current_precision
+from purehr.run.store.machine import environment_description
+from purehr.run.store.run_dir import RunDirectory
+
+PROTOCOL_TEXT = (
+    "PPO per docs/protocol.md: every task x seed trained in one jax.jit (scan over updates "
+    "outside, vmap over seeds inside); checkpoint at the first update at or beyond each "
+    "multiple of checkpoint_interval (and at the last update) with held-out evaluation "
+    "on the device; deterministic policies for evaluation."
+)
+
+
+def mark_running(
+    run_dir: RunDirectory,
+    plan: RunPlan,
+    setups: list[TaskSetup],
+    resumed_from: dict[str, int],
+    quarantined: list[dict[str, str]],
+    command: list[str] | None,
+    mesh,
+) -> None:
+    """The manifest says "running" before anything trains; ``resumed_from`` and ``quarantined``
+    (a resume: where each task continues, what was set aside) go into the resume's entry."""
+    if plan.manifest is None:
+        manifest = _new_manifest(plan, setups, command)
+    else:
+        manifest = _resumed_manifest(plan, resumed_from, quarantined, command)
+    manifest.update(status="running", tracking=plan.tracking.to_json())
+    manifest["mesh"] = None if mesh is None else describe_mesh(mesh)
+    run_dir.write_manifest(manifest)
+
+
+def _new_manifest(plan: RunPlan, setups: list[TaskSetup], command: list[str] | None) -> dict[str, Any]:
+    print("evaluating the baselines and floor policies on the held-out set ...", file=sys.stderr, flush=True)
+    baselines_started = time.perf_counter()
+    baselines = evaluate_baselines(setups, lambda message: print(f"  {message}", file=sys.stderr, flush=True))
+    print(f"  done in {format_duration(time.perf_counter() - baselines_started)}", file=sys.stderr, flush=True)
+    manifest = environment_description()
+    manifest.update(
+        status="running",
+        tasks=plan.tasks,
+        seeds=plan.seeds,
+        command=command,
+        configs={s.name: s.config.to_dict() for s in setups},
+        protocol=PROTOCOL_TEXT,
+        environments={s.name: s.task.env_kwargs(s.env) for s in setups},
+        sources={s.name: s.task.source(s.env) for s in setups},
+        curricula={name: curriculum.to_dict() for name, curriculum in plan.curricula.items()},
+        pbt=None if plan.pbt is None else plan.pbt.to_dict(),
+        baselines=baselines,
+        wall_time_s=None,
+        precision=current_precision(),
+    )
+    return manifest
+
+
+def _resumed_manifest(
+    plan: RunPlan, resumed_from: dict[str, int], quarantined: list[dict[str, str]], command: list[str] | None
+) -> dict[str, Any]:
+    manifest = copy.deepcopy(plan.manifest)  # the plan keeps the record it was made from
+    manifest.setdefault("precision", current_precision())  # plan_resume checked it
+    manifest.setdefault("resumes", []).append(
+        {
+            "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "status_before": manifest["status"],
+            "command": command,
+            "from_steps": {name: resumed_from.get(name, 0) for name in plan.tasks},
+            "extended": {name: {"from_steps": old, "to_steps": new} for name, (old, new) in plan.extended.items()},
+            "quarantined": quarantined,
+        }
+    )
+    if plan.extended:
+        for name in plan.extended:
+            manifest["configs"][name] = plan.configs[name].to_dict()
+        print(
+            "resume: extending "
+            + ", ".join(f"{name} from {old:,} to {new:,} steps per seed" for name, (old, new) in plan.extended.items()),
+            file=sys.stderr,
+        )
+    return manifest
+
+
+def mark_failed(run_dir: RunDirectory, reason: str, wall: float) -> None:
+    """The manifest says "failed" and why (a resume continues the run)."""
+    manifest = run_dir.read_manifest()
+    manifest.update(status="failed", error=reason, wall_time_s=(manifest.get("wall_time_s") or 0.0) + wall)
+    run_dir.write_manifest(manifest)
+
+
+def mark_interrupted(
+    run_dir: RunDirectory, wall: float, reached: dict[str, int], resumes_from: dict[str, int], waited: bool
+) -> None:
+    """The manifest says "interrupted" (Ctrl-C): where each task stopped, where a resume
+    continues, and whether the program was waited for (a second Ctrl-C does not wait)."""
+    manifest = run_dir.read_manifest()
+    manifest.update(
+        status="interrupted",
+        interrupted={
+            "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "stopped_at_steps": reached,
+            "resumes_from_steps": resumes_from,
+            "waited_for_the_program": waited,
+        },
+        wall_time_s=(manifest.get("wall_time_s") or 0.0) + wall,
+    )
+    run_dir.write_manifest(manifest)
+
+
+def mark_ended(
+    run_dir: RunDirectory,
+    summary: RunSummary,
+    checkpoint_events: int,
+    diverged: dict[str, dict[str, dict[str, int]]],
+    compile_cache: dict[str, Any] | None = None,
+) -> None:
+    """The manifest says "finished", or "diverged" and which seeds (``diverged``), with the
+    timings and what the persistent compilation cache answered (``compile_cache``)."""
+    manifest = run_dir.read_manifest()
+    previous_wall = manifest.get("wall_time_s") or 0.0
+    manifest.update(
+        status="diverged" if diverged else "finished",
+        diverged=diverged,
+        wall_time_s=previous_wall + summary.wall_time_s,
+        compile_s=(manifest.get("compile_s") or 0.0) + summary.compile_s,  # of the wall time, which adds up too
+        peak_memory_bytes=peak_memory_bytes(),
+        compile_cache=compile_cache,  # this process's part of the run: a resume's replaces the first's
+        timing={
+            "seconds_in_checkpoint_callbacks": summary.seconds_in_checkpoint_callbacks,
+            "seconds_writing_checkpoints_in_background": summary.seconds_writing_checkpoints,
+            "seconds_in_evaluation_and_showcase": summary.seconds_in_evaluation,
+            "checkpoint_events": checkpoint_events,
+            "resumed_from": summary.resumed_from,
+        },
+    )
+    run_dir.write_manifest(manifest)
+
+
+def peak_memory_bytes() -> int:
+    """Peak resident memory of this process (the host side; on an accelerator the device's
+    own peak is in ``jax.devices()[0].memory_stats()`` where the backend reports it)."""
+    import resource
+
+    kilobytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(kilobytes * (1 if sys.platform == "darwin" else 1024))
