@@ -32,7 +32,7 @@ from purehr.algorithms.ppo.policy_core import FeedForwardCore, StepOutputs  # no
 from purehr.algorithms.trainer import make_train  # noqa: E402
 from purehr.engine.networks import ActorCritic  # noqa: E402
 from purehr.engine.seeds import keys_for_seeds  # noqa: E402
-from purehr.ppo import algorithm  # noqa: E402
+from purehr.algorithms.ppo import algorithm  # noqa: E402
 
 CONFIGS = ("rejax_cartpole", "pjx_cartpole", "pjx_continuous", "brax", "swing", "hrv")
 SEEDS = 5

@@ -94,7 +94,7 @@ def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
     from purehr.cli.ppo_flags import config_values
     from purehr.cli.tracking_flags import tracking_from_args
     from purehr.engine.seeds import validate_seeds
-    from purehr.envs.hrv import Curriculum
+    from purehr.envs.curriculum import Curriculum
     from purehr.experiments import sweep
     from purehr.experiments.sweep import HYPERPARAMETERS
     from purehr.tasks import get_task

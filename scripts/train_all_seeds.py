@@ -333,7 +333,7 @@ def _curricula_from_args(args) -> dict | None:
     """None when --curriculum is not given (a resume then uses the recorded one)."""
     if args.curriculum is None:
         return None
-    from purehr.envs.hrv import Curriculum
+    from purehr.envs.curriculum import Curriculum
 
     if args.tasks is not None and "hrv" not in args.tasks:
         raise ValueError(f"--curriculum applies to the hrv task, which is not in --tasks {args.tasks}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from purehr.run import compile_cache
+from purehr.run.compiled import compile_cache
 
 ROOT = Path(__file__).resolve().parents[1]
 

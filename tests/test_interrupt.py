@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS
 
-from purehr.run import program, protocol
+from purehr.run import protocol
+from purehr.run.compiled import program
 from purehr.run.host.recorder import RunRecorder
 from purehr.run.protocol import train_all_seeds
 from purehr.run.store.files import read_csv

@@ -5,17 +5,23 @@ allow-list says why the import must be lazy. The map of the folders is docs/inte
 
     leaf         purehr.types, purehr.devices.host, purehr.reports.stats   importable from anywhere
     envs         purehr.envs...         environments, spaces, wrappers, adapters
-    ppo          purehr.ppo...          the algorithm                          envs
-    tasks        purehr.tasks...        the registry and each task             envs, ppo
-    devices      purehr.devices...      sharding, jax.distributed              envs, ppo
-    run          purehr.run...          the protocol                           envs, ppo, tasks, devices
-    model        purehr.model...        the seed API, the saved-model format   envs, ppo, tasks, run
+    engine       purehr.engine...       what algorithms are built from: loop, seeds, gae, networks   envs
+    algorithms   purehr.algorithms.{base,registry,trainer}   the interface, the registry, make_train   envs, engine
+    algorithm    purehr.algorithms.<name>...   one algorithm's own folder (PPO)   envs, engine, algorithms
+    tasks        purehr.tasks...        the registry and each task             envs, engine, algorithms
+    devices      purehr.devices...      sharding, jax.distributed              envs, engine, algorithms
+    run          purehr.run...          the protocol                           envs, engine, algorithms, tasks, devices
+    model        purehr.model...        the seed API, the saved-model format   envs, engine, algorithms, tasks, run
     viz          purehr.viz...          plotting from plain rows               envs, run
-    reports      purehr.reports...      analysis, tables, summary, publish     envs, ppo, tasks, devices, run, viz
+    reports      purehr.reports...      analysis, tables, summary, publish     everything above but algorithm, model
     limits       purehr.limits...       optimal-control references             envs, tasks, run
     experiments  purehr.experiments...  sweep, ablation, reward comparison     reports, limits and everything below
-    cli          purehr.cli...          the scripts' command line              everything above but top
-    top          purehr/__init__        the public names                       everything
+    cli          purehr.cli...          the scripts' command line              everything above but algorithm and top
+    top          purehr/__init__, purehr.ppo (the old names)   the public names   everything
+
+No room of the library imports an algorithm's own folder: the protocol reaches an algorithm
+through ``purehr.algorithms.registry`` (which names it by a string) and the interface
+(``purehr.algorithms.base``), so a second algorithm is one folder and one registry line.
 """
 
 from __future__ import annotations
@@ -31,7 +37,10 @@ LAYER_OF = {
     "purehr.devices.host": "leaf",
     "purehr.reports.stats": "leaf",
     "purehr.envs": "envs",
-    "purehr.ppo": "ppo",
+    "purehr.engine": "engine",
+    "purehr.algorithms": "algorithms",
+    "purehr.algorithms.ppo": "algorithm",
+    "purehr.ppo": "top",  # the former home of PPO: its old module names, resolved by string
     "purehr.tasks": "tasks",
     "purehr.devices": "devices",
     "purehr.tracking": "tracking",
@@ -45,24 +54,51 @@ LAYER_OF = {
     "purehr.cli": "cli",
     "purehr": "top",  # purehr/__init__.py (PEP 562 exports)
 }
-LIBRARY = {"envs", "ppo", "tasks", "devices", "tracking", "population", "run", "model", "viz", "reports", "experiments"}
+LIBRARY = {
+    "envs",
+    "engine",
+    "algorithms",
+    "tasks",
+    "devices",
+    "tracking",
+    "population",
+    "run",
+    "model",
+    "viz",
+    "reports",
+    "experiments",
+}
 """Every room of the library: the command line and the package's exports may import them all."""
 BELOW = {
     "leaf": set(),
     "envs": set(),
-    "ppo": {"envs"},
-    "tasks": {"envs", "ppo"},
-    "devices": {"envs", "ppo"},
-    "tracking": {"ppo"},
-    "population": {"ppo"},
-    "run": {"envs", "ppo", "tasks", "devices", "tracking", "population"},
-    "model": {"envs", "ppo", "tasks", "run", "tracking"},
+    "engine": {"envs"},
+    "algorithms": {"envs", "engine"},
+    "algorithm": {"envs", "engine", "algorithms"},
+    "tasks": {"envs", "engine", "algorithms"},
+    "devices": {"envs", "engine", "algorithms"},
+    "tracking": {"algorithms"},
+    "population": {"algorithms"},
+    "run": {"envs", "engine", "algorithms", "tasks", "devices", "tracking", "population"},
+    "model": {"envs", "engine", "algorithms", "tasks", "run", "tracking"},
     "viz": {"envs", "run"},
-    "reports": {"envs", "ppo", "tasks", "devices", "tracking", "population", "run", "viz"},
+    "reports": {"envs", "engine", "algorithms", "tasks", "devices", "tracking", "population", "run", "viz"},
     "limits": {"envs", "tasks", "run"},  # only experiments (and scripts, tests) import it: not in LIBRARY
-    "experiments": {"envs", "ppo", "tasks", "devices", "tracking", "population", "run", "viz", "reports", "limits"},
+    "experiments": {
+        "envs",
+        "engine",
+        "algorithms",
+        "tasks",
+        "devices",
+        "tracking",
+        "population",
+        "run",
+        "viz",
+        "reports",
+        "limits",
+    },
     "cli": LIBRARY,
-    "top": LIBRARY | {"cli"},
+    "top": LIBRARY | {"cli", "algorithm"},
 }
 MAY_IMPORT = {layer: {"leaf", layer} | below for layer, below in BELOW.items()}
 # (importing module, imported module) -> why the import sits inside a function
@@ -152,19 +188,26 @@ def test_every_import_follows_the_layering():
 
 
 def test_the_layering_check_sees_upward_and_lazy_imports(tmp_path, monkeypatch):
-    """The check itself: an envs module importing ppo, and a lazy import in run, are reported."""
+    """The check itself: an envs module importing the algorithm, and a lazy import in run, are reported."""
     package = tmp_path / "purehr"
     (package / "envs").mkdir(parents=True)
     (package / "run").mkdir()
-    (package / "ppo").mkdir()
-    for init in ("__init__.py", "envs/__init__.py", "run/__init__.py", "ppo/__init__.py"):
+    (package / "algorithms" / "ppo").mkdir(parents=True)
+    for init in (
+        "__init__.py",
+        "envs/__init__.py",
+        "run/__init__.py",
+        "algorithms/__init__.py",
+        "algorithms/ppo/__init__.py",
+    ):
         (package / init).write_text("")
-    (package / "ppo" / "train.py").write_text("")
-    (package / "envs" / "bad.py").write_text("from purehr.ppo import train\n")
+    (package / "algorithms" / "ppo" / "train.py").write_text("")
+    (package / "envs" / "bad.py").write_text("from purehr.algorithms.ppo import train\n")
     (package / "run" / "lazy.py").write_text("def f():\n    from ..envs import bad\n")
     monkeypatch.setitem(globals(), "PACKAGE", package)
     assert layering_violations() == [
-        "purehr/envs/bad.py:1: purehr.envs.bad (envs) imports purehr.ppo.train (ppo): envs may import only envs, leaf",
+        "purehr/envs/bad.py:1: purehr.envs.bad (envs) imports purehr.algorithms.ppo.train (algorithm): envs may "
+        "import only envs, leaf",
         "purehr/run/lazy.py:2: imports purehr.envs.bad inside a function: import it at the module top, or add it "
         "to LAZY_IMPORTS_ALLOWED with the reason it must be lazy",
     ]
@@ -238,7 +281,7 @@ def test_the_checks_see_a_circle_and_the_new_rooms_rules(tmp_path, monkeypatch):
     assert import_circles() == [["purehr.reports.analysis", "purehr.reports.table"]]
     assert layering_violations() == [
         "purehr/model/facade.py:1: purehr.model.facade (model) imports purehr.cli.arguments (cli): model may "
-        "import only envs, leaf, model, ppo, run, tasks, tracking",
+        "import only algorithms, engine, envs, leaf, model, run, tasks, tracking",
         "purehr/viz/heatmap.py:1: purehr.viz.heatmap (viz) imports purehr.experiments.sweep (experiments): viz "
         "may import only envs, leaf, run, viz",
     ]

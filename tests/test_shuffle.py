@@ -65,7 +65,7 @@ def test_rejects_an_empty_range():
 
 
 def test_falls_back_to_jax_when_too_few_bits_are_left_per_round(monkeypatch):
-    from purehr.ppo import shuffle
+    from purehr.engine import shuffle
 
     key = jax.random.PRNGKey(5)
     monkeypatch.setattr(shuffle, "MIN_KEY_BITS", 32 - shuffle.shuffle_rounds(1000)[0] + 1)

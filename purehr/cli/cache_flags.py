@@ -29,7 +29,7 @@ def add_compile_cache_flags(parser: argparse.ArgumentParser) -> None:
 def start_compile_cache(args, parser: argparse.ArgumentParser) -> Path | None:
     """Turns the cache on (or, with --no-compile-cache, off, even where JAX's own setting names
     a folder) as the flags say, before anything compiles; the folder, or None."""
-    from purehr.run import compile_cache
+    from purehr.run.compiled import compile_cache
 
     folder = None if args.no_compile_cache else (args.compile_cache or ...)  # ...: the default folder
     try:
