@@ -28,11 +28,11 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from purehr.algorithms.ppo import algorithm  # noqa: E402
 from purehr.algorithms.ppo.policy_core import FeedForwardCore, StepOutputs  # noqa: E402
 from purehr.algorithms.trainer import make_train  # noqa: E402
 from purehr.engine.networks import ActorCritic  # noqa: E402
 from purehr.engine.seeds import keys_for_seeds  # noqa: E402
-from purehr.algorithms.ppo import algorithm  # noqa: E402
 
 CONFIGS = ("rejax_cartpole", "pjx_cartpole", "pjx_continuous", "brax", "swing", "hrv")
 SEEDS = 5

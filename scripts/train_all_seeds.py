@@ -24,6 +24,7 @@ def _protocol_defaults(name: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from purehr.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM
     from purehr.cli.arguments import HelpFormatter
     from purehr.cli.cache_flags import add_compile_cache_flags
     from purehr.cli.env_args import add_environment_flags
@@ -41,6 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
         "your own environment (docs/environments.md)",
     )
     add_environment_flags(parser)
+    parser.add_argument(
+        "--algorithm",
+        choices=sorted(ALGORITHMS),
+        default=DEFAULT_ALGORITHM,
+        help="the algorithm every task trains with, by its registry name (purehr.algorithms.registry; "
+        "docs/interfaces.md, 'Algorithms')",
+    )
     parser.add_argument(
         "--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2 3 4; on --resume: the run's)"
     )

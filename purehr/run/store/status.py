@@ -60,6 +60,7 @@ def _new_manifest(plan: RunPlan, setups: list[TaskSetup], command: list[str] | N
         seeds=plan.seeds,
         command=command,
         configs={s.name: s.config.to_dict() for s in setups},
+        algorithms={s.name: s.algorithm.name for s in setups},
         protocol=PROTOCOL_TEXT,
         environments={s.name: s.task.env_kwargs(s.env) for s in setups},
         sources={s.name: s.task.source(s.env) for s in setups},
