@@ -32,7 +32,7 @@ import jax
 
 from purehr.cli.arguments import HelpFormatter, task_name
 from purehr.cli.cache_flags import add_compile_cache_flags, start_compile_cache
-from purehr.envs.rollout import MAX_HELDOUT_EPISODES as MAX_EPISODES
+from purehr.protocol_settings import MAX_HELDOUT_EPISODES as MAX_EPISODES
 from purehr.run import restore
 from purehr.run.compiled.task_setup import recorded_setup
 from purehr.run.store.run_dir import RunDirectory

@@ -8,6 +8,7 @@ divergence test is in tests/test_resume_multitask.py, on its already compiled pr
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 from pathlib import Path
@@ -24,6 +25,7 @@ from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.hrv import HRWritingEnv
 from purehr.envs.swing import SwingEnv
 from purehr.envs.wrappers import training_wrappers
+from purehr.protocol_settings import ProtocolSettings
 from purehr.run.compiled.train_all import checkpoint_due, checkpoint_schedule, full_evaluation_due
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +79,7 @@ def test_every_config_field_has_a_type_check():
         | set(BOOL_FIELDS)
         | {"actor_hidden", "critic_hidden", "activation", "policy"}
     )
-    assert checked == set(PPOConfig.__dataclass_fields__)
+    assert checked == {field.name for field in dataclasses.fields(PPOConfig)}  # the protocol's are ProtocolSettings'
 
 
 def test_numbers_are_normalised_so_configs_compare_and_serialise_alike():
@@ -106,15 +108,13 @@ def test_checkpoint_targets_are_exact_past_2_to_the_31_steps():
         num_envs=64,
         num_steps=32,
         minibatch_size=512,
-        checkpoint_interval=50_000,
-        full_eval_interval=10,
-        quick_eval_episodes=20,
     )
+    protocol = ProtocolSettings(checkpoint_interval=50_000, full_eval_interval=10, quick_eval_episodes=20)
     assert config.num_updates == 1_464_844  # ceil(3e9 / 2048)
-    updates, full = checkpoint_schedule(config)
+    updates, full = checkpoint_schedule(config, protocol)
     assert len(updates) == 60_000 + 1  # targets 50k .. 3e9 (the last update reaches 3e9) and the initial state
     assert updates[0] == 0 and updates[-1] == 1_464_844 and updates[-2] == 1_464_820  # 1,464,820 x 2048 >= 3e9 - 50k
-    due = jax.jit(lambda u: (checkpoint_due(config, u), full_evaluation_due(config, u)))
+    due = jax.jit(lambda u: (checkpoint_due(config, protocol, u), full_evaluation_due(config, protocol, u)))
     assert [bool(due(jnp.int32(u))[0]) for u in (1_048_583, 1_048_584, 1_048_585)] == [False, True, False]
     assert bool(due(jnp.int32(1_048_584))[1])  # target 42,950 is a 10th: full evaluation
     assert not bool(due(jnp.int32(updates[-2]))[1]) and bool(due(jnp.int32(1_464_844))[1])

@@ -3,7 +3,7 @@ functions), parsed with ``ast``, point down the layers below, no two modules imp
 (directly or around a circle), and no purehr module is imported inside a function unless the
 allow-list says why the import must be lazy. The map of the folders is docs/interfaces.md.
 
-    leaf         purehr.types, purehr.devices.host, purehr.reports.stats   importable from anywhere
+    leaf         purehr.types, purehr.protocol_settings, purehr.devices.host, purehr.reports.stats   anywhere
     envs         purehr.envs...         environments, spaces, wrappers, adapters
     engine       purehr.engine...       what algorithms are built from: loop, seeds, gae, networks   envs
     algorithms   purehr.algorithms.{base,registry,trainer}   the interface, the registry, make_train   envs, engine
@@ -34,6 +34,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "purehr"
 # module (or package prefix) -> layer; the longest matching prefix wins
 LAYER_OF = {
     "purehr.types": "leaf",
+    "purehr.protocol_settings": "leaf",
     "purehr.devices.host": "leaf",
     "purehr.reports.stats": "leaf",
     "purehr.envs": "envs",

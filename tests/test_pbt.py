@@ -22,6 +22,7 @@ from purehr.population.exploit_explore import (
     rank_worst_first,
 )
 from purehr.population.settings import PBTSettings
+from purehr.protocol_settings import ProtocolSettings
 from purehr.run.compiled.train_all import checkpoint_schedule, population_updates
 
 N = 8
@@ -116,15 +117,25 @@ def test_explore_stays_in_bounds_perturbs_by_the_factors_and_resamples_log_unifo
 
 
 def test_the_step_fires_at_every_kth_checkpoint_target_but_never_first_or_last():
-    config = PPOConfig(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128, checkpoint_interval=3000)
-    assert checkpoint_schedule(config)[0].tolist() == [0, 6, 12, 18, 24, 30, 32]  # targets 0, 3000, ..., 15000; last
-    assert population_updates(config, 1) == (6, 12, 18, 24, 30)
-    assert population_updates(config, 2) == (12, 24)  # targets 6000 and 12000
-    assert population_updates(config, 6) == ()
+    config = PPOConfig(total_timesteps=16384, num_envs=4, num_steps=128, minibatch_size=128)
+    protocol = ProtocolSettings(checkpoint_interval=3000)
+    assert checkpoint_schedule(config, protocol)[0].tolist() == [
+        0,
+        6,
+        12,
+        18,
+        24,
+        30,
+        32,
+    ]  # targets 0, 3000, ..., 15000; last
+    assert population_updates(config, protocol, 1) == (6, 12, 18, 24, 30)
+    assert population_updates(config, protocol, 2) == (12, 24)  # targets 6000 and 12000
+    assert population_updates(config, protocol, 6) == ()
 
 
-CONFIGS = {"hrv": PPOConfig(total_timesteps=300_000, learning_rate=1e-3, checkpoint_interval=50_000)}
-FIRE_AT = {"hrv": population_updates(CONFIGS["hrv"], 1)}
+CONFIGS = {"hrv": PPOConfig(total_timesteps=300_000, learning_rate=1e-3)}
+PROTOCOLS = {"hrv": ProtocolSettings(checkpoint_interval=50_000)}
+FIRE_AT = {"hrv": population_updates(CONFIGS["hrv"], PROTOCOLS["hrv"], 1)}
 
 
 @pytest.mark.parametrize(
@@ -147,16 +158,17 @@ FIRE_AT = {"hrv": population_updates(CONFIGS["hrv"], 1)}
 )
 def test_bad_settings_are_refused_naming_the_value(given, population, message):
     with pytest.raises(ValueError, match=None) as raised:
-        PBTSettings.checked(**given).check_run(population, CONFIGS, FIRE_AT)
+        PBTSettings.checked(**given).check_run(population, CONFIGS, FIRE_AT, PROTOCOLS)
     assert message in str(raised.value)
 
 
 def test_an_interval_that_never_fires_is_refused():
     settings = PBTSettings.checked(interval=6)  # hrv: targets 50k ... 250k, and the last (300k)
-    fire_at = {"hrv": population_updates(CONFIGS["hrv"], 6)}
+    fire_at = {"hrv": population_updates(CONFIGS["hrv"], PROTOCOLS["hrv"], 6)}
     with pytest.raises(ValueError, match="--pbt-interval 6: the PBT step never fires within hrv's budget"):
-        settings.check_run(8, CONFIGS, fire_at)
-    PBTSettings.checked(interval=5).check_run(8, CONFIGS, {"hrv": population_updates(CONFIGS["hrv"], 5)})
+        settings.check_run(8, CONFIGS, fire_at, PROTOCOLS)
+    fire_at = {"hrv": population_updates(CONFIGS["hrv"], PROTOCOLS["hrv"], 5)}
+    PBTSettings.checked(interval=5).check_run(8, CONFIGS, fire_at, PROTOCOLS)
 
 
 def parse(argv):

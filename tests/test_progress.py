@@ -12,6 +12,7 @@ import pytest
 from conftest import PROTOCOL_SMALL
 
 from purehr.algorithms.ppo.config import PPOConfig
+from purehr.protocol_settings import ProtocolSettings, split_settings
 from purehr.run.host.estimate import RunEstimate
 from purehr.run.host.progress import (
     FallWatch,
@@ -30,7 +31,8 @@ from purehr.run.planning.messages import budget_notice, start_banner
 from purehr.tasks import HRV_DEFAULTS
 
 # tests/test_run.py's protocol: batch 4 x 128 = 512, targets every 3,000 steps, 16,384 steps
-SMALL = PPOConfig(**PROTOCOL_SMALL)
+SMALL = PPOConfig(**split_settings(PROTOCOL_SMALL)[0])
+SMALL_PROTOCOL = ProtocolSettings.from_dict(split_settings(PROTOCOL_SMALL)[1])
 
 
 # ------------------------------------------------------------------ start banner and rounding
@@ -49,7 +51,8 @@ def test_a_budget_rounded_to_whole_updates_is_named_with_both_numbers():
 
 def test_the_start_banner_names_tasks_seeds_steps_per_task_and_the_run_directory():
     configs = {"swing": SMALL, "hrv": HRV_DEFAULTS.replace(total_timesteps=5000)}
-    banner = start_banner("/runs/quick", ["swing", "hrv"], [0, 1], configs)
+    protocols = {"swing": SMALL_PROTOCOL, "hrv": ProtocolSettings()}
+    banner = start_banner("/runs/quick", ["swing", "hrv"], [0, 1], configs, protocols)
     lines = banner.splitlines()
     assert lines[0] == "new run in /runs/quick: swing, hrv x seeds 0, 1 (4 trainings in one compiled program)"
     assert lines[1] == (
@@ -60,7 +63,7 @@ def test_the_start_banner_names_tasks_seeds_steps_per_task_and_the_run_directory
         "note: hrv: a budget of 5,000 steps per seed is rounded up to 6,144 = 3 whole updates "
         "of 2,048 steps (64 envs x 32)"
     ]
-    assert start_banner("/runs/quick", ["hrv"], [3], configs, resume=True).startswith(
+    assert start_banner("/runs/quick", ["hrv"], [3], configs, protocols, resume=True).startswith(
         "continuing the run in /runs/quick: hrv x seeds 3 (1 training"
     )
 
@@ -146,7 +149,7 @@ def test_the_line_fits_its_width_dropping_the_least_important_parts_first(width,
 def test_the_plan_has_the_checkpoints_of_the_runner():
     # the first updates at or beyond 3,000, 6,000, ...: 6 (3,072), 12 (6,144), ..., 30 (15,360) and the
     # last (32); every second target (6,000, 12,000) and the last get the full evaluation
-    plan = TaskPlan.from_config(SMALL)
+    plan = TaskPlan.from_config(SMALL, SMALL_PROTOCOL)
     assert (plan.batch_size, plan.num_updates, plan.total_steps) == (512, 32, 16384)
     assert plan.full_checkpoints == (12, 24, 32) and plan.quick_checkpoints == (6, 18, 30)
     assert plan.checkpoints_after(12) == (2, 2) and plan.checkpoints_after(32) == (0, 0)

@@ -1,6 +1,8 @@
 """Command-line flags generated from the algorithm's config class (``PPOConfig``, found through
-``purehr.algorithms.registry``): one rule for every script, so a new config field gets its flag,
-type and help everywhere at once. A flag's type is its field's declared type."""
+``purehr.algorithms.registry``) and the protocol's settings (``ProtocolSettings``: checkpoint and
+evaluation cadence): one rule for every script, so a new field gets its flag, type and help
+everywhere at once. A flag's type is its field's declared type; the run gives each value to its
+owner (``purehr.protocol_settings.split_settings``)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,12 @@ from typing import Any
 
 from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
 from purehr.cli.arguments import parse_bool
+from purehr.protocol_settings import ProtocolSettings
 
 DEST_PREFIX = "ppo_"
-CONFIG_FIELDS = dataclasses.fields(get_algorithm(DEFAULT_ALGORITHM).config_class())
+CONFIG_FIELDS = dataclasses.fields(get_algorithm(DEFAULT_ALGORITHM).config_class()) + dataclasses.fields(
+    ProtocolSettings
+)
 FIELDS = tuple(field.name for field in CONFIG_FIELDS)
 FIELD_HELP = {field.name: field.metadata["help"] for field in CONFIG_FIELDS}
 """Each field's help, declared beside it in the config class (``with_help``)."""

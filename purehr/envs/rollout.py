@@ -19,12 +19,6 @@ Training draws every key by ``split`` from ``PRNGKey(seed)`` and never folds thi
 so no training reset shares a key with a held-out one; every checkpoint, seed and floor is
 judged on the same episodes."""
 
-MAX_HELDOUT_EPISODES = 100_000
-"""The largest held-out evaluation that scripts/evaluate.py, ``PPOModel.evaluate`` and a
-config's ``eval_episodes`` / ``quick_eval_episodes`` accept: every episode runs at once
-(vmapped), and 10^8 swing episodes asked XLA for 354 GB (about 3.5 kB each), so this bound
-keeps a request near 0.35 GB."""
-
 
 def run_episodes(
     env: Environment,

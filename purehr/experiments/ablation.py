@@ -193,10 +193,12 @@ def _evaluator(task: str, env: Environment, variant: Variant):
     heldout_evaluation = get_task(task).heldout_evaluation
     restore = {name: getattr(env.default_params, name) for name in variant.train_param_overrides}
 
-    def evaluate(ppo, network_params, hparams):
-        env_params = ppo.env_params_at(ppo.num_updates - 1, hparams).replace(**restore)
+    _, protocol = get_task(task).settings_for(variant.config)
+
+    def evaluate(algorithm, network_params, hparams):
+        env_params = algorithm.env_params_at(algorithm.num_updates - 1, hparams).replace(**restore)
         return heldout_evaluation(
-            env, env_params, ppo.policy(network_params), num_episodes=variant.config.eval_episodes
+            env, env_params, algorithm.policy(network_params), num_episodes=protocol.eval_episodes
         )
 
     return evaluate

@@ -155,11 +155,11 @@ def _grid_arm(
     """The grid's cells (one seed each) trained in one call and judged at the end; the best cell
     trained again through the protocol for the steps at which it reached the bar."""
     definition = get_task(task)
-    config = definition.default_config.replace(total_timesteps=steps)
+    config, protocol = definition.settings_for(definition.default_config.replace(total_timesteps=steps))
     env = definition.make_env()
     say(f"[pbt] grid: {task}, {' x '.join(f'{k} {list(v)}' for k, v in grid.items())}, seed 0")
     started = time.perf_counter()
-    group = train_group(config, env, grid, [0], evaluate=task_evaluator(task, env, config.eval_episodes), name="grid")
+    group = train_group(config, env, grid, [0], evaluate=task_evaluator(task, env, protocol.eval_episodes), name="grid")
     grid_s = time.perf_counter() - started
     speed = SPEED_METRIC[task]
     cells = {

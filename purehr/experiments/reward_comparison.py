@@ -100,7 +100,7 @@ def run_combination(
     """Train and evaluate one combination (one compiled call); writes its folder under ``out``,
     ``final_metrics.csv`` last (it marks the combination done)."""
     name = f"{reward_form}/{similarity}"
-    config = get_task("hrv").default_config.replace(total_timesteps=steps, eval_episodes=eval_episodes)
+    config = get_task("hrv").default_config.replace(total_timesteps=steps)
     keys = keys_for_seeds(seeds)
     env = get_task("hrv").make_env(similarity=similarity, reward_form=reward_form)
     train, ppo = make_comparison_program(env, config, eval_every, eval_episodes)

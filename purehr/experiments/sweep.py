@@ -188,6 +188,7 @@ def run_task_sweep(
     for name in shape_choices:
         if name not in SHAPE_FIELDS:
             raise ValueError(f"shape choice {name!r}: expected one of {SHAPE_FIELDS}")
+    base_config, protocol = task.settings_for(base_config)  # the held-out episodes: the protocol's
     configs = [(group_name(c), base_config.replace(**c)) for c in shape_combinations(shape_choices)]  # validates all
     if curriculum is not None:
         curriculum.check_params(env.default_params)
@@ -204,7 +205,7 @@ def run_task_sweep(
             seeds,
             env_params=env.default_params,
             env_params_schedule=curriculum_schedule(curriculum, config),
-            evaluate=task_evaluator(task_name, env, config.eval_episodes, curriculum),
+            evaluate=task_evaluator(task_name, env, protocol.eval_episodes, curriculum),
             name=name,
         )
         t = group.timing

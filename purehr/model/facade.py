@@ -28,8 +28,9 @@ from purehr.engine.acting import Actor
 from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.base import Environment, check_env_params
 from purehr.envs.curriculum import Curriculum
-from purehr.envs.rollout import MAX_HELDOUT_EPISODES, heldout_evaluation
+from purehr.envs.rollout import heldout_evaluation
 from purehr.model.saved import ModelContents, read_model, write_model
+from purehr.protocol_settings import MAX_HELDOUT_EPISODES
 from purehr.run.host.dashboards import run_identity
 from purehr.run.host.progress import Progress, TaskPlan
 from purehr.run.store.machine import environment_description
@@ -225,7 +226,7 @@ def _seed_api_config(
 
 def _progress_bar(env: Environment, config: AlgorithmConfig) -> Progress:
     """The protocol run's progress line for one seed of ``env`` (no checkpoints here)."""
-    return Progress({env.name: TaskPlan.from_config(config, checkpoints=False)}, num_seeds=1)
+    return Progress({env.name: TaskPlan.from_config(config, protocol=None)}, num_seeds=1)
 
 
 def _api_tracking(log, log_dir, name: str, seed: int, config: AlgorithmConfig) -> Tracking | None:

@@ -124,7 +124,11 @@ class PBTSettings:
                 raise ValueError(f"--pbt-fitness {task}={rule}: expected one of {list(FITNESS_RULES)}")
 
     def check_run(
-        self, population: int, configs: dict[str, AlgorithmConfig], steps_between: dict[str, list[int]]
+        self,
+        population: int,
+        configs: dict[str, AlgorithmConfig],
+        steps_between: dict[str, list[int]],
+        protocols: dict[str, Any],
     ) -> None:
         """What needs the run: the population, each task's starting values and PBT updates.
         ``steps_between[task]`` lists the updates at which the step would fire."""
@@ -148,7 +152,7 @@ class PBTSettings:
             if not steps_between[task]:
                 raise ValueError(
                     f"--pbt-interval {self.interval}: the PBT step never fires within {task}'s budget "
-                    f"({config.total_timesteps:,} steps, a checkpoint every {config.checkpoint_interval:,}); "
+                    f"({config.total_timesteps:,} steps, a checkpoint every {protocols[task].checkpoint_interval:,}); "
                     "expected an interval below the number of checkpoint targets"
                 )
 

@@ -60,7 +60,7 @@ def _evaluate(setup: TaskSetup) -> dict[str, Any]:
     def heldout(policy):
         metrics = jax.jit(  # run once per definition: compiled for compile time
             lambda: setup.task.heldout_evaluation(
-                setup.env, setup.eval_env_params, policy, num_episodes=setup.config.eval_episodes
+                setup.env, setup.eval_env_params, policy, num_episodes=setup.protocol.eval_episodes
             ),
             compiler_options=one_shot_compiler_options(),
         )()
@@ -92,7 +92,7 @@ def baseline_definition(setup: TaskSetup) -> dict[str, Any]:
             "fields": [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]],
             "digest": tree_digest(params),
         },
-        "eval_episodes": setup.config.eval_episodes,
+        "eval_episodes": setup.protocol.eval_episodes,
         "x64": bool(jax.config.jax_enable_x64),
         "backend": jax.default_backend(),
         "device_kind": jax.devices()[0].device_kind,

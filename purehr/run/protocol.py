@@ -170,7 +170,12 @@ def _train_locked(
     compile_counts = COMPILE_CACHE_COUNTS.snapshot()
     setups = plan.setups()
     configs = {s.name: s.config for s in setups}
-    print(start_banner(run_dir.root, plan.tasks, plan.seeds, configs, resume=plan.resumed), file=sys.stderr, flush=True)
+    protocols = {s.name: s.protocol for s in setups}
+    print(
+        start_banner(run_dir.root, plan.tasks, plan.seeds, configs, protocols, resume=plan.resumed),
+        file=sys.stderr,
+        flush=True,
+    )
     mesh = protocol_mesh(setups, plan.seeds, devices)
     start = _starting_point(run_dir, plan, setups)
     followers.send(plan, start.resumed_from)
@@ -281,7 +286,7 @@ def _recorder(
     """What the program's callbacks write through, going on from the rows a resume kept."""
     bar = (
         Progress(
-            {s.name: TaskPlan.from_config(s.config) for s in setups},
+            {s.name: TaskPlan.from_config(s.config, s.protocol) for s in setups},
             len(plan.seeds),
             done_updates={s.name: int(np.asarray(runners[s.name].update_index)[0]) for s in setups},
         )

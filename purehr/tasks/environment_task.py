@@ -18,6 +18,7 @@ from purehr.algorithms.registry import default_config
 from purehr.envs import spaces
 from purehr.envs.base import Environment, check_environment
 from purehr.envs.rollout import heldout_evaluation, random_policy, record_episode, zero_policy
+from purehr.protocol_settings import ProtocolSettings
 from purehr.tasks.task import Baseline, Task
 
 DISCRETE_DEFAULTS = default_config(
@@ -114,6 +115,7 @@ def environment_task(
     make_env: Callable[..., Environment],
     *,
     default_config: AlgorithmConfig | None = None,
+    default_protocol: ProtocolSettings | None = None,
     env_kwargs: Callable[[Environment], dict[str, Any]] | None = None,
     source: Callable[[Environment], dict[str, Any]] | None = None,
     env_class: type | None = None,
@@ -122,7 +124,8 @@ def environment_task(
     environment is built once here, so a missing attribute or an unsupported space is named now
     (``check_environment``, ``check_spaces``). ``env_kwargs(env)`` is what a manifest records to
     rebuild ``env`` (resume, restore; default: the keywords ``make_env`` was called with);
-    ``source(env)`` where it comes from."""
+    ``source(env)`` where it comes from; ``default_protocol`` its checkpoint and evaluation
+    cadence (default: ``ProtocolSettings()``)."""
 
     def make_named_env(**kwargs: Any) -> Environment:
         env = make_env(**kwargs)
@@ -133,6 +136,7 @@ def environment_task(
     check_environment(env)
     check_spaces(env, name)
     return Task(
+        default_protocol=ProtocolSettings() if default_protocol is None else default_protocol,
         name=name,
         env_class=type(env) if env_class is None else env_class,
         make_env=make_named_env,
@@ -148,7 +152,12 @@ def environment_task(
 
 
 def adapter_task(
-    suite: str, environment: str, adapter: type, packages: Sequence[str], default_config: AlgorithmConfig | None
+    suite: str,
+    environment: str,
+    adapter: type,
+    packages: Sequence[str],
+    default_config: AlgorithmConfig | None,
+    default_protocol: ProtocolSettings | None = None,
 ) -> Task:
     """The task ``<suite>:<environment>`` of a suite's adapter class, built as
     ``adapter(environment, **kwargs)``: the manifest records the adapter's ``make_kwargs`` (its
@@ -161,6 +170,7 @@ def adapter_task(
         f"{suite}:{environment}",
         make_env,
         default_config=default_config,
+        default_protocol=default_protocol,
         env_kwargs=lambda env: dict(getattr(env, "unwrapped", env).make_kwargs),
         source=lambda env: {"suite": suite, "environment": environment, "versions": package_versions(packages)},
         env_class=adapter,

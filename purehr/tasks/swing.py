@@ -10,6 +10,7 @@ from typing import Any
 
 from purehr.algorithms.registry import default_config
 from purehr.envs import swing
+from purehr.protocol_settings import ProtocolSettings
 from purehr.tasks.task import Baseline, Task, one_observation
 
 SWING_SHOWCASE_START_DEG = 3.0
@@ -38,9 +39,8 @@ SWING_DEFAULTS = default_config(
     num_envs=32,
     num_steps=128,
     minibatch_size=256,
-    full_eval_interval=10,
-    quick_eval_episodes=20,
 )
+SWING_PROTOCOL = ProtocolSettings(full_eval_interval=10, quick_eval_episodes=20)
 
 
 def _swing_env(params: swing.SwingParams | None = None, observe_rates: bool = True, **fields) -> swing.SwingEnv:
@@ -77,6 +77,7 @@ SWING_TASK = Task(
     env_class=swing.SwingEnv,
     make_env=one_observation(_swing_env, "observe_rates", True, "swing-angles"),
     default_config=SWING_DEFAULTS,
+    default_protocol=SWING_PROTOCOL,
     baselines=(
         Baseline(
             "structured controller",

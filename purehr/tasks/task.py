@@ -13,6 +13,7 @@ import jax
 from purehr.algorithms.base import Algorithm, AlgorithmConfig
 from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
+from purehr.protocol_settings import ProtocolSettings, without_legacy_settings
 from purehr.types import EnvParamsSchedule, Evaluation, Policy
 
 
@@ -61,6 +62,15 @@ class Task:
     source: Callable[[Environment], dict[str, Any]] = lambda env: {"suite": "purehr"}
     """Where the environment comes from (suite, environment name, package versions, factory):
     recorded in the manifest's ``sources``, compared on resume."""
+    default_protocol: ProtocolSettings = dataclasses.field(default_factory=ProtocolSettings)
+    """How often a run of this task checkpoints and how many held-out episodes judge it."""
+
+    def settings_for(self, config: AlgorithmConfig | None) -> tuple[AlgorithmConfig, ProtocolSettings]:
+        """(the algorithm's config, the protocol's settings) a run of ``config`` (default: the
+        task's) gets: the task's protocol settings, with those a config written when they were
+        its fields carries (``PPOConfig(checkpoint_interval=...)``) over them."""
+        config, legacy = without_legacy_settings(self.default_config if config is None else config)
+        return config, self.default_protocol.replace(**legacy)
 
     @property
     def baseline(self) -> Baseline | None:

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from purehr.envs.rollout import MAX_HELDOUT_EPISODES
+from purehr.protocol_settings import PROTOCOL_FIELDS, ProtocolSettings
 
 ACTIVATIONS = ("tanh", "relu", "swish")
 POLICIES = ("mlp", "gru")
@@ -28,10 +28,6 @@ INT_FIELDS = (
     "num_steps",
     "num_epochs",
     "minibatch_size",
-    "checkpoint_interval",
-    "eval_episodes",
-    "full_eval_interval",
-    "quick_eval_episodes",
     "recurrent_width",
 )
 FLOAT_FIELDS = (
@@ -123,31 +119,32 @@ class PPOConfig:
     """Normalise the networks' inputs by the running mean and variance of every observation
     trained on so far (all environments of the batch), updated after each update's epochs and
     kept with the network parameters (``purehr.engine.networks``); rejax's Pendulum setting."""
-    checkpoint_interval: int = with_help(50_000, "environment steps between checkpoints")
-    eval_episodes: int = with_help(100, "held-out episodes of a full evaluation")
-    full_eval_interval: int = with_help(1, "every N-th checkpoint gets the full evaluation; the others the quick one")
-    """Every ``full_eval_interval``-th checkpoint target (and the first and last) gets the full
-    held-out evaluation and a showcase episode; the targets between evaluate only
-    ``quick_eval_episodes`` fixed episodes. 1 = full evaluation at every checkpoint."""
-    quick_eval_episodes: int = with_help(100, "held-out episodes of a quick evaluation")
+    checkpoint_interval: dataclasses.InitVar[int | None] = None
+    eval_episodes: dataclasses.InitVar[int | None] = None
+    full_eval_interval: dataclasses.InitVar[int | None] = None
+    quick_eval_episodes: dataclasses.InitVar[int | None] = None
+    """The protocol's settings (``purehr.protocol_settings.ProtocolSettings``) were fields here
+    before they had an owner of their own; a config written with them still builds, and keeps
+    what it was given in ``legacy_protocol``, which a run applies over the task's protocol
+    settings (``purehr.tasks.Task.protocol_for``). They are not fields: not compared, not in
+    ``to_dict``, no flag of the algorithm's."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, checkpoint_interval, eval_episodes, full_eval_interval, quick_eval_episodes) -> None:
+        given = dict(
+            checkpoint_interval=checkpoint_interval,
+            eval_episodes=eval_episodes,
+            full_eval_interval=full_eval_interval,
+            quick_eval_episodes=quick_eval_episodes,
+        )
+        legacy = {name: value for name, value in given.items() if value is not None}
+        if legacy:  # checked as the protocol checks them (defaults for the others)
+            legacy = {name: getattr(ProtocolSettings(**legacy), name) for name in legacy}
+        object.__setattr__(self, "legacy_protocol", legacy)
         self._check_types()
         for name in INT_FIELDS:
             value = getattr(self, name)
             if value <= 0:
                 raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer")
-        for name in ("eval_episodes", "quick_eval_episodes"):
-            if getattr(self, name) > MAX_HELDOUT_EPISODES:
-                raise ValueError(
-                    f"PPOConfig.{name}={getattr(self, name)!r}: expected at most {MAX_HELDOUT_EPISODES:,} "
-                    "(every held-out episode runs at once on the device)"
-                )
-        if self.full_eval_interval > 1 and self.quick_eval_episodes > self.eval_episodes:
-            raise ValueError(
-                f"PPOConfig.quick_eval_episodes={self.quick_eval_episodes}: expected at most "
-                f"eval_episodes={self.eval_episodes}"
-            )
         if self.batch_size % self.minibatch_size:
             raise ValueError(
                 f"PPOConfig.minibatch_size={self.minibatch_size} does not divide the batch "
@@ -254,20 +251,21 @@ class PPOConfig:
         return PPOHyperparams(**{name: jnp.float32(getattr(self, name)) for name in HYPERPARAMETERS})
 
     def replace(self, **changes) -> PPOConfig:
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)} - set(PROTOCOL_FIELDS)
         if unknown:
             raise ValueError(
                 f"unknown PPOConfig field(s) {sorted(unknown)}; expected some of "
                 f"{[f.name for f in dataclasses.fields(self)]}"
             )
-        return dataclasses.replace(self, **changes)
+        legacy = {**self.legacy_protocol, **{k: v for k, v in changes.items() if k in PROTOCOL_FIELDS}}
+        return dataclasses.replace(self, **{k: v for k, v in changes.items() if k not in PROTOCOL_FIELDS}, **legacy)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> PPOConfig:
-        fields = {f.name for f in dataclasses.fields(cls)}
+        fields = {f.name for f in dataclasses.fields(cls)} | set(PROTOCOL_FIELDS)  # older records hold both
         data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
         unknown = set(data) - fields
         if unknown:

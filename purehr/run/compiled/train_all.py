@@ -34,6 +34,7 @@ from purehr.algorithms.base import Algorithm, AlgorithmConfig
 from purehr.engine.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
 from purehr.envs.base import Environment
 from purehr.population import PopulationStep
+from purehr.protocol_settings import ProtocolSettings
 from purehr.tasks import Task
 
 
@@ -45,6 +46,7 @@ class TaskSetup:
     eval_env_params: Any
     config: AlgorithmConfig
     algorithm: Algorithm
+    protocol: ProtocolSettings  # checkpoint and evaluation cadence
     population: PopulationStep | None = None  # population-based training (docs/pbt.md)
 
     @property
@@ -58,7 +60,7 @@ class TaskSetup:
 
     def evaluate(self, network_params, num_episodes: int | None = None) -> dict[str, jax.Array]:
         policy = self.algorithm.policy(network_params)
-        episodes = self.config.eval_episodes if num_episodes is None else num_episodes
+        episodes = self.protocol.eval_episodes if num_episodes is None else num_episodes
         metrics = self.task.heldout_evaluation(self.env, self.eval_env_params, policy, num_episodes=episodes)
         return dict(metrics, episodes=jnp.asarray(episodes, jnp.int32))
 
@@ -66,7 +68,7 @@ class TaskSetup:
         """The initial state, every ``full_eval_interval``-th target and the last update get the
         full evaluation and a showcase; the targets between a quick one. Only meaningful at an
         update that saves (``crossed_target``)."""
-        return full_evaluation_due(self.config, update_index)
+        return full_evaluation_due(self.config, self.protocol, update_index)
 
     def showcase(self, network_params) -> dict[str, jax.Array]:
         return self.task.record_showcase(self.env, self.eval_env_params, self.algorithm.policy(network_params))
@@ -76,45 +78,46 @@ class TaskSetup:
         (or was the last one): the first update at or beyond each target saves. Looked up in
         the schedule the host computed in Python ints, so it stays exact at any budget (no
         int32 ``update * batch_size`` on the device)."""
-        return checkpoint_due(self.config, update_index)
+        return checkpoint_due(self.config, self.protocol, update_index)
 
 
 @functools.lru_cache(maxsize=32)
-def checkpoint_schedule(config: AlgorithmConfig) -> tuple[np.ndarray, np.ndarray]:
+def checkpoint_schedule(config: AlgorithmConfig, protocol: ProtocolSettings) -> tuple[np.ndarray, np.ndarray]:
     """The updates after which a run saves, ascending (int32), and whether each gets the full
     evaluation (bool). Exact integer arithmetic on the host: update 0 (the initial state), the
     first update ``u`` with ``u * batch_size >= k * checkpoint_interval`` for every target
     ``k * checkpoint_interval <= total``, and the last update; full at update 0, the last, and
-    every ``full_eval_interval``-th target."""
-    batch, interval, last = config.batch_size, config.checkpoint_interval, config.num_updates
+    every ``full_eval_interval``-th target (the protocol's settings; the batch and the updates are
+    the algorithm's)."""
+    batch, interval, last = config.batch_size, protocol.checkpoint_interval, config.num_updates
     if interval <= batch:  # every update passes at least one target
         updates = range(last + 1)
     else:
         targets = last * batch // interval
         updates = sorted({0, last} | {-(-k * interval // batch) for k in range(1, targets + 1)})
-    full = [u in (0, last) or (u * batch // interval) % config.full_eval_interval == 0 for u in updates]
+    full = [u in (0, last) or (u * batch // interval) % protocol.full_eval_interval == 0 for u in updates]
     return np.asarray(updates, np.int32), np.asarray(full, bool)
 
 
-def population_updates(config: AlgorithmConfig, interval: int) -> tuple[int, ...]:
+def population_updates(config: AlgorithmConfig, protocol: ProtocolSettings, interval: int) -> tuple[int, ...]:
     """The checkpoint updates after which population-based training's step fires: every
     ``interval``-th checkpoint target, never the initial state or the last update (the final
     parameters are the ones trained)."""
-    updates, _ = checkpoint_schedule(config)
-    batch, every_steps = config.batch_size, config.checkpoint_interval
+    updates, _ = checkpoint_schedule(config, protocol)
+    batch, every_steps = config.batch_size, protocol.checkpoint_interval
     last = config.num_updates
     return tuple(int(u) for u in updates if 0 < u < last and (u * batch // every_steps) % interval == 0)
 
 
-def checkpoint_due(config: AlgorithmConfig, update_index: jax.Array) -> jax.Array:
+def checkpoint_due(config: AlgorithmConfig, protocol: ProtocolSettings, update_index: jax.Array) -> jax.Array:
     """Whether the run saves after ``update_index`` updates (traceable; see ``checkpoint_schedule``)."""
-    updates, _ = checkpoint_schedule(config)
+    updates, _ = checkpoint_schedule(config, protocol)
     return jnp.asarray(updates)[_schedule_index(updates, update_index)] == update_index
 
 
-def full_evaluation_due(config: AlgorithmConfig, update_index: jax.Array) -> jax.Array:
+def full_evaluation_due(config: AlgorithmConfig, protocol: ProtocolSettings, update_index: jax.Array) -> jax.Array:
     """Whether the checkpoint after ``update_index`` updates gets the full evaluation."""
-    updates, full = checkpoint_schedule(config)
+    updates, full = checkpoint_schedule(config, protocol)
     return jnp.asarray(full)[_schedule_index(updates, update_index)]
 
 
@@ -137,7 +140,7 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
             return jax.vmap(setup.evaluate)(params), showcase_seeds(params), jnp.bool_(True)
 
         def quick(params):
-            episodes = setup.config.quick_eval_episodes
+            episodes = setup.protocol.quick_eval_episodes
             no_showcase = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(showcase_seeds, params))
             return jax.vmap(lambda p: setup.evaluate(p, episodes))(params), no_showcase, jnp.bool_(False)
 
@@ -145,7 +148,7 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
             host.on_checkpoint(setup.name, runner, evaluation, showcase if bool(has_showcase) else None)
 
         def checkpoint(runner, _metrics):
-            if setup.config.full_eval_interval == 1:
+            if setup.protocol.full_eval_interval == 1:
                 evaluation, showcase, recorded = full(setup.algorithm.network_params(runner))
             else:  # a real branch: the predicate comes from the update counter, the same for all seeds
                 evaluation, showcase, recorded = jax.lax.cond(

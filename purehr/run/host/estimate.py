@@ -24,15 +24,17 @@ class TaskPlan:
     quick_checkpoints: tuple[int, ...]
 
     @classmethod
-    def from_config(cls, config, checkpoints: bool = True) -> TaskPlan:
-        """``checkpoints=False``: a training without checkpoints (``make_train``, the seed API)."""
-        batch, interval, updates = config.batch_size, config.checkpoint_interval, config.num_updates
+    def from_config(cls, config, protocol=None) -> TaskPlan:
+        """``config``'s updates checkpointed as ``protocol`` (its ``ProtocolSettings``) says;
+        ``protocol=None``: a training without checkpoints (``make_train``, the seed API)."""
+        batch, updates = config.batch_size, config.num_updates
+        interval = 1 if protocol is None else protocol.checkpoint_interval
         full, quick = [], []
-        for update in range(1, updates + 1 if checkpoints else 1):
+        for update in range(1, updates + 1 if protocol is not None else 1):
             crossed = (update * batch) // interval > ((update - 1) * batch) // interval or update == updates
             if not crossed:
                 continue
-            is_full = update == updates or (update * batch // interval) % config.full_eval_interval == 0
+            is_full = update == updates or (update * batch // interval) % protocol.full_eval_interval == 0
             (full if is_full else quick).append(update)
         return cls(batch, updates, updates * batch, tuple(full), tuple(quick))
 

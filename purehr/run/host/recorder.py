@@ -217,14 +217,10 @@ class RunRecorder:
     def _row_head(self, task: str, runner, evaluation: dict, index: int, now: float) -> dict:
         """The checkpoints.csv row of seed ``index`` up to its files: steps, time, held-out metrics."""
         setup = self.setups[task]
-        config = setup.config
+        config, interval = setup.config, setup.protocol.checkpoint_interval
         update = int(runner.update_index[index])
         steps = update * config.batch_size
-        target = (
-            config.total_timesteps
-            if update == setup.algorithm.num_updates
-            else steps // config.checkpoint_interval * config.checkpoint_interval
-        )
+        target = config.total_timesteps if update == setup.algorithm.num_updates else steps // interval * interval
         row = {"target_steps": target, "actual_steps": steps, "update": update, "elapsed_s": now}
         return row | self._evaluation_columns(evaluation, index)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from purehr.algorithms.base import AlgorithmConfig
+from purehr.protocol_settings import ProtocolSettings
 
 
 def budget_notice(task: str, config: AlgorithmConfig) -> str | None:
@@ -27,7 +28,12 @@ def budget_notice(task: str, config: AlgorithmConfig) -> str | None:
 
 
 def start_banner(
-    run_dir: str | Path, tasks: list[str], seeds: list[int], configs: dict[str, AlgorithmConfig], resume: bool = False
+    run_dir: str | Path,
+    tasks: list[str],
+    seeds: list[int],
+    configs: dict[str, AlgorithmConfig],
+    protocols: dict[str, ProtocolSettings],
+    resume: bool = False,
 ) -> str:
     """Printed before anything slow (baselines, compilation): what is about to happen."""
     lines = [
@@ -41,7 +47,7 @@ def start_banner(
         lines.append(
             f"  {task:<{width}} {steps:>11,} steps per seed: {_count(config.num_updates, 'update')} of "
             f"{config.num_envs} envs x {config.num_steps} steps, held-out checkpoints every "
-            f"{config.checkpoint_interval:,}"
+            f"{protocols[task].checkpoint_interval:,}"
         )
     notices = [notice for task in tasks if (notice := budget_notice(task, configs[task])) is not None]
     return "\n".join(lines + notices)

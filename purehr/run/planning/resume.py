@@ -10,11 +10,12 @@ import sys
 from purehr.algorithms.base import AlgorithmConfig
 from purehr.envs.curriculum import Curriculum
 from purehr.population import PBTSettings
+from purehr.protocol_settings import ProtocolSettings
 from purehr.run.planning.run_plan import (
     RunPlan,
     RunRequest,
     current_precision,
-    merged_configs,
+    merged_settings,
     validate_curricula,
     validate_request,
 )
@@ -36,7 +37,10 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
     _check_environments(records, request, where)
     _note_changed_versions(manifest, records)
     saved = {task: record.config for task, record in records.items()}
-    wanted = merged_configs(tasks, request, saved)
+    saved_protocols = {task: record.protocol for task, record in records.items()}
+    wanted, protocols = merged_settings(tasks, request, saved, saved_protocols)
+    for task in tasks:
+        _check_protocol(task, saved_protocols[task], protocols[task], where)
     curricula = validate_curricula(tasks, {task: record.curriculum for task, record in records.items()})
     if request.curricula is not None:
         given = validate_curricula(tasks, request.curricula)
@@ -56,7 +60,29 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
     tracking = TrackingSettings.from_json(manifest.get("tracking")).merged_with(request.tracking).validated()
     tracking.check_writable(run_dir.root)
     tracking = tracking.with_run_ids(tasks, seeds)
-    return RunPlan(run_dir.root, tasks, seeds, wanted, curricula, manifest, extended, tracking=tracking, pbt=pbt)
+    return RunPlan(
+        run_dir.root,
+        tasks,
+        seeds,
+        wanted,
+        curricula,
+        manifest,
+        extended,
+        tracking=tracking,
+        pbt=pbt,
+        protocols=protocols,
+    )
+
+
+def _check_protocol(task: str, saved: ProtocolSettings, wanted: ProtocolSettings, where: str) -> None:
+    """A resume checkpoints and evaluates as the run did: a resumed run ends as an uninterrupted one."""
+    old, new = saved.to_dict(), wanted.to_dict()
+    differing = [f"{name}: given {new[name]!r}, the run has {old[name]!r}" for name in old if new[name] != old[name]]
+    if differing:
+        raise ValueError(
+            f"--resume: the {task} settings differ from the run's {where}: "
+            f"{'; '.join(differing)}. Omit them to continue with the recorded settings"
+        )
 
 
 def _recorded_population(manifest: dict, request: RunRequest, extended: dict) -> PBTSettings | None:

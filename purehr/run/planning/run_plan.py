@@ -19,9 +19,10 @@ from purehr.algorithms.base import AlgorithmConfig
 from purehr.engine.seeds import validate_seeds
 from purehr.envs.curriculum import Curriculum
 from purehr.population import PBTSettings, PopulationStep
+from purehr.protocol_settings import ProtocolSettings, split_settings, without_legacy_settings
 from purehr.run.compiled.task_setup import build_setups
 from purehr.run.compiled.train_all import TaskSetup, population_updates
-from purehr.run.store.record import recorded_config
+from purehr.run.store.record import recorded_config, recorded_protocol
 from purehr.tasks import TASK_NAMES, get_task
 from purehr.tracking.naming import run_label
 from purehr.tracking.settings import TrackingSettings
@@ -34,7 +35,8 @@ DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 class RunRequest:
     """What the caller of ``train_all_seeds`` asked for, each part checked on its own before
     any directory is looked at. ``None``: not given (the defaults for a new run, the recorded
-    values on a resume); ``overrides`` apply to every task's config."""
+    values on a resume); ``overrides`` apply to every task's config (the protocol's settings
+    among them, ``checkpoint_interval`` and the evaluations' episodes, to its protocol settings)."""
 
     tasks: list[str] | None = None
     seeds: list[int] | None = None
@@ -85,6 +87,7 @@ class RunPlan:
     env_kwargs: dict[str, dict[str, Any]] = field(default_factory=dict)  # a new run's --env-arg, by task
     tracking: TrackingSettings = field(default_factory=TrackingSettings)  # with a W&B run id per task x seed
     pbt: PBTSettings | None = None  # population-based training over the seeds, checked
+    protocols: dict[str, ProtocolSettings] = field(default_factory=dict)  # checkpoint and evaluation cadence
 
     @property
     def resumed(self) -> bool:
@@ -93,7 +96,7 @@ class RunPlan:
     def setups(self) -> list[TaskSetup]:
         """The tasks' setups; a resumed run rebuilds the environments its manifest recorded.
         Under PBT each task's seeds are its population (``PopulationStep``)."""
-        setups = build_setups(self.tasks, self.configs, self.curricula, self.manifest, self.env_kwargs)
+        setups = build_setups(self.tasks, self.configs, self.curricula, self.manifest, self.env_kwargs, self.protocols)
         if self.pbt is None:
             return setups
         return [replace(setup, population=population_step(self.pbt, setup, self.seeds)) for setup in setups]
@@ -104,6 +107,7 @@ class RunPlan:
             "tasks": self.tasks,
             "seeds": self.seeds,
             "configs": {name: config.to_dict() for name, config in self.configs.items()},
+            "protocol_settings": {name: protocol.to_dict() for name, protocol in self.protocols.items()},
             "curricula": {name: curriculum.to_dict() for name, curriculum in self.curricula.items()},
             "manifest": self.manifest,
             "extended": {name: list(budgets) for name, budgets in self.extended.items()},
@@ -125,6 +129,7 @@ class RunPlan:
             dict(data.get("env_kwargs") or {}),
             TrackingSettings.from_json(data.get("tracking")),
             None if data.get("pbt") is None else PBTSettings.from_dict(data["pbt"]),
+            {name: recorded_protocol(data, name) for name in data["configs"]},
         )
 
 
@@ -136,15 +141,20 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     unknown = set(request.configs) - set(tasks)
     if unknown:
         raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
-    defaults = {task: get_task(task).default_config for task in tasks}
-    configs = merged_configs(tasks, request, defaults)
+    defaults = {task: get_task(task).settings_for(None) for task in tasks}
+    configs, protocols = merged_settings(
+        tasks,
+        request,
+        {task: config for task, (config, _) in defaults.items()},
+        {t: p for t, (_, p) in defaults.items()},
+    )
     check_env_kwargs(tasks, request.env_kwargs)
     seeds = request.seeds or list(DEFAULT_SEEDS)
     request.tracking.check_writable(Path(run_dir))
     request.tracking.check_new_log_dir([run_label(task, seed) for task in tasks for seed in seeds])
     tracking = request.tracking.with_run_ids(tasks, seeds)
     if request.pbt is not None:
-        check_population(request.pbt, seeds, configs)
+        check_population(request.pbt, seeds, configs, protocols)
     return RunPlan(
         Path(run_dir),
         tasks,
@@ -154,28 +164,48 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
         env_kwargs=request.env_kwargs,
         tracking=tracking,
         pbt=request.pbt,
+        protocols=protocols,
     )
 
 
-def check_population(pbt: PBTSettings, seeds: list[int], configs: dict[str, AlgorithmConfig]) -> None:
-    """A PBT run's settings against its population (the seeds) and every task's config."""
-    fire_at = {task: population_updates(config, pbt.interval) for task, config in configs.items()}
-    pbt.check_run(len(seeds), configs, fire_at)
+def check_population(
+    pbt: PBTSettings,
+    seeds: list[int],
+    configs: dict[str, AlgorithmConfig],
+    protocols: dict[str, ProtocolSettings],
+) -> None:
+    """A PBT run's settings against its population (the seeds) and every task's settings."""
+    fire_at = {task: population_updates(config, protocols[task], pbt.interval) for task, config in configs.items()}
+    pbt.check_run(len(seeds), configs, fire_at, protocols)
 
 
 def population_step(pbt: PBTSettings, setup: TaskSetup, seeds: list[int]) -> PopulationStep:
     """``setup``'s population step: its fitness rule, the updates it fires at, its key."""
     rule = pbt.fitness_of(setup.name, setup.env.defines_success)
-    fire_at = population_updates(setup.config, pbt.interval)
+    fire_at = population_updates(setup.config, setup.protocol, pbt.interval)
     return PopulationStep(pbt, rule, fire_at, seeds[0], setup.name)
 
 
-def merged_configs(
-    tasks: list[str], request: RunRequest, base: dict[str, AlgorithmConfig]
-) -> dict[str, AlgorithmConfig]:
-    """Each task's config: the one given for it, else ``base`` (the task's default for a new
-    run, the recorded one on a resume), with the overrides applied."""
-    return {task: request.configs.get(task, base[task]).replace(**request.overrides) for task in tasks}
+def merged_settings(
+    tasks: list[str],
+    request: RunRequest,
+    base_configs: dict[str, AlgorithmConfig],
+    base_protocols: dict[str, ProtocolSettings],
+) -> tuple[dict[str, AlgorithmConfig], dict[str, ProtocolSettings]]:
+    """Each task's config and protocol settings: the config given for it (with the protocol
+    settings a config written when they were its fields carries), else ``base_*`` (the task's
+    defaults for a new run, the recorded ones on a resume), with the overrides applied, each to
+    its owner."""
+    algorithm_overrides, protocol_overrides = split_settings(request.overrides)
+    configs, protocols = {}, {}
+    for task in tasks:
+        config, protocol = base_configs[task], base_protocols[task]
+        if task in request.configs:
+            config, legacy = without_legacy_settings(request.configs[task])
+            protocol = protocol.replace(**legacy)
+        configs[task] = config.replace(**algorithm_overrides)
+        protocols[task] = protocol.replace(**protocol_overrides)
+    return configs, protocols
 
 
 def validate_request(tasks, seeds) -> tuple[list[str], list[int]]:

@@ -10,6 +10,7 @@ from purehr.algorithms.base import AlgorithmConfig
 from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
 from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
+from purehr.protocol_settings import ProtocolSettings, split_settings, without_legacy_settings
 from purehr.tasks import Task, get_task
 
 
@@ -21,6 +22,7 @@ class TaskRecord:
     config: AlgorithmConfig  # manifest["configs"][task], of the algorithm manifest["algorithms"][task]
     curriculum: Curriculum | None  # manifest["curricula"][task]; absent: the run had none
     env: Environment  # rebuilt from manifest["environments"][task] (older runs: the task's legacy env)
+    protocol: ProtocolSettings  # manifest["protocol_settings"][task]; older runs: in configs[task]
 
 
 def task_record(manifest: dict, task: Task | str) -> TaskRecord:
@@ -29,14 +31,27 @@ def task_record(manifest: dict, task: Task | str) -> TaskRecord:
     task = get_task(task) if isinstance(task, str) else task
     curriculum = Curriculum.from_dict((manifest.get("curricula") or {}).get(task.name))
     config = recorded_config(manifest, task.name)
-    return TaskRecord(task, config, curriculum, task.env_from_manifest(manifest))
+    return TaskRecord(
+        task, config, curriculum, task.env_from_manifest(manifest), recorded_protocol(manifest, task.name)
+    )
 
 
 def recorded_config(manifest: dict, task: str) -> AlgorithmConfig:
     """The config ``task`` trained with, as its algorithm reads it back (a run recorded before
     ``manifest["algorithms"]`` existed trained PPO)."""
     algorithm = (manifest.get("algorithms") or {}).get(task, DEFAULT_ALGORITHM)
-    return get_algorithm(algorithm).config_from_dict(manifest["configs"][task])
+    fields, _ = split_settings(manifest["configs"][task])
+    return without_legacy_settings(get_algorithm(algorithm).config_from_dict(fields))[0]
+
+
+def recorded_protocol(manifest: dict, task: str) -> ProtocolSettings:
+    """The checkpoint and evaluation cadence ``task`` ran with: ``protocol_settings[task]``, or,
+    in a run recorded before the protocol had settings of its own, the same fields in its
+    ``configs[task]`` (any missing there had the defaults then and now)."""
+    recorded = (manifest.get("protocol_settings") or {}).get(task)
+    if recorded is None:
+        _, recorded = split_settings(manifest["configs"][task])
+    return ProtocolSettings.from_dict(recorded)
 
 
 def manifest_curricula(manifest: dict) -> dict[str, Curriculum]:

@@ -61,6 +61,7 @@ def _new_manifest(plan: RunPlan, setups: list[TaskSetup], command: list[str] | N
         command=command,
         configs={s.name: s.config.to_dict() for s in setups},
         algorithms={s.name: s.algorithm.name for s in setups},
+        protocol_settings={s.name: s.protocol.to_dict() for s in setups},
         protocol=PROTOCOL_TEXT,
         environments={s.name: s.task.env_kwargs(s.env) for s in setups},
         sources={s.name: s.task.source(s.env) for s in setups},
@@ -88,6 +89,9 @@ def _resumed_manifest(
             "quarantined": quarantined,
         }
     )
+    # a run recorded before the protocol's settings were apart from the config gets them apart
+    # now, as a new run records them (its extended configs below are written without them)
+    manifest["protocol_settings"] = {name: plan.protocols[name].to_dict() for name in plan.tasks}
     if plan.extended:
         for name in plan.extended:
             manifest["configs"][name] = plan.configs[name].to_dict()

@@ -20,6 +20,7 @@ import math
 
 from purehr.algorithms.registry import default_config
 from purehr.envs.brax_adapter import BraxEnv, registered_names
+from purehr.protocol_settings import ProtocolSettings
 from purehr.tasks.environment_task import CONTINUOUS_DEFAULTS, adapter_task, package_versions
 from purehr.tasks.task import Task
 
@@ -54,9 +55,6 @@ INVERTED_PENDULUM_DEFAULTS = default_config(
     activation="swish",
     log_std_init=BRAX_INITIAL_LOG_STD,
     normalize_observations=True,
-    checkpoint_interval=50_000,
-    eval_episodes=20,
-    quick_eval_episodes=20,
 )
 """Brax's published PPO settings for inverted_pendulum (the ``train_fn`` table of Brax's
 ``notebooks/training.ipynb``: num_envs 2048, unroll_length 5, batch_size 1024, num_minibatches
@@ -78,7 +76,9 @@ DEFAULT_CONFIGS = {EXAMPLE_ENVIRONMENT: INVERTED_PENDULUM_DEFAULTS}
 """Per environment where this module maps Brax's published settings; the others take
 ``CONTINUOUS_DEFAULTS`` (every Brax action is continuous), with the evaluation kept cheap: a
 Brax episode is 1,000 steps."""
-OTHER_DEFAULTS = CONTINUOUS_DEFAULTS.replace(eval_episodes=20, quick_eval_episodes=20)
+OTHER_DEFAULTS = CONTINUOUS_DEFAULTS
+BRAX_PROTOCOL = ProtocolSettings(eval_episodes=20, quick_eval_episodes=20)
+"""Every Brax task's evaluation, kept cheap: a Brax episode is 1,000 steps."""
 
 
 def environment_names() -> list[str]:
@@ -87,7 +87,9 @@ def environment_names() -> list[str]:
 
 
 def suite_task(environment: str) -> Task:
-    return adapter_task("brax", environment, BraxEnv, PACKAGES, DEFAULT_CONFIGS.get(environment, OTHER_DEFAULTS))
+    return adapter_task(
+        "brax", environment, BraxEnv, PACKAGES, DEFAULT_CONFIGS.get(environment, OTHER_DEFAULTS), BRAX_PROTOCOL
+    )
 
 
 def versions() -> dict[str, str]:

@@ -7,9 +7,10 @@ where the policy has to find its way, not from one fixed state."""
 
 from __future__ import annotations
 
+from purehr.algorithms import registry
 from purehr.algorithms.base import AlgorithmConfig
-from purehr.algorithms.registry import default_config
 from purehr.envs.xminigrid_adapter import XMiniGridEnv
+from purehr.protocol_settings import ProtocolSettings
 from purehr.tasks.environment_task import adapter_task, package_versions
 from purehr.tasks.task import Task
 
@@ -19,7 +20,7 @@ PACKAGES = ("xminigrid",)
 EXTRA = "xminigrid"
 EXAMPLE = "MiniGrid-EmptyRandom-6x6"
 
-XMINIGRID_PPO = default_config(
+XMINIGRID_PPO = registry.default_config(
     "ppo",
     total_timesteps=200_000,
     num_envs=64,
@@ -35,8 +36,8 @@ XMINIGRID_PPO = default_config(
     ent_coef=0.01,
     max_grad_norm=0.5,
     activation="tanh",
-    checkpoint_interval=10_000,
 )
+XMINIGRID_PROTOCOL = ProtocolSettings(checkpoint_interval=10_000)
 """XLand-MiniGrid's single-task PPO (``training/train_single_task.py`` of corl-team/xland-minigrid,
 whose default environment is MiniGrid-Empty-6x6: lr 1e-3 annealed linearly, gamma 0.99, GAE
 lambda 0.95, clip 0.2, entropy 0.01, value 0.5, gradient norm 0.5, rollouts of 16 steps cut
@@ -67,7 +68,9 @@ def default_config(environment: str) -> AlgorithmConfig:
 
 
 def suite_task(environment: str) -> Task:
-    return adapter_task("xminigrid", environment, XMiniGridEnv, PACKAGES, default_config(environment))
+    return adapter_task(
+        "xminigrid", environment, XMiniGridEnv, PACKAGES, default_config(environment), XMINIGRID_PROTOCOL
+    )
 
 
 def versions() -> dict[str, str]:

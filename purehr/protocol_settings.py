@@ -1,0 +1,88 @@
+"""The protocol's own settings for a task: how often a run checkpoints and how many held-out
+episodes judge it. They belong to neither the algorithm nor the environment: every algorithm is
+checkpointed and judged the same way. Each task has its defaults (``Task.default_protocol``);
+the command line's flags and a run's manifest (``protocol_settings {task: fields}``) carry them.
+
+No JAX here: the command line's ``--help`` reads the fields and their help."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+MAX_HELDOUT_EPISODES = 100_000
+"""The largest held-out evaluation that scripts/evaluate.py, ``PPOModel.evaluate`` and a task's
+``eval_episodes`` / ``quick_eval_episodes`` accept: every episode runs at once on the device
+(vmapped), and 10^8 swing episodes asked XLA for 354 GB (about 3.5 kB each), so this bound
+keeps a request near 0.35 GB."""
+
+
+def with_help(default, help: str):
+    """A field whose help (the text of its command-line flag) sits beside it."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class ProtocolSettings:
+    checkpoint_interval: int = with_help(50_000, "environment steps between checkpoints")
+    eval_episodes: int = with_help(100, "held-out episodes of a full evaluation")
+    full_eval_interval: int = with_help(1, "every N-th checkpoint gets the full evaluation; the others the quick one")
+    """Every ``full_eval_interval``-th checkpoint target (and the first and last) gets the full
+    held-out evaluation and a showcase episode; the targets between evaluate only
+    ``quick_eval_episodes`` fixed episodes. 1 = full evaluation at every checkpoint."""
+    quick_eval_episodes: int = with_help(100, "held-out episodes of a quick evaluation")
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, bool) or not isinstance(value, int) and not _numpy_integer(value):
+                raise ValueError(f"{field.name}={value!r}: expected a positive integer, got {type(value).__name__}")
+            if value <= 0:
+                raise ValueError(f"{field.name}={value!r}: expected a positive integer")
+            object.__setattr__(self, field.name, int(value))
+        for name in ("eval_episodes", "quick_eval_episodes"):
+            if getattr(self, name) > MAX_HELDOUT_EPISODES:
+                raise ValueError(
+                    f"{name}={getattr(self, name)!r}: expected at most {MAX_HELDOUT_EPISODES:,} "
+                    "(every held-out episode runs at once on the device)"
+                )
+        if self.full_eval_interval > 1 and self.quick_eval_episodes > self.eval_episodes:
+            raise ValueError(
+                f"quick_eval_episodes={self.quick_eval_episodes}: expected at most eval_episodes={self.eval_episodes}"
+            )
+
+    def replace(self, **changes: Any) -> ProtocolSettings:
+        unknown = set(changes) - set(PROTOCOL_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown protocol setting(s) {sorted(unknown)}; expected some of {list(PROTOCOL_FIELDS)}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProtocolSettings:
+        return cls().replace(**data)
+
+
+PROTOCOL_FIELDS = tuple(field.name for field in dataclasses.fields(ProtocolSettings))
+
+
+def split_settings(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``values`` by owner: (the algorithm's fields, the protocol's). A run recorded before the
+    protocol had its own settings holds both in ``configs {task: ...}``; so do flags and overrides."""
+    protocol = {name: value for name, value in values.items() if name in PROTOCOL_FIELDS}
+    return {name: value for name, value in values.items() if name not in PROTOCOL_FIELDS}, protocol
+
+
+def without_legacy_settings(config):
+    """(``config`` without the protocol settings it was written with, those settings): a config
+    written when they were its fields (``PPOConfig(checkpoint_interval=...)``) still builds and
+    keeps them in ``legacy_protocol``; a run applies them over the task's."""
+    legacy = dict(getattr(config, "legacy_protocol", None) or {})
+    return (dataclasses.replace(config) if legacy else config), legacy
+
+
+def _numpy_integer(value: Any) -> bool:
+    return type(value).__module__ == "numpy" and hasattr(value, "dtype") and value.dtype.kind in "iu"
