@@ -40,7 +40,7 @@ from purehr.devices.distributed import (
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.ppo.config import PPOConfig
 from purehr.run.compile_cache import COUNTS as COMPILE_CACHE_COUNTS
-from purehr.run.dashboards import open_run_tracking
+from purehr.run.dashboards import claim_log_dir, open_run_tracking
 from purehr.run.followers import Followers, follow_primary
 from purehr.run.messages import start_banner
 from purehr.run.outcome import RunDiverged, RunFailed, RunInterrupted, RunSummary, diverged_seeds
@@ -125,6 +125,7 @@ def train_all_seeds(
         plan = _plan(run, request, resume, overwrite, directory_option)
         lock = run.lock()
         try:
+            claim_log_dir(plan)
             return _train_locked(run, plan, started, progress, command, devices, followers, keep_dashboards_open)
         finally:
             lock.release()

@@ -5,12 +5,21 @@ uninterrupted one (docs/protocol.md, "Extending a run")."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from purehr.envs.hrv.curriculum import Curriculum
 from purehr.population import PBTSettings
 from purehr.ppo.config import PPOConfig
-from purehr.run.plan import RunPlan, RunRequest, current_precision, merged_configs, validate_curricula, validate_request
+from purehr.run.plan import (
+    RunPlan,
+    RunRequest,
+    check_log_dir,
+    current_precision,
+    merged_configs,
+    validate_curricula,
+    validate_request,
+)
 from purehr.run.record import TaskRecord, manifest_curricula, task_record
 from purehr.run.run_dir import RunDirectory
 from purehr.tracking.settings import TrackingSettings
@@ -46,10 +55,27 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
         if budgets is not None:
             extended[task] = budgets
     pbt = _recorded_population(manifest, request, extended)
-    tracking = TrackingSettings.from_json(manifest.get("tracking")).merged_with(request.tracking).validated()
-    tracking.check_writable(run_dir.root)
-    tracking = tracking.with_run_ids(tasks, seeds)
+    tracking = _resumed_tracking(run_dir, manifest, request, tasks, seeds)
     return RunPlan(run_dir.root, tasks, seeds, wanted, curricula, manifest, extended, tracking=tracking, pbt=pbt)
+
+
+def _resumed_tracking(
+    run_dir: RunDirectory, manifest: dict, request: RunRequest, tasks: list[str], seeds: list[int]
+) -> TrackingSettings:
+    """The recorded dashboards with the ones asked for now; a --log-dir given now is the
+    working directory's, a recorded one absolute (a relative one, of a run from before that,
+    is refused: its working directory was not recorded)."""
+    recorded = TrackingSettings.from_json(manifest.get("tracking"))
+    tracking = recorded.merged_with(request.tracking.absolute()).validated().with_owner()
+    relative = recorded.log_dir is not None and not os.path.isabs(recorded.log_dir)
+    if relative and request.tracking.log_dir is None and "tensorboard" in tracking.backends:
+        raise ValueError(
+            f"--resume: the run recorded --log-dir {recorded.log_dir!r} relative to the directory it "
+            "was started from, which it did not record; give --log-dir with that folder's absolute path"
+        )
+    tracking.check_writable(run_dir.root)
+    check_log_dir(tracking, run_dir.root, tasks, seeds, recorded)
+    return tracking.with_run_ids(tasks, seeds)
 
 
 def _recorded_population(manifest: dict, request: RunRequest, extended: dict) -> PBTSettings | None:
