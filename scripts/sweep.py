@@ -127,6 +127,7 @@ def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
         settings = sweep.sweep_settings(args.task, base, axes, choices, seeds, curriculum)
         sweep.prepare_out_dir(args.out, args.overwrite, settings)
         tracking = tracking_from_args(args)
+        tracking.check_log_dir_used()
         tracking.check_writable(args.out)
         tracking.check_new_log_dir([args.task])
     except (ValueError, FileExistsError) as error:

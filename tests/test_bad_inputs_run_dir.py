@@ -3,6 +3,8 @@ must be refused with exit code 2 and a message naming the value, before anything
 written or removed. The run directories are built by hand (a manifest, a few files), so no
 row trains or compiles anything; ``main`` runs in this process.
 
+A row's arguments may name ``TMP``, the test's temporary folder (a --log-dir beside the run).
+
 Plus the --overwrite contract (only a recognisable run, and only the files a run writes) and
 the resume messages of a task with nothing to continue from (unit level)."""
 
@@ -96,6 +98,41 @@ def unwritable(root: Path) -> Path:
         return Path("/sys/purehr-test-run")
     root.mkdir()
     root.chmod(0o500)
+    return root
+
+
+def with_tensorboard(root: Path, log_dir: str) -> Path:
+    """The manifest says the run logs to TensorBoard in ``log_dir`` (as recorded)."""
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["tracking"] = {"backends": ["tensorboard"], "log_dir": log_dir}
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    return root
+
+
+def other_runs_dashboard(root: Path) -> Path:
+    """Issue 48 defect 2: run B (this one, which logged nothing) beside run A, which logged to
+    TensorBoard in its own directory ``A/tensorboard``."""
+    run_with_checkpoints(root)
+    events = write_run(root.parent / "A", seeds=(0,)) / "tensorboard" / "hrv" / "seed_0"
+    events.mkdir(parents=True)
+    (events / "events.out.tfevents.1.host").write_bytes(b"")
+    return root
+
+
+def no_longer_a_run(root: Path) -> Path:
+    """Run A's dashboard folder alone: its manifest and lock gone."""
+    (root.parent / "A" / "manifest.json").unlink()
+    (root.parent / "A" / ".lock").unlink()
+    return root
+
+
+def log_dir_claimed_by_another_run(root: Path) -> Path:
+    """Issue 48 defect 3: a run started a second earlier claimed ``TMP/shared/hrv/seed_0``
+    and is still compiling (no event file yet)."""
+    folder = root.parent / "shared" / "hrv" / "seed_0"
+    folder.mkdir(parents=True)
+    claim = {"owner": "firstrun0001", "run_dir": str(root.parent / "first"), "claimed_at": "2026-12-05T10:00:00Z"}
+    (folder / "purehr_claim.json").write_text(json.dumps(claim))
     return root
 
 
@@ -285,6 +322,36 @@ ROWS = [
         ["hrv/seed_0/checkpoints.csv: line 3, column 'actual_steps': 'abc' is not an integer"],
     ),
     (
+        "--resume into another run's --log-dir",
+        other_runs_dashboard,
+        ["--resume", "--log", "tensorboard", "--log-dir", "TMP/A/tensorboard"],
+        ["--log-dir TMP/A/tensorboard is inside TMP/A", "another run's directory", "choose another --log-dir"],
+    ),
+    (
+        "--resume into a --log-dir holding runs this run did not write",
+        lambda p: no_longer_a_run(other_runs_dashboard(p)),
+        ["--resume", "--log", "tensorboard", "--log-dir", "TMP/A/tensorboard"],
+        ["--log-dir TMP/A/tensorboard already holds TensorBoard runs under hrv/seed_0", "this run did not write"],
+    ),
+    (
+        "new run into a --log-dir another run has claimed",
+        log_dir_claimed_by_another_run,
+        [*TINY, "--tasks", "hrv", "--seeds", "0", "--log", "tensorboard", "--log-dir", "TMP/shared"],
+        ["--log-dir TMP/shared: hrv/seed_0 is claimed by another run (run directory TMP/first", "choose another"],
+    ),
+    (
+        "--log-dir without --log tensorboard",
+        lambda p: p,
+        [*TINY, "--tasks", "hrv", "--seeds", "0", "--log-dir", "TMP/tb"],
+        ["--log-dir TMP/tb is TensorBoard's directory, but --log does not name tensorboard", "add --log tensorboard"],
+    ),
+    (
+        "--resume of a run that recorded a relative --log-dir",
+        lambda p: with_tensorboard(run_with_checkpoints(p), "tb"),
+        ["--resume"],
+        ["the run recorded --log-dir 'tb' relative to", "give --log-dir with that folder's absolute path"],
+    ),
+    (
         "--resume, the manifest's actor_hidden edited",
         lambda p: run_with_checkpoints(p, saved=dict(actor_hidden=(8,)), actor_hidden=(16,)),
         ["--resume"],
@@ -328,13 +395,14 @@ def test_bad_run_directory_is_refused_before_anything_is_written(
     watched = run if run.is_relative_to(tmp_path) else run.parent
     before = snapshot(tmp_path) if watched.is_relative_to(tmp_path) else snapshot(run)
     existed = run.exists()
+    arguments = [argument.replace("TMP", str(tmp_path)) for argument in arguments]
     with pytest.raises(SystemExit) as stopped:
         _script().main(["--run-dir", str(run), *arguments])
     err = capsys.readouterr().err
     assert stopped.value.code == 2, err
     message = " ".join(err.split())
     for fragment in fragments:
-        assert fragment in message, (fragment, err)
+        assert fragment.replace("TMP", str(tmp_path)) in message, (fragment, err)
     assert "Traceback" not in err
     after = snapshot(tmp_path) if watched.is_relative_to(tmp_path) else snapshot(run)
     assert after == before and run.exists() == existed
@@ -468,3 +536,24 @@ def test_a_step_0_saved_but_never_listed_is_kept_when_it_holds_the_initial_state
     assert resumed.quarantined[0]["reason"].startswith("damaged: it does not hold the initial state")
     assert (run.checkpoint_dir("hrv", 0) / "0").is_dir() and not (run.checkpoint_dir("hrv", 1) / "0").exists()
     assert "None" not in err
+
+
+def test_a_relative_log_dir_is_recorded_absolute_and_a_resume_from_elsewhere_uses_it(tmp_path, monkeypatch):
+    """Issue 48 weak row: ``--log-dir tb`` was recorded as given, so a resume started from
+    another working directory logged into another folder (the first dashboard left cut short)."""
+    from purehr.run.planning.resume import plan_resume
+    from purehr.run.planning.run_plan import RunRequest, new_run_plan
+    from purehr.tracking import TrackingSettings
+
+    for folder in ("here", "elsewhere"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    request = RunRequest.checked(["hrv"], [0, 1], log=TrackingSettings(("tensorboard",), "tb"))
+    plan = new_run_plan(tmp_path / "run", request)
+    assert plan.tracking.log_dir == str(tmp_path / "here" / "tb")
+    run = write_run(tmp_path / "run")
+    manifest = {**json.loads((run / "manifest.json").read_text()), "tracking": plan.tracking.to_json()}
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    resumed = plan_resume(RunDirectory(run), manifest, RunRequest.checked())
+    assert resumed.tracking.log_dir == str(tmp_path / "here" / "tb")
+    assert resumed.tracking.owner == plan.tracking.owner is not None

@@ -240,3 +240,94 @@ def test_wandb_failing_for_real_is_said_once_and_tensorboard_beside_it_goes_on(t
     tracking.close()
     assert len(said) == 1 and said[0].startswith("warning: wandb logging failed (open: NotADirectoryError")
     assert scalars(tmp_path / "tensorboard" / "t" / "seed_0", "train/loss") == [(512, 0.5), (1024, 1.0)]
+
+
+# --- who owns a log dir (issue 48) ---------------------------------------------------------------
+
+
+def test_a_log_dir_run_folder_is_claimed_by_exactly_one_of_runs_starting_at_once(tmp_path, monkeypatch):
+    """Defect 3: the check and the claim are one step (an exclusive create), so of runs that
+    all found the folder free (each waits after its check until all have checked) exactly one
+    gets it; the claim is the owner's again on its resume, and nobody else's."""
+    import threading
+
+    from purehr.tracking import claims
+    from purehr.tracking.claims import Owner, take_claim
+
+    folder, runs = tmp_path / "shared" / "hrv" / "seed_0", 8
+    all_checked, checked, problems = threading.Barrier(runs), threading.local(), [None] * runs
+    check = claims.claim_problem
+
+    def check_then_wait(*arguments):
+        problem = check(*arguments)
+        if not getattr(checked, "once", False):
+            checked.once = True
+            all_checked.wait(30)
+        return problem
+
+    monkeypatch.setattr(claims, "claim_problem", check_then_wait)
+
+    def claim(index):
+        problems[index] = take_claim(folder, Owner(f"run{index:05d}", str(tmp_path / f"run{index}")))
+
+    threads = [threading.Thread(target=claim, args=(index,)) for index in range(runs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    monkeypatch.undo()
+    winners = [index for index, problem in enumerate(problems) if problem is None]
+    assert len(winners) == 1, problems
+    assert all("claimed by another run" in problem for problem in problems if problem is not None)
+    winner = Owner(f"run{winners[0]:05d}", str(tmp_path / f"run{winners[0]}"))
+    (folder / "events.out.tfevents.1.host").write_bytes(b"")  # it logged
+    assert take_claim(folder, winner) is None  # its resume
+    assert take_claim(folder, Owner("another0", str(tmp_path / "x"))) == "already holds TensorBoard runs"
+
+
+def test_two_writers_of_a_run_folder_in_one_second_keep_both_event_files(tmp_path, monkeypatch):
+    """Defect 3: tensorboardX names an event file by the second and the host; a second writer
+    in the same second (a resume right after a kill) truncated the first one's file."""
+    import types
+
+    import tensorboardX.event_file_writer
+
+    from purehr.tracking.tensorboard import TensorBoardBackend
+
+    monkeypatch.setattr(tensorboardX.event_file_writer, "time", types.SimpleNamespace(time=lambda: 1.7e9))
+    for step in (512, 1024):
+        tracking = Tracking([TensorBoardBackend(tmp_path)], say=lambda message: None)
+        tracking.open({("t", 0): {"config": {}, "identity": {}, "resumed_from_steps": 512}}, {})
+        tracking.update("t", 0, {"env_steps": step, "loss": step / 1024})
+        tracking.close()
+    assert len(list((tmp_path / "t" / "seed_0").glob("events.out.tfevents.*"))) == 2
+    assert scalars(tmp_path / "t" / "seed_0", "train/loss") == [(512, 0.5), (1024, 1.0)]
+
+
+def test_a_full_log_disk_is_one_line_without_a_thread_traceback(tmp_path, monkeypatch):
+    """Weak row: tensorboardX's own writer thread hit ENOSPC and printed its traceback (and the
+    file's buffer another at exit); now one warning line, the backend off, the run going on."""
+    import gc
+    import threading
+
+    import tensorboardX.record_writer
+
+    from purehr.tracking.tensorboard import TensorBoardBackend
+
+    thread_errors, unraisable, said = [], [], []
+    monkeypatch.setattr(threading, "excepthook", thread_errors.append)
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    monkeypatch.setattr(tensorboardX.record_writer, "open_file", lambda path: open("/dev/full", "wb"))  # ENOSPC
+    monkeypatch.setattr(TensorBoardBackend, "FLUSH_SECS", 0.01)  # its thread flushes at once
+    tracking = Tracking([TensorBoardBackend(tmp_path)], say=said.append)
+    tracking.open({("t", 0): {"config": {}, "identity": {}}}, {})
+    tracking.update("t", 0, {"env_steps": 512, "loss": 0.5})
+    time.sleep(0.5)  # the writer thread has written and flushed
+    tracking.sync()  # what a checkpoint waits for: it returns
+    tracking.update("t", 0, {"env_steps": 1024, "loss": 1.0})
+    tracking.close()
+    gc.collect()
+    assert thread_errors == [] and unraisable == []
+    assert len(said) == 1 and said[0].startswith("warning: tensorboard logging failed"), said
+    assert "No space left on device" in said[0] and "\n" not in said[0]
+    assert "tensorboard" in tracking.failed

@@ -37,6 +37,7 @@ from purehr.run.store.machine import environment_description
 from purehr.tasks import curriculum_schedule, task_of_env
 from purehr.tasks.environment_task import default_config_for
 from purehr.tracking import Tracking, TrackingSettings, start_tracking
+from purehr.tracking.claims import Owner
 from purehr.tracking.naming import run_label
 from purehr.types import Evaluation
 
@@ -236,9 +237,10 @@ def _api_tracking(log, log_dir, name: str, seed: int, config: AlgorithmConfig) -
         return None
     if log_dir is None:
         log_dir = Path("runs") / f"{name}-{datetime.datetime.now(datetime.UTC):%Y%m%d-%H%M%S}"
-    settings = replace(settings, log_dir=str(log_dir)).with_run_ids([name], [seed])
+    settings = replace(settings, log_dir=str(log_dir)).with_run_ids([name], [seed]).with_owner()
     settings.check_writable(Path(log_dir))
-    settings.check_new_log_dir([run_label(name, seed)])
+    # the check and the claim one step: two calls with one log_dir never share a run folder
+    settings.take_log_dir(Owner(settings.owner), [run_label(name, seed)], resumed=False, logged_here=False)
     identity = run_identity(environment_description())
     run = {"config": config.to_dict(), "identity": identity, "wandb_id": settings.run_id(name, seed)}
     return start_tracking(settings, Path(log_dir), name, {(name, seed): run})

@@ -51,7 +51,7 @@ from purehr.run.compiled.program import (
     wait_for_abandoned_programs,
 )
 from purehr.run.compiled.train_all import TaskSetup
-from purehr.run.host.dashboards import open_run_tracking
+from purehr.run.host.dashboards import claim_log_dir, open_run_tracking
 from purehr.run.host.progress import Progress, TaskPlan
 from purehr.run.host.recorder import RunRecorder, library_errors_in_one_line
 from purehr.run.outcome import RunDiverged, RunFailed, RunInterrupted, RunSummary, diverged_seeds
@@ -125,6 +125,7 @@ def train_all_seeds(
         plan = _plan(run, request, resume, overwrite, directory_option)
         lock = run.lock()
         try:
+            claim_log_dir(plan)
             return _train_locked(run, plan, started, progress, command, devices, followers, keep_dashboards_open)
         finally:
             lock.release()

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from purehr.tracking.claims import Owner, claim_problem, take_claim
+
 BACKENDS = {
     "tensorboard": ("tensorboardX", "tensorboard"),
     "wandb": ("wandb",),
@@ -42,6 +44,9 @@ class TrackingSettings:
     wandb_project: str = DEFAULT_WANDB_PROJECT
     wandb_entity: str | None = None
     run_ids: dict[str, dict[str, str]] = field(default_factory=dict)
+    owner: str | None = None
+    """The run's token in the claims of the TensorBoard folders it logs to outside its run
+    directory (``purehr.tracking.claims``); made when the run is planned, kept on a resume."""
 
     @classmethod
     def checked(cls, log: TrackingSettings | Iterable[str] | str | None) -> TrackingSettings:
@@ -88,6 +93,47 @@ class TrackingSettings:
         checked by the run): refused before anything is compiled."""
         if "tensorboard" in self.backends:
             check_writable_directory(self.tensorboard_dir(run_dir), "--log-dir")
+
+    def absolute(self) -> TrackingSettings:
+        """``log_dir`` as an absolute path (a relative one is the caller's working directory's:
+        recorded so, a resume from elsewhere finds the same folder)."""
+        return self if self.log_dir is None else replace(self, log_dir=os.path.abspath(self.log_dir))
+
+    def check_log_dir_used(self) -> None:
+        """``--log-dir`` is TensorBoard's: given without ``--log tensorboard`` it would be ignored."""
+        if self.log_dir is not None and "tensorboard" not in self.backends:
+            raise ValueError(
+                f"--log-dir {self.log_dir} is TensorBoard's directory, but --log does not name tensorboard "
+                "(it would be ignored); add --log tensorboard, or leave --log-dir out"
+            )
+
+    def with_owner(self) -> TrackingSettings:
+        """A claims token for a run that has none yet (kept on a resume)."""
+        return self if self.owner is not None else replace(self, owner=new_run_id() + new_run_id())
+
+    def check_log_dir_owner(self, owner: Owner, runs: Sequence[str], resumed: bool, logged_here: bool) -> None:
+        """Each TensorBoard run folder (``runs``: labels such as ``hrv/seed_0``) in ``log_dir`` is
+        free or ``owner``'s, read only (``take_log_dir`` claims them). ``logged_here``: a
+        resume's recorded folder, which a run from before claims holds unclaimed."""
+        problems = {run: claim_problem(Path(self.log_dir) / run, owner, logged_here) for run in runs}
+        self._refuse(problems, resumed)
+
+    def take_log_dir(self, owner: Owner, runs: Sequence[str], resumed: bool, logged_here: bool) -> None:
+        """Claims each TensorBoard run folder for ``owner``: the check and the claim one step."""
+        problems = {run: take_claim(Path(self.log_dir) / run, owner, logged_here) for run in runs}
+        self._refuse(problems, resumed)
+
+    def _refuse(self, problems: dict[str, str | None], resumed: bool) -> None:
+        held = [run for run, problem in problems.items() if problem == "already holds TensorBoard runs"]
+        if held:
+            whose = " that this run did not write" if resumed else ""
+            raise ValueError(
+                f"--log-dir {self.log_dir} already holds TensorBoard runs under {', '.join(held)}{whose}; "
+                "choose another --log-dir (or remove those folders)"
+            )
+        for run, problem in problems.items():
+            if problem is not None:
+                raise ValueError(f"--log-dir {self.log_dir}: {run} {problem}; choose another --log-dir")
 
     def check_new_log_dir(self, runs: Sequence[str]) -> None:
         """A new run's own ``--log-dir`` holds no TensorBoard run under ``runs`` (run labels
@@ -136,6 +182,7 @@ class TrackingSettings:
             "wandb_project": self.wandb_project,
             "wandb_entity": self.wandb_entity,
             "run_ids": self.run_ids,
+            "owner": self.owner,
         }
 
     @classmethod
@@ -148,6 +195,7 @@ class TrackingSettings:
             data.get("wandb_project") or DEFAULT_WANDB_PROJECT,
             data.get("wandb_entity"),
             {task: dict(ids) for task, ids in (data.get("run_ids") or {}).items()},
+            data.get("owner"),
         )
 
 

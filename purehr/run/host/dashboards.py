@@ -8,9 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 from purehr.run.compiled.train_all import TaskSetup
-from purehr.run.planning.run_plan import RunPlan
+from purehr.run.planning.run_plan import RunPlan, log_dir_owner
 from purehr.run.store.run_dir import RunDirectory
-from purehr.tracking import Tracking, start_tracking
+from purehr.tracking import Tracking, TrackingSettings, start_tracking
+from purehr.tracking.naming import run_label
 
 IDENTITY_FIELDS = ("git_revision", "versions", "platform", "devices", "precision", "command")
 
@@ -18,6 +19,17 @@ IDENTITY_FIELDS = ("git_revision", "versions", "platform", "devices", "precision
 def run_identity(manifest: dict[str, Any]) -> dict[str, Any]:
     """What tells this run from another on a dashboard (the manifest's fields of that name)."""
     return {name: manifest.get(name) for name in IDENTITY_FIELDS}
+
+
+def claim_log_dir(plan: RunPlan) -> None:
+    """Claims the run's TensorBoard folders in its ``--log-dir`` (none in its own directory),
+    holding the run directory's lock, before anything is written: a run that checked the same
+    folders at the same moment gets them or is refused here (``purehr.tracking.claims``)."""
+    recorded = TrackingSettings.from_json(plan.manifest.get("tracking")) if plan.resumed else None
+    owner, logged_here = log_dir_owner(plan.tracking, plan.run_dir, recorded)
+    if owner is not None:
+        labels = [run_label(task, seed) for task in plan.tasks for seed in plan.seeds]
+        plan.tracking.take_log_dir(owner, labels, plan.resumed, logged_here)
 
 
 def open_run_tracking(

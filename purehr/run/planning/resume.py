@@ -5,6 +5,7 @@ uninterrupted one (docs/protocol.md, "Extending a run")."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from purehr.algorithms.base import AlgorithmConfig
@@ -14,6 +15,7 @@ from purehr.protocol_settings import ProtocolSettings
 from purehr.run.planning.run_plan import (
     RunPlan,
     RunRequest,
+    check_log_dir,
     current_precision,
     merged_settings,
     validate_curricula,
@@ -57,9 +59,7 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
         if budgets is not None:
             extended[task] = budgets
     pbt = _recorded_population(manifest, request, extended)
-    tracking = TrackingSettings.from_json(manifest.get("tracking")).merged_with(request.tracking).validated()
-    tracking.check_writable(run_dir.root)
-    tracking = tracking.with_run_ids(tasks, seeds)
+    tracking = _resumed_tracking(run_dir, manifest, request, tasks, seeds)
     return RunPlan(
         run_dir.root,
         tasks,
@@ -83,6 +83,25 @@ def _check_protocol(task: str, saved: ProtocolSettings, wanted: ProtocolSettings
             f"--resume: the {task} settings differ from the run's {where}: "
             f"{'; '.join(differing)}. Omit them to continue with the recorded settings"
         )
+
+
+def _resumed_tracking(
+    run_dir: RunDirectory, manifest: dict, request: RunRequest, tasks: list[str], seeds: list[int]
+) -> TrackingSettings:
+    """The recorded dashboards with the ones asked for now; a --log-dir given now is the
+    working directory's, a recorded one absolute (a relative one, of a run from before that,
+    is refused: its working directory was not recorded)."""
+    recorded = TrackingSettings.from_json(manifest.get("tracking"))
+    tracking = recorded.merged_with(request.tracking.absolute()).validated().with_owner()
+    relative = recorded.log_dir is not None and not os.path.isabs(recorded.log_dir)
+    if relative and request.tracking.log_dir is None and "tensorboard" in tracking.backends:
+        raise ValueError(
+            f"--resume: the run recorded --log-dir {recorded.log_dir!r} relative to the directory it "
+            "was started from, which it did not record; give --log-dir with that folder's absolute path"
+        )
+    tracking.check_writable(run_dir.root)
+    check_log_dir(tracking, run_dir.root, tasks, seeds, recorded)
+    return tracking.with_run_ids(tasks, seeds)
 
 
 def _recorded_population(manifest: dict, request: RunRequest, extended: dict) -> PBTSettings | None:

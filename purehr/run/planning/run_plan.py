@@ -9,6 +9,7 @@ under ``jax.distributed`` process 0 sends the same plan to the other processes
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ from purehr.protocol_settings import ProtocolSettings, split_settings, without_l
 from purehr.run.compiled.task_setup import build_setups
 from purehr.run.compiled.train_all import TaskSetup, population_updates
 from purehr.run.store.record import recorded_config, recorded_protocol
+from purehr.run.store.run_dir import enclosing_run_directory
 from purehr.tasks import TASK_NAMES, get_task
+from purehr.tracking.claims import Owner
 from purehr.tracking.naming import run_label
 from purehr.tracking.settings import TrackingSettings
 
@@ -150,9 +153,10 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     )
     check_env_kwargs(tasks, request.env_kwargs)
     seeds = request.seeds or list(DEFAULT_SEEDS)
-    request.tracking.check_writable(Path(run_dir))
-    request.tracking.check_new_log_dir([run_label(task, seed) for task in tasks for seed in seeds])
-    tracking = request.tracking.with_run_ids(tasks, seeds)
+    tracking = request.tracking.absolute().with_owner()
+    tracking.check_writable(Path(run_dir))
+    check_log_dir(tracking, Path(run_dir), tasks, seeds, recorded=None)
+    tracking = tracking.with_run_ids(tasks, seeds)
     if request.pbt is not None:
         check_population(request.pbt, seeds, configs, protocols)
     return RunPlan(
@@ -166,6 +170,45 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
         pbt=request.pbt,
         protocols=protocols,
     )
+
+
+def check_log_dir(
+    tracking: TrackingSettings, run_dir: Path, tasks: list[str], seeds: list[int], recorded: TrackingSettings | None
+) -> None:
+    """TensorBoard's ``--log-dir``, before anything is written: named with ``--log tensorboard``,
+    in no other run's directory, and each of its run folders free or this run's (its claim;
+    on a resume, ``recorded``'s folder may hold the run's unclaimed events of before claims)."""
+    tracking.check_log_dir_used()
+    owner, logged_here = log_dir_owner(tracking, run_dir, recorded)
+    if owner is None:
+        return
+    enclosing = enclosing_run_directory(Path(tracking.log_dir), run_dir)
+    if enclosing is not None:
+        raise ValueError(
+            f"--log-dir {tracking.log_dir} is inside {enclosing}, another run's directory (its own "
+            "dashboards go there); choose another --log-dir"
+        )
+    labels = [run_label(task, seed) for task in tasks for seed in seeds]
+    tracking.check_log_dir_owner(owner, labels, recorded is not None, logged_here)
+
+
+def log_dir_owner(
+    tracking: TrackingSettings, run_dir: Path, recorded: TrackingSettings | None
+) -> tuple[Owner | None, bool]:
+    """(this run as its ``--log-dir``'s claims name it, whether the run logged to TensorBoard
+    there before); no owner when it logs no TensorBoard or logs it in its own directory (the
+    run directory's lock keeps that)."""
+    if "tensorboard" not in tracking.backends or tracking.log_dir is None:
+        return None, False
+    folder, root = Path(tracking.log_dir), Path(os.path.abspath(run_dir))
+    if Path(os.path.abspath(folder)).is_relative_to(root):
+        return None, False
+    logged_here = (
+        recorded is not None
+        and "tensorboard" in recorded.backends
+        and os.path.abspath(recorded.tensorboard_dir(root)) == os.path.abspath(folder)
+    )
+    return Owner(tracking.owner, str(root)), logged_here
 
 
 def check_population(

@@ -5,6 +5,7 @@ scripts' ``--help`` and the renderer import it."""
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -257,6 +258,22 @@ def run_manifest_problem(manifest: Any) -> str | None:
         return "its 'configs' do not cover its 'tasks'"
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in manifest["seeds"]):
         return "its 'seeds' are not integers"
+    return None
+
+
+def enclosing_run_directory(path: Path, own: Path) -> Path | None:
+    """The directory of another purehr run that ``path`` lies in (itself or a parent holding
+    a run's manifest), else None; the search stops at ``own``, the caller's run directory."""
+    path, own = Path(os.path.abspath(path)), Path(os.path.abspath(own))
+    for directory in (path, *path.parents):
+        if directory == own:
+            return None
+        try:
+            manifest = read_manifest(directory)
+        except (OSError, ValueError):  # no run there (RunDirectoryError is a ValueError)
+            continue
+        if run_manifest_problem(manifest) is None:
+            return directory
     return None
 
 
