@@ -300,6 +300,25 @@ CASES = [
         "limits rounds -1", LIMITS, [*LIMITS_RECORD, "--rounds", "-1"], "--rounds -1: expected an integer >= 0"
     ),
     script_case("limits out not empty", LIMITS, LIMITS_RECORD, "is not empty", write("out/mine.txt", "mine\n")),
+    # issue 48 defect 8: --overwrite replaced a user's README.md and swing.csv (no limits run there)
+    script_case(
+        "limits out holds no limits run, --overwrite",
+        LIMITS,
+        [*LIMITS_RECORD, "--overwrite"],
+        "holds no limits run (it has README.md, swing.csv); choose a new or empty --out (--overwrite replaces "
+        "only an earlier limits run's files)",
+        lambda tmp, model: (
+            write("out/README.md", "my notes\n")(tmp, model),
+            write("out/swing.csv", "mine\n")(tmp, model),
+        ),
+    ),
+    script_case(
+        "limits out holds another script's summary.json, --overwrite",
+        LIMITS,
+        [*LIMITS_RECORD, "--overwrite"],
+        "holds no limits run (it has summary.json)",
+        write("out/summary.json", '{"record": {"command": ["python", "scripts/other.py"]}}'),
+    ),
     script_case(
         "throughput report not JSON",
         THROUGHPUT,
@@ -545,6 +564,21 @@ def test_bad_input_is_refused_clearly_and_writes_nothing(case: Case, model, tmp_
 
 
 # --- rows that are not refusals ------------------------------------------------------------
+
+
+def test_limits_overwrite_accepts_a_folder_holding_an_earlier_limits_run(tmp_path):
+    """The other side of the limits rows above: the recorded run's summary.json marks its folder
+    as a limits run's, so --overwrite may replace its files there (a user's beside them stay:
+    a run writes only its own names)."""
+    limits = load_script(ROOT / LIMITS)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_bytes((ROOT / "results" / "limits" / "summary.json").read_bytes())
+    (out / "my_notes.txt").write_text("mine\n")
+    argv = [arg.replace("{tmp}", str(tmp_path)) for arg in LIMITS_RECORD]
+    parser = limits.build_parser()
+    limits.check_arguments(parser, parser.parse_args([*argv, "--overwrite"]))  # accepted: no SystemExit
+    assert limits.is_limits_run(out) and not limits.is_limits_run(tmp_path)
 
 
 def test_a_model_saved_without_digests_loads_with_a_warning(model, tmp_path):
