@@ -12,6 +12,7 @@ import argparse
 import hashlib
 import importlib.util
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -134,6 +135,23 @@ def script_case(name, script, argv, message, setup=lambda tmp, model: None, exit
     return Case(name, lambda tmp, model: call(tmp), SystemExit, message, exit_code, setup)
 
 
+def with_cache_dir(relative: str, call: Callable[[Path], Any]) -> Callable[[Path, PPOModel], Any]:
+    """``call`` with PUREHR_CACHE_DIR set to ``{tmp}/<relative>`` (restored after)."""
+
+    def run(tmp: Path, model: PPOModel) -> Any:
+        before = os.environ.get("PUREHR_CACHE_DIR")
+        os.environ["PUREHR_CACHE_DIR"] = str(tmp / relative)
+        try:
+            return call(tmp)
+        finally:
+            if before is None:
+                os.environ.pop("PUREHR_CACHE_DIR", None)
+            else:
+                os.environ["PUREHR_CACHE_DIR"] = before
+
+    return run
+
+
 def save_case(name, message, setup=lambda tmp, model: None, raises=FileExistsError, **save_options):
     """``model.save(<row dir>/model, **save_options)`` refused."""
     return Case(name, lambda tmp, model: model.save(tmp / "model", **save_options), raises, message, setup=setup)
@@ -199,6 +217,8 @@ SWEEP = ("scripts/sweep.py", "--task", "hrv", "--learning-rate", "1e-4", "--step
 EVALUATE = "scripts/evaluate.py"
 THROUGHPUT = "benchmarks/throughput.py"
 LIMITS = "scripts/limits.py"
+TRAIN_TINY = ("--tasks", "hrv", "--seeds", "0", "--steps", "512", "--num-envs", "8", "--num-steps", "64")
+TRAIN_TINY += ("--minibatch-size", "128", "--no-render", "--run-dir", "{tmp}/run")
 LIMITS_RECORD = ("--protocol", str(ROOT / "results" / "protocol"), "--out", "{tmp}/out")
 
 CASES = [
@@ -271,6 +291,31 @@ CASES = [
         PUBLISH[1:],
         "checkpoints.csv: line 3 ends after 1 of 5 fields (cut short?)",
         a_finished_run("64"),
+    ),
+    # issue 48: a record inside its own run directory
+    script_case(
+        "publish into the run itself",
+        PUBLISH[0],
+        [PUBLISH[1], "{tmp}/run/record"],
+        "{tmp}/run/record lies inside the run {tmp}/run it would copy; publish into a directory outside it",
+        a_finished_run(folders=("0", "64")),
+    ),
+    # issue 48: PUREHR_CACHE_DIR naming a file (JAX warned about every entry and the run went on)
+    Case(
+        "PUREHR_CACHE_DIR is a file",
+        with_cache_dir("cache", cli("scripts/train_all_seeds.py", *TRAIN_TINY)),
+        SystemExit,
+        "PUREHR_CACHE_DIR={tmp}/cache is a file, not a folder",
+        2,
+        write("cache", "mine\n"),
+    ),
+    Case(
+        "PUREHR_CACHE_DIR below a file",
+        with_cache_dir("cache/purehr", cli("scripts/evaluate.py", "--task", "hrv", "--policy", "oracle")),
+        SystemExit,
+        "PUREHR_CACHE_DIR={tmp}/cache/purehr: {tmp}/cache is a file, not a folder",
+        2,
+        write("cache", "mine\n"),
     ),
     # benchmarks/throughput.py: outputs and counts checked before the benchmark runs
     script_case("throughput json is a directory", THROUGHPUT, ["--quick", "--json", "{tmp}"], "is a directory"),

@@ -51,9 +51,25 @@ _SAVED = "/jax/compilation_cache/compile_time_saved_sec"
 def purehr_cache_root() -> Path | None:
     """purehr's cache folder between processes (None: the user asked for none)."""
     given = os.environ.get("PUREHR_CACHE_DIR")
+    if given == "":
+        return None
     if given is not None:
-        return Path(given) if given else None
+        instead = 'name a folder for purehr\'s caches (PUREHR_CACHE_DIR="" keeps none)'
+        return check_cache_folder(Path(given), f"PUREHR_CACHE_DIR={given}", instead)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "purehr"
+
+
+def check_cache_folder(folder: Path, name: str, instead: str) -> Path:
+    """``folder``, refused (ValueError naming it, then what to do ``instead``) where it or a
+    folder above it is a file: JAX would warn about every entry it fails to write, and the run
+    would go on without a cache."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            if not path.is_dir():
+                where = "" if path == folder else f": {path}"
+                raise ValueError(f"{name}{where} is a file, not a folder; {instead}")
+            break
+    return folder
 
 
 def default_compile_cache_dir() -> Path | None:
@@ -79,9 +95,8 @@ def use_compile_cache(folder=...) -> Path | None:
     if folder is None:
         jax.config.update("jax_enable_compilation_cache", False)
         return None
-    folder = Path(folder).expanduser()
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"compile cache {str(folder)!r} is a file, not a folder; give a folder or --no-compile-cache")
+    instead = "give a folder or --no-compile-cache"
+    folder = check_cache_folder(Path(folder).expanduser(), f"compile cache {str(folder)!r}", instead)
     jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_compilation_cache_dir", str(folder))
     _keep_programs_by_key()
