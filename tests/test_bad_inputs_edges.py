@@ -152,6 +152,22 @@ def with_cache_dir(relative: str, call: Callable[[Path], Any]) -> Callable[[Path
     return run
 
 
+def full_disk_save(tmp: Path, model: PPOModel) -> None:
+    """A checkpoint saved on a disk that reports 1 kB free (``shutil.disk_usage`` as the
+    checkpoints see it): a real full disk made Orbax's save fail mid-write into about 100
+    "Event loop is closed" tracebacks (issue 48)."""
+    import shutil
+
+    from purehr.run import checkpoints
+
+    free = shutil.disk_usage(tmp)._replace(free=1000)
+    original, checkpoints.shutil.disk_usage = checkpoints.shutil.disk_usage, lambda path: free
+    try:
+        checkpoints.SeedCheckpoints(tmp / "checkpoints").save(0, {"weights": np.ones(4096, np.float32)}, pending=5)
+    finally:
+        checkpoints.shutil.disk_usage = original
+
+
 def save_case(name, message, setup=lambda tmp, model: None, raises=FileExistsError, **save_options):
     """``model.save(<row dir>/model, **save_options)`` refused."""
     return Case(name, lambda tmp, model: model.save(tmp / "model", **save_options), raises, message, setup=setup)
@@ -299,6 +315,15 @@ CASES = [
         [PUBLISH[1], "{tmp}/run/record"],
         "{tmp}/run/record lies inside the run {tmp}/run it would copy; publish into a directory outside it",
         a_finished_run(folders=("0", "64")),
+    ),
+    # issue 48: a full disk (simulated): one line naming the folder and the space, before Orbax writes
+    Case(
+        "checkpoint save on a full disk",
+        full_disk_save,
+        OSError,
+        "[Errno 28] No space left on device for a checkpoint: {tmp}/checkpoints has 0.0 MB free, "
+        "5 checkpoints of this event need about 0.2 MB",
+        setup=lambda tmp, model: (tmp / "checkpoints").mkdir(),
     ),
     # issue 48: PUREHR_CACHE_DIR naming a file (JAX warned about every entry and the run went on)
     Case(
