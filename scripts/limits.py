@@ -11,7 +11,7 @@ per-dimension lower bound and the exact fewest steps (noise-free, and with the e
 realised noise), replayed in HRWritingEnv. Against both: PPO's final checkpoint of every seed
 of --protocol (a protocol record, e.g. results/protocol) and the hand-made references.
 
-Writes to --out (new or empty, or --overwrite): swing.csv, hrv.csv, summary.json,
+Writes to --out (new or empty, or an earlier run's with --overwrite): swing.csv, hrv.csv, summary.json,
 swing_actions.npz, hrv_plans.npz, swing_limits.png, hrv_limits.png and README.md (the command,
 the machine, the wall time and the numbers). 3.8 minutes on the 2-core CPU (no GPU).
 """
@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("swing", "hrv")
 MAX_STARTS = 100
+SUMMARY = "summary.json"  # written last by every run: what marks a folder as a limits run's
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", type=Path, default=Path("results/limits"), help="output folder (new or empty)")
     parser.add_argument(
-        "--overwrite", action="store_true", help="write into a non-empty --out, replacing the files of an earlier run"
+        "--overwrite",
+        action="store_true",
+        help="write into an --out that holds an earlier limits run (its summary.json), replacing that run's files; "
+        "a folder holding anything else is refused",
     )
     parser.add_argument(
         "--seeds", type=int, nargs="+", default=None, help="PPO seeds of the record to judge (not set: all of them)"
@@ -95,8 +99,27 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
         parser.error(f"--hrv-max-steps {args.hrv_max_steps}: expected 1 to 10 (the search grows as C(T + 14, 14))")
     if args.out.exists() and not args.out.is_dir():
         parser.error(f"--out {args.out}: exists and is not a directory")
-    if args.out.is_dir() and any(args.out.iterdir()) and not args.overwrite:
+    entries = sorted(entry.name for entry in args.out.iterdir()) if args.out.is_dir() else []
+    if entries and not args.overwrite:
         parser.error(f"--out {args.out} is not empty: choose a new folder, or pass --overwrite to replace its files")
+    if entries and not is_limits_run(args.out):
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        parser.error(
+            f"--out {args.out} is not empty and holds no limits run (it has {shown}); choose a new or empty --out "
+            "(--overwrite replaces only an earlier limits run's files)"
+        )
+
+
+def is_limits_run(out: Path) -> bool:
+    """Whether ``out`` holds an earlier run of this script: its ``summary.json`` (written last)
+    names this script as its command. Only then may --overwrite replace the files there, as
+    scripts/sweep.py replaces only a sweep (``sweep.json``); a user's files are never replaced."""
+    try:
+        summary = json.loads((out / SUMMARY).read_text())
+        command = summary["record"]["command"]
+        return {"swing", "hrv", "files"} <= set(summary) and command[1] == "scripts/limits.py"
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return False
 
 
 def settings_from(args: argparse.Namespace):

@@ -47,6 +47,11 @@ if os.environ.get("PUREHR_TEST_XLA_DEFAULT") != "1":
 if "PUREHR_CACHE_DIR" not in os.environ:
     os.environ["PUREHR_CACHE_DIR"] = tempfile.mkdtemp(prefix="purehr-cache-")
 
+from purehr.run.compiled.compile_cache import use_compile_cache  # noqa: E402
+
+# the session keeps its programs as the scripts it starts do (purehr's entries, checked by key):
+# a program compiled here and in a subprocess is compiled once
+use_compile_cache()
 from purehr.run.store.columns import checkpoint_columns, update_columns  # noqa: E402  (after the cache setting)
 from purehr.run.store.files import read_csv, write_csv  # noqa: E402
 from purehr.tasks import HRV_DEFAULTS, get_task  # noqa: E402

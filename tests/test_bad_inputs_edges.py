@@ -12,6 +12,7 @@ import argparse
 import hashlib
 import importlib.util
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -134,6 +135,39 @@ def script_case(name, script, argv, message, setup=lambda tmp, model: None, exit
     return Case(name, lambda tmp, model: call(tmp), SystemExit, message, exit_code, setup)
 
 
+def with_cache_dir(relative: str, call: Callable[[Path], Any]) -> Callable[[Path, PPOModel], Any]:
+    """``call`` with PUREHR_CACHE_DIR set to ``{tmp}/<relative>`` (restored after)."""
+
+    def run(tmp: Path, model: PPOModel) -> Any:
+        before = os.environ.get("PUREHR_CACHE_DIR")
+        os.environ["PUREHR_CACHE_DIR"] = str(tmp / relative)
+        try:
+            return call(tmp)
+        finally:
+            if before is None:
+                os.environ.pop("PUREHR_CACHE_DIR", None)
+            else:
+                os.environ["PUREHR_CACHE_DIR"] = before
+
+    return run
+
+
+def full_disk_save(tmp: Path, model: PPOModel) -> None:
+    """A checkpoint saved on a disk that reports 1 kB free (``shutil.disk_usage`` as the
+    checkpoints see it): a real full disk made Orbax's save fail mid-write into about 100
+    "Event loop is closed" tracebacks (issue 48)."""
+    import shutil
+
+    from purehr.run import checkpoints
+
+    free = shutil.disk_usage(tmp)._replace(free=1000)
+    original, checkpoints.shutil.disk_usage = checkpoints.shutil.disk_usage, lambda path: free
+    try:
+        checkpoints.SeedCheckpoints(tmp / "checkpoints").save(0, {"weights": np.ones(4096, np.float32)}, pending=5)
+    finally:
+        checkpoints.shutil.disk_usage = original
+
+
 def save_case(name, message, setup=lambda tmp, model: None, raises=FileExistsError, **save_options):
     """``model.save(<row dir>/model, **save_options)`` refused."""
     return Case(name, lambda tmp, model: model.save(tmp / "model", **save_options), raises, message, setup=setup)
@@ -199,6 +233,8 @@ SWEEP = ("scripts/sweep.py", "--task", "hrv", "--learning-rate", "1e-4", "--step
 EVALUATE = "scripts/evaluate.py"
 THROUGHPUT = "benchmarks/throughput.py"
 LIMITS = "scripts/limits.py"
+TRAIN_TINY = ("--tasks", "hrv", "--seeds", "0", "--steps", "512", "--num-envs", "8", "--num-steps", "64")
+TRAIN_TINY += ("--minibatch-size", "128", "--no-render", "--run-dir", "{tmp}/run")
 LIMITS_RECORD = ("--protocol", str(ROOT / "results" / "protocol"), "--out", "{tmp}/out")
 
 CASES = [
@@ -272,6 +308,40 @@ CASES = [
         "checkpoints.csv: line 3 ends after 1 of 5 fields (cut short?)",
         a_finished_run("64"),
     ),
+    # issue 48: a record inside its own run directory
+    script_case(
+        "publish into the run itself",
+        PUBLISH[0],
+        [PUBLISH[1], "{tmp}/run/record"],
+        "{tmp}/run/record lies inside the run {tmp}/run it would copy; publish into a directory outside it",
+        a_finished_run(folders=("0", "64")),
+    ),
+    # issue 48: a full disk (simulated): one line naming the folder and the space, before Orbax writes
+    Case(
+        "checkpoint save on a full disk",
+        full_disk_save,
+        OSError,
+        "[Errno 28] No space left on device for a checkpoint: {tmp}/checkpoints has 0.0 MB free, "
+        "5 checkpoints of this event need about 0.2 MB",
+        setup=lambda tmp, model: (tmp / "checkpoints").mkdir(),
+    ),
+    # issue 48: PUREHR_CACHE_DIR naming a file (JAX warned about every entry and the run went on)
+    Case(
+        "PUREHR_CACHE_DIR is a file",
+        with_cache_dir("cache", cli("scripts/train_all_seeds.py", *TRAIN_TINY)),
+        SystemExit,
+        "PUREHR_CACHE_DIR={tmp}/cache is a file, not a folder",
+        2,
+        write("cache", "mine\n"),
+    ),
+    Case(
+        "PUREHR_CACHE_DIR below a file",
+        with_cache_dir("cache/purehr", cli("scripts/evaluate.py", "--task", "hrv", "--policy", "oracle")),
+        SystemExit,
+        "PUREHR_CACHE_DIR={tmp}/cache/purehr: {tmp}/cache is a file, not a folder",
+        2,
+        write("cache", "mine\n"),
+    ),
     # benchmarks/throughput.py: outputs and counts checked before the benchmark runs
     script_case("throughput json is a directory", THROUGHPUT, ["--quick", "--json", "{tmp}"], "is a directory"),
     script_case(
@@ -300,6 +370,25 @@ CASES = [
         "limits rounds -1", LIMITS, [*LIMITS_RECORD, "--rounds", "-1"], "--rounds -1: expected an integer >= 0"
     ),
     script_case("limits out not empty", LIMITS, LIMITS_RECORD, "is not empty", write("out/mine.txt", "mine\n")),
+    # issue 48 defect 8: --overwrite replaced a user's README.md and swing.csv (no limits run there)
+    script_case(
+        "limits out holds no limits run, --overwrite",
+        LIMITS,
+        [*LIMITS_RECORD, "--overwrite"],
+        "holds no limits run (it has README.md, swing.csv); choose a new or empty --out (--overwrite replaces "
+        "only an earlier limits run's files)",
+        lambda tmp, model: (
+            write("out/README.md", "my notes\n")(tmp, model),
+            write("out/swing.csv", "mine\n")(tmp, model),
+        ),
+    ),
+    script_case(
+        "limits out holds another script's summary.json, --overwrite",
+        LIMITS,
+        [*LIMITS_RECORD, "--overwrite"],
+        "holds no limits run (it has summary.json)",
+        write("out/summary.json", '{"record": {"command": ["python", "scripts/other.py"]}}'),
+    ),
     script_case(
         "throughput report not JSON",
         THROUGHPUT,
@@ -545,6 +634,21 @@ def test_bad_input_is_refused_clearly_and_writes_nothing(case: Case, model, tmp_
 
 
 # --- rows that are not refusals ------------------------------------------------------------
+
+
+def test_limits_overwrite_accepts_a_folder_holding_an_earlier_limits_run(tmp_path):
+    """The other side of the limits rows above: the recorded run's summary.json marks its folder
+    as a limits run's, so --overwrite may replace its files there (a user's beside them stay:
+    a run writes only its own names)."""
+    limits = load_script(ROOT / LIMITS)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").write_bytes((ROOT / "results" / "limits" / "summary.json").read_bytes())
+    (out / "my_notes.txt").write_text("mine\n")
+    argv = [arg.replace("{tmp}", str(tmp_path)) for arg in LIMITS_RECORD]
+    parser = limits.build_parser()
+    limits.check_arguments(parser, parser.parse_args([*argv, "--overwrite"]))  # accepted: no SystemExit
+    assert limits.is_limits_run(out) and not limits.is_limits_run(tmp_path)
 
 
 def test_a_model_saved_without_digests_loads_with_a_warning(model, tmp_path):

@@ -81,3 +81,22 @@ def test_the_cache_directory_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("PUREHR_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert baselines.baseline_cache_dir() == tmp_path / "purehr" / "baselines"
+
+
+def test_an_edited_cache_file_is_not_trusted_but_evaluated_again_and_said(counted, monkeypatch):
+    """Issue 48 defect 6: a kept entry edited to oracle success 0.5 and episode length 60 was
+    reused, and its numbers reached the manifest and the goal verdict."""
+    calls, folder = counted
+    baselines.evaluate_baselines([setup()], cache_dir=folder)
+    path = folder / f"{key(setup())}.json"
+    record = json.loads(path.read_text())
+    record["baselines"]["metrics"] = {"success_rate": 0.5, "episode_length": 60.0}
+    path.write_text(json.dumps(record))
+    monkeypatch.setattr(baselines, "_EVALUATED", {})  # a new process: the file is read
+    said = []
+    assert baselines.evaluate_baselines([setup()], said.append, cache_dir=folder) == {"hrv": FAKE}
+    assert calls == ["hrv", "hrv"]
+    assert len(said) == 1 and "edited or damaged" in said[0] and str(path) in said[0], said
+    assert json.loads(path.read_text())["baselines"] == FAKE  # the entry is written again, whole
+    monkeypatch.setattr(baselines, "_EVALUATED", {})
+    assert baselines.evaluate_baselines([setup()], cache_dir=folder) == {"hrv": FAKE} and len(calls) == 2

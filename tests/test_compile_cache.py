@@ -32,6 +32,9 @@ x = np.linspace(0.0, 1.0, 64, dtype=np.float32)
 def pure(x):
     return jnp.cumsum(jnp.sin(3.0 * x) * x)
 
+def other(x):  # another program: another key, another entry
+    return jnp.cumprod(jnp.cos(2.0 * x) + 1.0)
+
 def with_callback(x):
     io_callback(lambda v: None, None, x, ordered=True)
     return 2.0 * x
@@ -41,19 +44,23 @@ before = COUNTS.snapshot()
 result = jax.jit(pure)(x).tolist()
 counts["pure"] = COUNTS.since(before)
 before = COUNTS.snapshot()
+other_result = jax.jit(other)(x).tolist()
+counts["other"] = COUNTS.since(before)
+before = COUNTS.snapshot()
 jax.jit(with_callback)(x).block_until_ready()
 counts["callback"] = COUNTS.since(before)
-print(json.dumps({"counts": counts, "result": result}))
+print(json.dumps({"counts": counts, "result": result, "other": other_result}))
 """
 
 
 def _run_program(cache: str, **environment: str) -> dict:
+    """The program's counts and results; its warnings (stderr) under said."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")} | environment
     completed = subprocess.run(
         [sys.executable, "-c", PROGRAM, cache], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(completed.stdout.splitlines()[-1])
+    return json.loads(completed.stdout.splitlines()[-1]) | {"said": completed.stderr}
 
 
 @pytest.mark.slow
@@ -68,11 +75,35 @@ def test_a_second_process_reads_the_program_back_but_never_one_with_host_callbac
     for run in (first, second):  # asked every time, answered never: JAX writes no such entry
         assert (run["counts"]["callback"]["requests"], run["counts"]["callback"]["hits"]) == (1, 0)
     assert off["counts"]["pure"] == {"directory": None, "requests": 0, "hits": 0, "seconds_saved": 0.0}
-    assert len(list(folder.iterdir())) == 1  # the callback-free program's entry alone
+    assert len(list(folder.iterdir())) == 2  # the callback-free programs' entries alone
     # no folder given: purehr's own (JAX's setting, where there is one, comes first: below)
     default = _run_program("default", PUREHR_CACHE_DIR=str(tmp_path / "purehr"))
     assert default["counts"]["pure"]["directory"] == str(tmp_path / "purehr" / "xla")
     assert default["result"] == first["result"]
+
+
+def _entry(folder: Path, function: str) -> Path:
+    """The cache file of the jitted ``function`` (JAX names it after the function)."""
+    (path,) = [path for path in folder.iterdir() if path.name.startswith(f"jit_{function}-")]
+    return path
+
+
+@pytest.mark.slow
+def test_an_entry_swapped_for_another_programs_is_compiled_again_not_run(tmp_path):
+    """Issue 48 defect 7: the random policy's cached program copied over the oracle's file was
+    run as the oracle's. Each entry names the key it was written for, checked on read: the
+    swapped entry is refused with one warning, compiled again and replaced."""
+    folder = tmp_path / "xla"
+    first = _run_program(str(folder))
+    _entry(folder, "pure").write_bytes(_entry(folder, "other").read_bytes())
+    swapped = _run_program(str(folder))
+    assert swapped["result"] == first["result"] and swapped["other"] == first["other"]
+    assert (swapped["counts"]["pure"]["requests"], swapped["counts"]["pure"]["hits"]) == (1, 0)
+    assert (swapped["counts"]["other"]["requests"], swapped["counts"]["other"]["hits"]) == (1, 1)
+    assert swapped["said"].count("is not the program") == 1, swapped["said"]
+    again = _run_program(str(folder))  # replaced: read back again
+    assert again["result"] == first["result"] and again["counts"]["pure"]["hits"] == 1
+    assert "is not the program" not in again["said"]
 
 
 def test_the_cache_folder_follows_the_environment(monkeypatch, tmp_path):
@@ -124,3 +155,32 @@ def test_the_flags_reach_the_cache_as_given(monkeypatch):
     for flags in (["--no-compile-cache"], [], ["--compile-cache", "somewhere"]):
         start_compile_cache(parser.parse_args(flags), parser)
     assert given == [None, ..., Path("somewhere")]
+
+
+def test_an_entry_is_read_only_for_the_key_it_was_written_for(tmp_path):
+    """The check behind the test above, without a process: an entry names its key and a digest;
+    another key's entry, a flipped byte, a cut and an empty file are refused by name; a put
+    replaces a refused entry."""
+    cache = compile_cache.KeyedProgramCache(tmp_path)
+    cache.put("jit_a-1", b"program a")
+    cache.put("jit_b-2", b"program b")
+    assert cache.get("jit_a-1") == b"program a" and cache.get("jit_missing-3") is None
+    entry = tmp_path / f"jit_a-1{compile_cache.ENTRY_SUFFIX}"
+    whole = entry.read_bytes()
+    damaged = {
+        "another program's": (tmp_path / f"jit_b-2{compile_cache.ENTRY_SUFFIX}").read_bytes(),
+        "flipped": whole[:-1] + bytes([whole[-1] ^ 0xFF]),
+        "cut": whole[: len(whole) // 2],
+        "empty": b"",
+    }
+    for data in damaged.values():
+        entry.write_bytes(data)
+        with pytest.raises(compile_cache.ProgramEntryMismatch, match=f"{entry}.*compiled again"):
+            cache.get("jit_a-1")
+    with pytest.raises(compile_cache.ProgramEntryMismatch, match="holds the program of key 'jit_b-2'"):
+        compile_cache.unpack_entry(damaged["another program's"], "jit_a-1", entry)
+    cache.put("jit_a-1", b"program a")
+    assert cache.get("jit_a-1") == b"program a" and sorted(p.name for p in tmp_path.iterdir()) == [
+        f"jit_a-1{compile_cache.ENTRY_SUFFIX}",
+        f"jit_b-2{compile_cache.ENTRY_SUFFIX}",
+    ]

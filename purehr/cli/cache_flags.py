@@ -33,6 +33,7 @@ def start_compile_cache(args, parser: argparse.ArgumentParser) -> Path | None:
 
     folder = None if args.no_compile_cache else (args.compile_cache or ...)  # ...: the default folder
     try:
+        compile_cache.purehr_cache_root()  # PUREHR_CACHE_DIR (the baselines' too) refused before any work
         return compile_cache.use_compile_cache(folder)
     except ValueError as error:
         parser.exit(2, f"error: {error}\n")

@@ -42,10 +42,16 @@ class UnpublishableRun(RunDirectoryError):
 
 
 def publish_run(run_dir: str | Path, record_dir: str | Path, max_replayed: int = 24) -> list[Path]:
-    """Copy ``run_dir`` (a finished run) to ``record_dir`` (which must not exist yet), with
+    """Copy ``run_dir`` (a finished run) to ``record_dir`` (which must not exist yet, nor lie
+    inside the run), with
     the showcase traces of the lowest seed that a replay of ``max_replayed`` checkpoints
     plays. Everything is checked first (paths, checkpoint digests); returns the files written."""
     source, target = Path(run_dir), Path(record_dir)
+    if target.resolve().is_relative_to(source.resolve()):  # the copy would hold itself: refused before any read
+        raise UnpublishableRun(
+            f"{target} lies inside the run {source} it would copy; publish into a directory outside it "
+            "(nothing was copied)"
+        )
     manifest = RunDirectory(source).read_manifest()
     if manifest.get("status") != "finished":
         raise ValueError(f"{source} holds a {manifest.get('status')!r} run; publish a finished one")

@@ -7,7 +7,12 @@ only on their definition (``baseline_definition``: the task and its policies, th
 the held-out params and episode count, the code, the precision and the backend). So each
 task's are kept by a digest of that definition: in this process, and in a small JSON file under
 the user's cache directory (``PUREHR_CACHE_DIR``, else ``$XDG_CACHE_HOME/purehr``, else
-``~/.cache/purehr``; ``PUREHR_CACHE_DIR=""`` keeps none). A changed definition is another key."""
+``~/.cache/purehr``; ``PUREHR_CACHE_DIR=""`` keeps none). A changed definition is another key.
+
+A kept file is trusted only whole: it names its key and carries a SHA-256 over its key,
+definition and numbers (``entry_digest``), checked on read; a file edited by hand (the oracle's
+success made 0.5), cut short or renamed to another key is evaluated again, and the user is
+told, instead of its numbers reaching the manifest and the goal verdicts."""
 
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ from purehr.run.compiled.train_all import TaskSetup
 from purehr.run.store.checkpoints import tree_digest
 from purehr.run.store.files import atomic_write_json, json_values
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: each entry carries its digest (entries of format 1 are never read)
 _EVALUATED: dict[str, dict[str, Any]] = {}  # key -> one task's baselines, this process
 
 
@@ -44,7 +49,9 @@ def evaluate_baselines(
     for setup in setups:
         definition = baseline_definition(setup)
         key = baseline_key(definition)
-        found = _EVALUATED.get(key) or _read_cached(folder, key)
+        found, problem = (_EVALUATED[key], None) if key in _EVALUATED else _read_cached(folder, key)
+        if problem is not None:
+            say(f"{setup.name}: {problem}; evaluated again")
         if found is None:
             found = _evaluate(setup)
             _write_cached(folder, key, definition, found)
@@ -132,21 +139,41 @@ def baseline_cache_dir() -> Path | None:
     return None if root is None else root / "baselines"
 
 
-def _read_cached(folder: Path | None, key: str) -> dict[str, Any] | None:
-    """The kept baselines of ``key``, or None (none kept, or a file that is not one: re-evaluated)."""
+def entry_digest(key: str, definition: Any, baselines: Any) -> str:
+    """SHA-256 over a kept entry's key, definition and numbers, as JSON: written with the entry,
+    recomputed on read, so an entry whose numbers were edited is not trusted."""
+    whole = json.dumps({"key": key, "definition": definition, "baselines": baselines}, sort_keys=True)
+    return hashlib.sha256(whole.encode()).hexdigest()
+
+
+def _read_cached(folder: Path | None, key: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The kept baselines of ``key`` (None: none kept, or not trusted) and, for a file that is
+    there but not a whole entry of ``key`` with its digest, what is wrong with it."""
     if folder is None:
-        return None
+        return None, None
+    path = folder / f"{key}.json"
     try:
-        record = json.loads((folder / f"{key}.json").read_text())
+        record = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as error:
+        return None, f"the kept baselines {path} cannot be read ({type(error).__name__}), damaged"
+    try:
         baselines = record["baselines"]
         whole = (
             record["key"] == key
+            and record["digest"] == entry_digest(key, record["definition"], baselines)
             and isinstance(baselines["floors"], dict)
             and (baselines["metrics"] is None or isinstance(baselines["metrics"], dict))
         )
-        return baselines if whole else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    except (KeyError, TypeError):
+        whole = False
+    if not whole:
+        return None, (
+            f"the kept baselines {path} were edited or damaged (not a whole entry of this definition with the "
+            "SHA-256 written with it), so their numbers are not used"
+        )
+    return baselines, None
 
 
 def _write_cached(folder: Path | None, key: str, definition: dict[str, Any], baselines: dict[str, Any]) -> None:
@@ -154,6 +181,8 @@ def _write_cached(folder: Path | None, key: str, definition: dict[str, Any], bas
     if folder is None:
         return
     try:
-        atomic_write_json(folder / f"{key}.json", {"key": key, "definition": definition, "baselines": baselines})
+        digest = entry_digest(key, json_values(definition), json_values(baselines))
+        record = {"key": key, "digest": digest, "definition": definition, "baselines": baselines}
+        atomic_write_json(folder / f"{key}.json", record)
     except OSError:
         pass

@@ -9,6 +9,13 @@ scripts turn it on before anything compiles (``use_compile_cache``); a library c
 on itself, as JAX's cache is a process-wide setting. Every entry is a file; deleting the folder
 only costs the next run its compilations.
 
+What an entry promises (``KeyedProgramCache``): JAX names an entry's file after the program's
+key and trusts whatever the file holds, so a file copied over another's was run as that other
+program. purehr's entries (``<key>.purehr``) hold the key they were written for and a SHA-256
+over key and program, both checked on read: an entry that is not the program asked for, or is
+damaged (flipped bytes, cut short, empty), is refused with one warning, compiled again and
+replaced. Entries JAX wrote itself (``<key>-cache``) are never read by purehr.
+
 What it cannot hold (measured on jax 0.10.2): a program with host callbacks. JAX never writes
 one ("Not writing persistent cache entry ... because it uses host callbacks"), and the
 protocol's training program calls the host at every update and checkpoint, so it is compiled on
@@ -19,12 +26,17 @@ them (``compile_cache``)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jax
+from jax._src import compilation_cache as jax_compilation_cache  # no public hook for the file cache
+from jax._src.compilation_cache_interface import CacheInterface
+
+from purehr.run.store.files import atomic_write_bytes
 
 # a program that compiles faster than this is not written (JAX's default is 1 s): the small
 # evaluation and initial-state programs take 0.2-1 s each on the 2-core CPU, and reading an
@@ -39,9 +51,25 @@ _SAVED = "/jax/compilation_cache/compile_time_saved_sec"
 def purehr_cache_root() -> Path | None:
     """purehr's cache folder between processes (None: the user asked for none)."""
     given = os.environ.get("PUREHR_CACHE_DIR")
+    if given == "":
+        return None
     if given is not None:
-        return Path(given) if given else None
+        instead = 'name a folder for purehr\'s caches (PUREHR_CACHE_DIR="" keeps none)'
+        return check_cache_folder(Path(given), f"PUREHR_CACHE_DIR={given}", instead)
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "purehr"
+
+
+def check_cache_folder(folder: Path, name: str, instead: str) -> Path:
+    """``folder``, refused (ValueError naming it, then what to do ``instead``) where it or a
+    folder above it is a file: JAX would warn about every entry it fails to write, and the run
+    would go on without a cache."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            if not path.is_dir():
+                where = "" if path == folder else f": {path}"
+                raise ValueError(f"{name}{where} is a file, not a folder; {instead}")
+            break
+    return folder
 
 
 def default_compile_cache_dir() -> Path | None:
@@ -67,14 +95,89 @@ def use_compile_cache(folder=...) -> Path | None:
     if folder is None:
         jax.config.update("jax_enable_compilation_cache", False)
         return None
-    folder = Path(folder).expanduser()
-    if folder.exists() and not folder.is_dir():
-        raise ValueError(f"compile cache {str(folder)!r} is a file, not a folder; give a folder or --no-compile-cache")
+    instead = "give a folder or --no-compile-cache"
+    folder = check_cache_folder(Path(folder).expanduser(), f"compile cache {str(folder)!r}", instead)
     jax.config.update("jax_enable_compilation_cache", True)
     jax.config.update("jax_compilation_cache_dir", str(folder))
+    _keep_programs_by_key()
     if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:  # the user's own setting stays
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     return folder
+
+
+ENTRY_HEADER = b"purehr compiled program 1\n"
+ENTRY_SUFFIX = ".purehr"
+
+
+class ProgramEntryMismatch(RuntimeError):
+    """A cache entry that is not the program its file is named for, or is damaged. JAX reports
+    it as a failed read (one warning), compiles the program and writes the entry again."""
+
+
+def pack_entry(key: str, program: bytes) -> bytes:
+    """An entry's bytes: header, the key it is for, a SHA-256 over both, then JAX's value."""
+    digest = hashlib.sha256(key.encode() + b"\n" + program).hexdigest()
+    return ENTRY_HEADER + key.encode() + b"\n" + digest.encode() + b"\n" + program
+
+
+def unpack_entry(data: bytes, key: str, path: Path) -> bytes:
+    """JAX's value of an entry read for ``key``; raises ``ProgramEntryMismatch`` when the entry
+    was written for another key or its digest does not match (damaged)."""
+    parts = data[len(ENTRY_HEADER) :].split(b"\n", 2)
+    if not data.startswith(ENTRY_HEADER) or len(parts) != 3:
+        raise ProgramEntryMismatch(
+            f"{path} is not a whole purehr compile cache entry (damaged or empty); compiled again"
+        )
+    named, digest, program = parts
+    if named.decode(errors="replace") != key:
+        raise ProgramEntryMismatch(
+            f"{path} is not the program its name says: it holds the program of key "
+            f"{named.decode(errors='replace')[:120]!r}; compiled again"
+        )
+    if hashlib.sha256(named + b"\n" + program).hexdigest().encode() != digest:
+        raise ProgramEntryMismatch(f"{path} is damaged (its SHA-256 does not match its contents); compiled again")
+    return program
+
+
+class KeyedProgramCache(CacheInterface):
+    """JAX's persistent cache as files ``<key>.purehr``, each naming its key (``pack_entry``),
+    checked on every read; written atomically, replacing a refused entry. No size limit
+    (JAX's default; ``jax_compilation_cache_max_size`` is not applied here)."""
+
+    def __init__(self, path: str | Path):
+        self._path = Path(path)
+        self._path.mkdir(parents=True, exist_ok=True)
+
+    def _file(self, key: str) -> Path:
+        return self._path / f"{key}{ENTRY_SUFFIX}"
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            data = self._file(key).read_bytes()
+        except FileNotFoundError:
+            return None
+        return unpack_entry(data, key, self._file(key))
+
+    def put(self, key: str, value: bytes) -> None:
+        atomic_write_bytes(self._file(key), pack_entry(key, value))
+
+
+def _keyed_file_cache(path: str):
+    """JAX's ``get_file_cache`` for purehr: a ``KeyedProgramCache`` (checked against a fresh
+    compilation too where the user asked JAX to, ``jax_compilation_cache_check_contents``)."""
+    cache = KeyedProgramCache(path)
+    if jax.config.jax_compilation_cache_check_contents:
+        return jax_compilation_cache.VerificationCache(cache), path
+    return cache, path
+
+
+def _keep_programs_by_key() -> None:
+    """Makes JAX open its cache as a ``KeyedProgramCache`` (once it opens it, at the next
+    compilation); one it opened before, as its own file cache, is closed first."""
+    jax_compilation_cache.get_file_cache = _keyed_file_cache
+    opened = jax_compilation_cache._cache
+    if opened is not None and not isinstance(getattr(opened, "_base_cache", opened), KeyedProgramCache):
+        jax_compilation_cache.reset_cache()
 
 
 @dataclass

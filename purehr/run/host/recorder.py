@@ -256,7 +256,7 @@ class RunRecorder:
                     continue  # its row is already in checkpoint_rows
                 digest = kept[steps]  # intact on disk but never listed: only its row is written
             else:
-                digest = self.checkpoints[task][seed].save(steps, state)
+                digest = self.checkpoints[task][seed].save(steps, state, pending=len(self.seeds) - index)
             showcase_path = None
             if showcase is not None:
                 showcase_path = self.run_dir.showcase_path(task, seed, steps)

@@ -4,6 +4,7 @@ corrupted one is detected even when Orbax would restore it without complaint."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import re
 import shutil
@@ -16,6 +17,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from purehr.run.store.run_dir import is_orbax_entry
+
+CHECKPOINT_OVERHEAD_BYTES = 16_000  # Orbax's metadata files and OCDBT's manifest, per checkpoint
 
 DIGEST = re.compile(r"^[0-9a-f]{64}$")
 """A ``state_digest`` cell: the SHA-256 of ``tree_digest``, in hex."""
@@ -56,6 +59,25 @@ def verify_readable(path: Path) -> None:
         raise CorruptCheckpointError(
             f"checkpoint {path} cannot be read: {type(error).__name__}: {str(error).splitlines()[0][:400]}"
         ) from None
+
+
+def check_free_space(directory: Path, pending: int, state_bytes: int) -> None:
+    """Raises OSError(ENOSPC), one line naming the folder and the space, when the disk cannot
+    hold ``pending`` checkpoints of ``state_bytes`` (twice that, plus Orbax's metadata).
+
+    Why: an Orbax save that runs out of space mid-write fails in its asyncio threads, and the
+    writes still in flight then report into the closed loop: about 100 "Event loop is closed"
+    tracebacks before the run's own one-line error (issue 48). Refused before Orbax writes,
+    the run stops with that line alone, its earlier checkpoints intact for --resume."""
+    needed = pending * (2 * state_bytes + CHECKPOINT_OVERHEAD_BYTES)
+    free = shutil.disk_usage(directory).free
+    if free < needed:
+        what = "this checkpoint needs" if pending == 1 else f"{pending} checkpoints of this event need"
+        raise OSError(
+            errno.ENOSPC,
+            f"No space left on device for a checkpoint: {directory} has {free / 1e6:.1f} MB free, "
+            f"{what} about {needed / 1e6:.1f} MB",
+        )
 
 
 def _ocdbt_arrays(path: Path) -> dict[str, Any]:
@@ -165,10 +187,12 @@ class SeedCheckpoints:
             barrier_sync_key_prefix=hashlib.sha256(str(self.directory.absolute()).encode()).hexdigest()[:16],
         )
 
-    def save(self, steps: int, state: Any) -> str:
-        """Starts an asynchronous save and returns the state's digest."""
+    def save(self, steps: int, state: Any, pending: int = 1) -> str:
+        """Starts an asynchronous save and returns the state's digest. ``pending``: the
+        checkpoints of this event still to save, this one included (``check_free_space``)."""
         if steps in self._manager.all_steps():
             raise FileExistsError(f"checkpoint {self.path(steps)} already exists; refusing to overwrite it")
+        check_free_space(self.directory, pending, sum(np.asarray(leaf).nbytes for leaf in jax.tree.leaves(state)))
         self._manager.save(steps, args=ocp.args.StandardSave(stored_form(state)))
         return tree_digest(state)
 
