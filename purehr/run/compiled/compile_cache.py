@@ -29,12 +29,17 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jax
-from jax._src import compilation_cache as jax_compilation_cache  # no public hook for the file cache
-from jax._src.compilation_cache_interface import CacheInterface
+
+try:  # no public hook for the file cache: JAX's internals, as in the pinned jax (constraints.txt)
+    from jax._src import compilation_cache as jax_compilation_cache
+    from jax._src.compilation_cache_interface import CacheInterface
+except ImportError:  # another jax (a GPU or TPU install): its own cache, unchecked, said once
+    jax_compilation_cache, CacheInterface = None, object
 
 from purehr.run.store.files import atomic_write_bytes
 
@@ -173,7 +178,17 @@ def _keyed_file_cache(path: str):
 
 def _keep_programs_by_key() -> None:
     """Makes JAX open its cache as a ``KeyedProgramCache`` (once it opens it, at the next
-    compilation); one it opened before, as its own file cache, is closed first."""
+    compilation); one it opened before, as its own file cache, is closed first. A jax without
+    the internals this replaces keeps its own cache, and the user is told its entries are not
+    checked against their keys."""
+    if jax_compilation_cache is None or not hasattr(jax_compilation_cache, "get_file_cache"):
+        warnings.warn(
+            f"jax {jax.__version__}: purehr cannot check its persistent compilation cache's entries "
+            "against their keys on this version (constraints.txt pins the one it can); JAX's own "
+            "cache is used as it is (--no-compile-cache keeps none)",
+            stacklevel=3,
+        )
+        return
     jax_compilation_cache.get_file_cache = _keyed_file_cache
     opened = jax_compilation_cache._cache
     if opened is not None and not isinstance(getattr(opened, "_base_cache", opened), KeyedProgramCache):
