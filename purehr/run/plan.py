@@ -15,10 +15,14 @@ from typing import Any
 
 import jax
 
+from purehr.envs.base import Environment
 from purehr.envs.hrv.curriculum import Curriculum
+from purehr.envs.spaces import flat_dim
 from purehr.population import PBTSettings, PopulationStep
+from purehr.ppo.algorithm import make_ppo
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.trainer import validate_seeds
+from purehr.run.estimate import TrainingMemory, check_training_memory
 from purehr.run.runner import TaskSetup, population_updates
 from purehr.run.task_setup import build_setups
 from purehr.tasks import TASK_NAMES, get_task
@@ -27,6 +31,11 @@ from purehr.tracking.settings import TrackingSettings
 
 DEFAULT_TASKS = TASK_NAMES
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+MAX_EPISODE_STEPS = 100_000
+"""The longest episode a run takes: held-out evaluations run every episode for the whole horizon
+(1e9 steps ran the baselines for over 10 minutes without a word)."""
+RECURRENT_FIELDS = ("recurrent_width", "recurrent_skip")
+"""The ``PPOConfig`` fields only ``policy="gru"`` reads."""
 
 
 @dataclass(frozen=True)
@@ -137,8 +146,9 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
         raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
     defaults = {task: get_task(task).default_config for task in tasks}
     configs = merged_configs(tasks, request, defaults)
-    check_env_kwargs(tasks, request.env_kwargs)
+    envs = check_env_kwargs(tasks, request.env_kwargs, configs)
     seeds = request.seeds or list(DEFAULT_SEEDS)
+    check_memory(envs, configs, len(seeds))
     request.tracking.check_writable(Path(run_dir))
     request.tracking.check_new_log_dir([run_label(task, seed) for task in tasks for seed in seeds])
     tracking = request.tracking.with_run_ids(tasks, seeds)
@@ -171,8 +181,18 @@ def population_step(pbt: PBTSettings, setup: TaskSetup, seeds: list[int]) -> Pop
 
 def merged_configs(tasks: list[str], request: RunRequest, base: dict[str, PPOConfig]) -> dict[str, PPOConfig]:
     """Each task's config: the one given for it, else ``base`` (the task's default for a new
-    run, the recorded one on a resume), with the overrides applied."""
-    return {task: request.configs.get(task, base[task]).replace(**request.overrides) for task in tasks}
+    run, the recorded one on a resume), with the overrides applied. A GRU field given to a task
+    that trains the feed-forward policy is refused: it would be recorded and change nothing."""
+    configs = {task: request.configs.get(task, base[task]).replace(**request.overrides) for task in tasks}
+    for task, config in configs.items():
+        given = [name for name in RECURRENT_FIELDS if name in request.overrides]
+        if given and config.policy != "gru":
+            name = given[0]
+            raise ValueError(
+                f"{name}={request.overrides[name]!r} applies to policy='gru'; task {task!r} trains "
+                f"policy={config.policy!r} (add --policy gru, or leave out --{name.replace('_', '-')})"
+            )
+    return configs
 
 
 def validate_request(tasks, seeds) -> tuple[list[str], list[int]]:
@@ -207,16 +227,49 @@ def validate_env_kwargs(env_kwargs) -> dict[str, dict[str, Any]]:
     return env_kwargs
 
 
-def check_env_kwargs(tasks: list[str], env_kwargs: dict[str, dict[str, Any]]) -> None:
-    """Each task's environment builds with its keyword arguments (named when it does not)."""
+def check_env_kwargs(
+    tasks: list[str], env_kwargs: dict[str, dict[str, Any]], configs: dict[str, PPOConfig]
+) -> dict[str, Environment]:
+    """task -> its environment, built with its keyword arguments (named when it does not build,
+    or when its episodes are too long to evaluate: ``check_horizon``)."""
     unknown = sorted(set(env_kwargs) - set(tasks))
     if unknown:
         raise ValueError(f"environment arguments given for tasks {unknown} that are not being trained ({tasks})")
-    for task, kwargs in env_kwargs.items():
+    envs = {}
+    for task in tasks:
+        kwargs = env_kwargs.get(task, {})
+        given = f" with environment arguments {kwargs}" if kwargs else ""
         try:
-            get_task(task).make_env(**kwargs)
+            envs[task] = get_task(task).make_env(**kwargs)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"task {task!r} with environment arguments {kwargs}: {error}") from None
+            raise ValueError(f"task {task!r}{given}: {error}") from None
+        check_horizon(f"task {task!r}{given}", envs[task], configs[task])
+    return envs
+
+
+def check_horizon(described: str, env: Environment, config: PPOConfig) -> None:
+    """``ValueError`` for episodes longer than ``MAX_EPISODE_STEPS``: every held-out evaluation
+    (the baselines' before training, every checkpoint's) runs each episode for the whole horizon."""
+    horizon = env.max_episode_steps(env.default_params)
+    if horizon > MAX_EPISODE_STEPS:
+        episodes = config.eval_episodes
+        raise ValueError(
+            f"{described}: its episodes last {horizon:,} steps (max_episode_steps); expected at most "
+            f"{MAX_EPISODE_STEPS:,}: every held-out evaluation (the baselines' before training, then every "
+            f"checkpoint's) runs each of its {episodes:,} episodes (eval_episodes) for the whole horizon, "
+            f"{episodes * horizon:,} environment steps each time"
+        )
+
+
+def check_memory(envs: dict[str, Environment], configs: dict[str, PPOConfig], num_seeds: int) -> None:
+    """``ValueError`` naming the sizes of a training that cannot fit in the machine's memory,
+    estimated from the shapes ``init`` builds (nothing is compiled or allocated)."""
+    needs = []
+    for task, env in envs.items():
+        ppo = make_ppo(configs[task], env, env.default_params)
+        observation_size = flat_dim(env.observation_space(env.default_params))
+        needs.append(TrainingMemory.of(task, ppo, configs[task], observation_size, num_seeds))
+    check_training_memory(needs)
 
 
 def validate_curricula(tasks: list[str], curricula: dict[str, Curriculum | None] | None) -> dict[str, Curriculum]:
