@@ -162,7 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     except RunInterrupted as interrupted:  # Ctrl-C: the manifest says "interrupted"
         return _stopped_by_ctrl_c(f"{interrupted}", args, run_dir, directory_option, interrupted.at_once)
     except KeyboardInterrupt:  # Ctrl-C before training, or while rendering or reporting
-        return _stopped_by_ctrl_c("interrupted (Ctrl-C)", args, run_dir, directory_option, at_once=False)
+        from purehr.run.compiled.program import abandoned_program_running
+
+        # a computation Ctrl-C stopped waiting for (the baselines, the first states) would hold the exit
+        at_once = abandoned_program_running()
+        return _stopped_by_ctrl_c("interrupted (Ctrl-C)", args, run_dir, directory_option, at_once=at_once)
 
 
 def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: list[str] | None) -> int:

@@ -228,6 +228,59 @@ def a_finished_run(last_row: str = "64,64,hrv/seed_0/checkpoints/64,,", folders:
     return setup
 
 
+def own_env_case(name, changes, argv, message, exit_code=2):
+    """``scripts/train_all_seeds.py --tasks <module>:make_env argv`` on a copy of
+    examples/my_env.py with ``changes`` (old line -> new line) made, as a user's own module in
+    ``{tmp}/mods`` (no bytecode written: the row checks nothing was)."""
+    module = "own_" + "".join(c if c.isalnum() else "_" for c in name)
+    task = f"{module}:make_env"
+    argv = [arg.replace("{task}", task) for arg in argv]
+    train = cli(
+        "scripts/train_all_seeds.py",
+        "--tasks",
+        task,
+        "--seeds",
+        "0",
+        "--steps",
+        "1024",
+        "--run-dir",
+        "{tmp}/run",
+        "--no-render",
+        *argv,
+    )
+
+    def setup(tmp: Path, model: PPOModel) -> None:
+        source = (ROOT / "examples" / "my_env.py").read_text()
+        for old, new in changes.items():
+            assert old in source, old
+            source = source.replace(old, new)
+        (tmp / "mods").mkdir()
+        (tmp / "mods" / f"{module}.py").write_text(source)
+
+    def call(tmp: Path, model: PPOModel):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sys, "dont_write_bytecode", True)
+            patch.syspath_prepend(str(tmp / "mods"))
+            return train(tmp)
+
+    return Case(name, call, SystemExit, message.replace("{task}", task), exit_code, setup)
+
+
+GRU_FLAGS = (
+    "--tasks",
+    "hrv",
+    "--steps",
+    "1024",
+    "--num-envs",
+    "8",
+    "--num-steps",
+    "64",
+    "--run-dir",
+    "{tmp}/run",
+    "--no-render",
+)
+
+
 PUBLISH = ("scripts/publish_run.py", "{tmp}/run", "{tmp}/record")
 SWEEP = ("scripts/sweep.py", "--task", "hrv", "--learning-rate", "1e-4", "--steps", "2048", "--out", "{tmp}/out")
 EVALUATE = "scripts/evaluate.py"
@@ -602,6 +655,76 @@ CASES = [
         lambda tmp, model: make_ppo(TINY, HalfEnv()),
         TypeError,
         "HalfEnv does not implement ['action_space', 'observation_space', 'reset', 'step']",
+    ),
+    # issue 48: a user's environment's step outputs, checked by name when the task is resolved
+    own_env_case(
+        "own env terminated float",
+        {"        terminated = success\n": "        terminated = success * 0.5\n"},
+        [],
+        "PointReach.step: terminated has dtype float32 and shape (); expected dtype bool and shape ()",
+    ),
+    own_env_case(
+        "own env truncated int",
+        {"jnp.logical_not(success))\n": "jnp.logical_not(success)).astype(jnp.int32)\n"},
+        [],
+        "PointReach.step: truncated has dtype int32 and shape (); expected dtype bool and shape ()",
+    ),
+    own_env_case(
+        "own env observation longer than its space",
+        {"state.position]).astype": "state.position, state.goal[:1]]).astype"},
+        [],
+        "PointReach.reset: observation has shape (5,); expected (4,), the shape of observation_space",
+    ),
+    own_env_case(
+        "own env reward of shape (1,)",
+        {"reward.astype(jnp.float32), terminated": "reward.reshape(1).astype(jnp.float32), terminated"},
+        [],
+        "PointReach.step: reward has dtype float32 and shape (1,); expected a float or integer dtype and shape ()",
+    ),
+    own_env_case(
+        "own env state that changes shape",
+        {"time = state.time + 1\n": "time = state.time + jnp.ones(1, jnp.int32)\n"},
+        [],
+        "PointReach.step: the next state's .time has dtype int32 and shape (1,); expected dtype int32 and "
+        "shape (), as reset returned it",
+    ),
+    own_env_case(
+        "own env factory raises",
+        {"    return PointReach(**kwargs)\n": "    raise RuntimeError('no licence for the simulator')\n"},
+        [],
+        "error: task '{task}': make_env() raised RuntimeError: no licence for the simulator",
+    ),
+    own_env_case(
+        "own env max_steps 1e9",
+        {},
+        ["--env-arg", "{task}", "max_steps=1e9"],
+        "its episodes last 1,000,000,000 steps (max_episode_steps); expected at most 100,000",
+    ),
+    # issue 48: the GRU's flags without the GRU, and a network that cannot fit in memory
+    script_case(
+        "train recurrent-width with the mlp policy",
+        "scripts/train_all_seeds.py",
+        [*GRU_FLAGS, "--seeds", "0", "--recurrent-width", "256"],
+        "recurrent_width=256 applies to policy='gru'; task 'hrv' trains policy='mlp' (add --policy gru, or leave "
+        "out --recurrent-width)",
+    ),
+    script_case(
+        "train recurrent-skip with the mlp policy",
+        "scripts/train_all_seeds.py",
+        [*GRU_FLAGS, "--seeds", "0", "--recurrent-skip", "true"],
+        "recurrent_skip=True applies to policy='gru'; task 'hrv' trains policy='mlp'",
+    ),
+    script_case(
+        "train a GRU of width 10^8",
+        "scripts/train_all_seeds.py",
+        [*GRU_FLAGS, "--seeds", "0", "1", "--policy", "gru", "--recurrent-width", "100000000"],
+        "hrv: training 2 seeds needs at least",
+    ),
+    script_case(
+        "train actor layers of 10^8",
+        "scripts/train_all_seeds.py",
+        [*GRU_FLAGS, "--seeds", "0", "--actor-hidden", "100000000", "100000000"],
+        "(actor_hidden=(100000000, 100000000)",
     ),
 ]
 

@@ -8,12 +8,15 @@ params (difficulty, physics constants) can change inside a training scan.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from purehr.envs import spaces
 from purehr.types import StepResult
 
 StateT = TypeVar("StateT")
@@ -81,6 +84,111 @@ def check_environment(env: Any) -> None:
             raise TypeError(f"{shown} does not implement {unimplemented} (purehr.envs.base.Environment leaves them)")
     if not isinstance(env.name, str) or not env.name:
         raise TypeError(f"{shown}.name is {env.name!r}; expected a non-empty string (the logs name the task by it)")
+    check_step_outputs(env)
+
+
+_CHECKED_STEPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Environments whose reset and step outputs were checked (``make_ppo`` checks every build)."""
+FLAG = ("b", ())
+"""terminated, truncated, info["success"]: a bool scalar (a float flag made GAE bootstrap part
+of the next value; a float success would be averaged as a rate)."""
+NUMBER = ("biuf", ())
+
+
+def check_step_outputs(env: Any) -> None:
+    """``TypeError`` naming the first output of ``reset`` or ``step`` (observation, next state,
+    reward, terminated, truncated, info["success"]) whose dtype or shape is not what training
+    takes, read from ``jax.eval_shape`` (one trace, nothing compiled). A wrong shape otherwise
+    surfaced as a flax traceback or JAX's "carry[5]" deep inside the training scan."""
+    try:
+        if env in _CHECKED_STEPS:
+            return
+    except TypeError:  # an unhashable environment: checked at every call
+        pass
+    params = env.default_params
+    observation_space, action_space = env.observation_space(params), env.action_space(params)
+
+    def first_step(key):
+        observation, state = env.reset(key, params)
+        return (observation, state), env.step(key, state, action_space.sample(key), params)
+
+    (first_observation, state), step = jax.eval_shape(first_step, jax.random.PRNGKey(0))
+    shown = type(env).__name__
+    _check_observation(f"{shown}.reset", first_observation, observation_space)
+    if not (isinstance(step, tuple) and len(step) == 6):
+        raise TypeError(
+            f"{shown}.step returns {_described(step)}; expected (observation, state, reward, terminated, "
+            "truncated, info)"
+        )
+    observation, next_state, reward, terminated, truncated, info = step
+    _check_observation(f"{shown}.step", observation, observation_space)
+    _check_state(f"{shown}.step", state, next_state)
+    _check_leaf(f"{shown}.step: reward", reward, NUMBER, "a float or integer dtype and shape ()")
+    _check_leaf(f"{shown}.step: terminated", terminated, FLAG)
+    _check_leaf(f"{shown}.step: truncated", truncated, FLAG)
+    if not isinstance(info, Mapping) or "success" not in info:
+        raise TypeError(f"{shown}.step: info is {_described(info)}; expected a dict holding 'success' (bool)")
+    _check_leaf(f"{shown}.step: info['success']", info["success"], FLAG)
+    try:
+        _CHECKED_STEPS[env] = True
+    except TypeError:
+        pass
+
+
+def _check_observation(where: str, observation: Any, space: Any) -> None:
+    """Each leaf of the shape its Box says (other spaces are named by ``check_spaces``)."""
+    if isinstance(space, spaces.Box):
+        expected = [("observation", observation, tuple(space.shape))]
+    elif isinstance(space, spaces.Dict) and all(isinstance(s, spaces.Box) for s in space.spaces.values()):
+        if not isinstance(observation, Mapping) or set(observation) != set(space.spaces):
+            raise TypeError(
+                f"{where}: observation is {_described(observation)}; expected a dict with the keys "
+                f"{sorted(space.spaces)} of observation_space"
+            )
+        expected = [(f"observation[{k!r}]", observation[k], tuple(s.shape)) for k, s in space.spaces.items()]
+    else:
+        return
+    for label, leaf, shape in expected:
+        _check_leaf(
+            f"{where}: {label}", leaf, ("biuf", shape), f"{shape}, the shape of observation_space", shape_only=True
+        )
+
+
+def _check_state(where: str, state: Any, next_state: Any) -> None:
+    """The next state as ``reset`` returned it: the scan over steps carries it."""
+    before, structure = jax.tree_util.tree_flatten_with_path(state)
+    after, next_structure = jax.tree_util.tree_flatten_with_path(next_state)
+    if structure != next_structure:
+        raise TypeError(
+            f"{where}: the next state is {next_structure}; expected the structure reset returned, {structure}"
+        )
+    for (path, old), (_, new) in zip(before, after):
+        if (old.shape, old.dtype) != (new.shape, new.dtype):
+            raise TypeError(
+                f"{where}: the next state's {jax.tree_util.keystr(path)} has dtype {new.dtype} and shape "
+                f"{tuple(new.shape)}; expected dtype {old.dtype} and shape {tuple(old.shape)}, as reset returned it"
+            )
+
+
+def _check_leaf(
+    label: str, leaf: Any, rule: tuple[str, tuple], expected: str | None = None, shape_only: bool = False
+) -> None:
+    kinds, shape = rule
+    if not hasattr(leaf, "shape") or not hasattr(leaf, "dtype"):
+        raise TypeError(f"{label} is {_described(leaf)}; expected an array")
+    dtype = np.dtype(leaf.dtype)
+    if dtype.kind in kinds and tuple(leaf.shape) == shape:
+        return
+    if shape_only and dtype.kind in kinds:
+        raise TypeError(f"{label} has shape {tuple(leaf.shape)}; expected {expected}")
+    expected = expected or f"dtype {'bool' if kinds == 'b' else 'a number'} and shape {shape}"
+    raise TypeError(f"{label} has dtype {dtype} and shape {tuple(leaf.shape)}; expected {expected}")
+
+
+def _described(value: Any) -> str:
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    return f"a {type(value).__name__}"
 
 
 def _has(env: Any, attribute: str) -> bool:

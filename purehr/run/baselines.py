@@ -29,6 +29,7 @@ import jax
 
 from purehr.engine.compile_options import one_shot_compiler_options
 from purehr.run.compiled.compile_cache import purehr_cache_root
+from purehr.run.compiled.program import CtrlC
 from purehr.run.compiled.train_all import TaskSetup
 from purehr.run.store.checkpoints import tree_digest
 from purehr.run.store.files import atomic_write_json, json_values
@@ -65,12 +66,14 @@ def evaluate_baselines(
 
 def _evaluate(setup: TaskSetup) -> dict[str, Any]:
     def heldout(policy):
-        metrics = jax.jit(  # run once per definition: compiled for compile time
+        lowered = jax.jit(  # run once per definition: compiled for compile time
             lambda: setup.task.heldout_evaluation(
                 setup.env, setup.eval_env_params, policy, num_episodes=setup.protocol.eval_episodes
             ),
             compiler_options=one_shot_compiler_options(),
-        )()
+        ).lower()
+        # traced here, compiled and run in a worker thread: Ctrl-C is heard at once, not when it ends
+        metrics = CtrlC().run(lambda: jax.device_get(lowered.compile()()))
         return {k: float(v) for k, v in metrics.items()}
 
     baseline = setup.task.baseline  # None: a suite's or a user's task, floors only

@@ -26,8 +26,10 @@ def is_factory_name(name: str) -> bool:
 
 
 def factory_task(name: str) -> Task:
-    """The task of ``module:factory``; ``ValueError`` when the module does not import or has no
-    such callable, ``TypeError`` when it does not return an Environment, before anything runs."""
+    """The task of ``module:factory``; ``ValueError`` when the module does not import, has no
+    such callable or the factory raises (a ``TypeError`` or ``ValueError`` it raises for given
+    arguments, its refusal of them, passes as it is), ``TypeError`` when it does not return an
+    Environment, before anything runs."""
     module_name, _, attribute = name.rpartition(":")
     module = _import(module_name, name)
     factory = getattr(module, attribute, None)
@@ -36,7 +38,14 @@ def factory_task(name: str) -> Task:
         raise ValueError(f"task {name!r}: {module_name} has no function {attribute!r}; its callables: {found}")
 
     def make_env(**kwargs: Any) -> Environment:
-        env = factory(**kwargs)
+        try:
+            env = factory(**kwargs)
+        except Exception as error:  # one line naming the factory, not the user's traceback
+            if kwargs and isinstance(error, (TypeError, ValueError)):
+                raise  # its refusal of the arguments, said as it is (the caller names task and arguments)
+            raise ValueError(
+                f"task {name!r}: {attribute}({_shown(kwargs)}) raised {type(error).__name__}: {error}"
+            ) from error
         if not isinstance(env, Environment):
             raise TypeError(
                 f"task {name!r}: {attribute}({_shown(kwargs)}) returned a {type(env).__name__}; expected a "

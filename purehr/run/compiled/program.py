@@ -110,6 +110,12 @@ class CtrlC:
         raise KeyboardInterrupt
 
 
+def abandoned_program_running() -> bool:
+    """A program a Ctrl-C stopped waiting for still runs in this process: its exit would wait
+    for it (``os._exit`` does not)."""
+    return any(worker.is_alive() for worker in _ABANDONED)
+
+
 def wait_for_abandoned_programs() -> None:
     """A program a second Ctrl-C stopped waiting for still calls ``HANDLERS`` until it stops
     (at its next update): a new run in this process waits for it before taking the slot."""
@@ -130,10 +136,14 @@ def protocol_mesh(setups: list[TaskSetup], seeds: list[int], devices):
 
 
 def initial_runners(setups: list[TaskSetup], seeds: list[int]) -> dict[str, Any]:
-    """task -> the initial RunnerState of every seed (leading axis: seeds), from the seeds' keys."""
+    """task -> the initial RunnerState of every seed (leading axis: seeds), from the seeds' keys.
+    Compiled and computed to the end under ``CtrlC``: the first allocation of a large state can
+    take long (or never end), and Ctrl-C is heard meanwhile."""
     keys = keys_for_seeds(seeds)
     options = one_shot_compiler_options()
-    return {
-        setup.name: jax.jit(jax.vmap(setup.algorithm.init)).lower(keys).compile(compiler_options=options)(keys)
-        for setup in setups
-    }
+
+    def build(setup: TaskSetup):
+        lowered = jax.jit(jax.vmap(setup.algorithm.init)).lower(keys)
+        return CtrlC().run(lambda: jax.block_until_ready(lowered.compile(compiler_options=options)(keys)))
+
+    return {setup.name: build(setup) for setup in setups}

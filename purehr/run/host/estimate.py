@@ -1,13 +1,18 @@
-"""The time left of a protocol run: what each task will do (``TaskPlan``) and what the
-compiled program's scan iterations and checkpoints cost as they are timed (``RunEstimate``).
-The progress line (``purehr.run.host.progress``) shows it; nothing here prints.
+"""What a protocol run will cost: the time left, from what each task will do (``TaskPlan``)
+and what the compiled program's scan iterations and checkpoints cost as they are timed
+(``RunEstimate``), which the progress line (``purehr.run.host.progress``) shows; and, before
+anything is compiled, the memory its training needs (``TrainingMemory``) against the machine's
+(``machine_memory``). Nothing here prints.
 """
 
 from __future__ import annotations
 
+import math
+import os
 from collections import deque
 from dataclasses import dataclass
 
+import jax
 import numpy as np
 
 
@@ -150,3 +155,108 @@ class RunEstimate:
                         return None, False
                     total, settled = total + count * seconds, settled and timed
         return total, settled
+
+
+@dataclass(frozen=True)
+class TrainingMemory:
+    """A lower bound of the bytes one task's training holds at once, for all its seeds: its
+    state as ``init`` builds it (parameters, Adam's two moments, environments: exact, from
+    ``jax.eval_shape``, nothing allocated), the gradients (one more copy of the parameters), a
+    rollout's transitions and one minibatch's layer activations with their gradients. XLA
+    needs more (temporaries, the evaluations), never less: what exceeds the machine's memory
+    cannot run, and used to hang at 0% CPU in the first allocation instead of failing."""
+
+    task: str
+    seeds: int
+    parameters: int
+    state: int  # parameters, Adam's moments, environment states and observations
+    activations: int  # gradients, a rollout's transitions, a minibatch's activations
+    network: str  # the config fields that size the parameters, as given
+
+    @property
+    def total(self) -> int:
+        return self.state + self.activations
+
+    @classmethod
+    def of(cls, task: str, ppo, config, observation_size: int, num_seeds: int) -> TrainingMemory:
+        state = jax.eval_shape(ppo.init, jax.random.PRNGKey(0))
+        parameters = _bytes(state.params)
+        itemsize = _float_itemsize()
+        units = sum(config.actor_hidden) + sum(config.critic_hidden)
+        if config.policy == "gru":  # embedding, three gates and the state, per transition
+            units += 5 * config.recurrent_width
+        transitions = config.num_envs * config.num_steps
+        rollout = transitions * (observation_size + 8) * itemsize
+        minibatch = 2 * config.minibatch_size * units * itemsize  # activations and their gradients
+        network = f"actor_hidden={config.actor_hidden}, critic_hidden={config.critic_hidden}"
+        if config.policy == "gru":
+            network += f", policy='gru', recurrent_width={config.recurrent_width}"
+        per_seed_activations = parameters + rollout + minibatch
+        return cls(
+            task,
+            num_seeds,
+            parameters * num_seeds,
+            _bytes(state) * num_seeds,
+            per_seed_activations * num_seeds,
+            network,
+        )
+
+    def refusal(self, available: int, where: str, together: int | None = None) -> str:
+        """Why this training cannot run on a machine of ``available`` bytes (``where`` says
+        which memory); ``together``: every task's need, when the tasks together exceed it."""
+        seeds = f"{self.seeds} seed{'s' if self.seeds != 1 else ''}"
+        message = (
+            f"{self.task}: training {seeds} needs at least {byte_count(self.total)} of memory: parameters "
+            f"{byte_count(self.parameters)} ({self.network}), parameters with Adam's moments and the environments "
+            f"{byte_count(self.state)}, gradients and activations {byte_count(self.activations)}"
+        )
+        if together is not None:
+            message += f"; every task of the run together {byte_count(together)}"
+        return (
+            f"{message}; this machine has {byte_count(available)} ({where}). Expected smaller layers "
+            "(actor_hidden, critic_hidden, recurrent_width), fewer environments or fewer seeds"
+        )
+
+
+def _float_itemsize() -> int:
+    return 8 if jax.config.jax_enable_x64 else 4
+
+
+def _bytes(tree) -> int:
+    return sum(math.prod(leaf.shape) * np.dtype(leaf.dtype).itemsize for leaf in jax.tree.leaves(tree))
+
+
+def byte_count(count: int) -> str:
+    """``1.2 PB (1,200,000,000,000,000 bytes)``: readable, and the exact count."""
+    scaled, unit = float(count), "bytes"
+    for name in ("kB", "MB", "GB", "TB", "PB", "EB"):
+        if scaled < 1000:
+            break
+        scaled, unit = scaled / 1000, name
+    shown = f"{count:,} bytes" if unit == "bytes" else f"{scaled:,.1f} {unit} ({count:,} bytes)"
+    return shown
+
+
+def machine_memory() -> tuple[int, str]:
+    """(bytes, what they are): the local devices' memory where the backend reports it (GPU,
+    TPU), else the host's RAM (a CPU backend's arrays live there)."""
+    devices = jax.local_devices()
+    try:
+        stats = devices[0].memory_stats()
+    except Exception:  # a backend without memory statistics
+        stats = None
+    if stats and stats.get("bytes_limit"):
+        count = len(devices)
+        return int(stats["bytes_limit"]) * count, f"device memory of {count} x {devices[0].device_kind}"
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return int(ram), f"host RAM: the {jax.default_backend()} backend reports no device memory"
+
+
+def check_training_memory(needs: list[TrainingMemory]) -> None:
+    """``ValueError`` when the tasks' training cannot fit in the machine's memory."""
+    available, where = machine_memory()
+    total = sum(need.total for need in needs)
+    if total <= available:
+        return
+    largest = max(needs, key=lambda need: need.total)
+    raise ValueError(largest.refusal(available, where, together=total if len(needs) > 1 else None))

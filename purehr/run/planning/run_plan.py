@@ -17,12 +17,16 @@ from typing import Any
 import jax
 
 from purehr.algorithms.base import AlgorithmConfig
+from purehr.algorithms.registry import make_algorithm
 from purehr.engine.seeds import validate_seeds
+from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
+from purehr.envs.spaces import flat_dim
 from purehr.population import PBTSettings, PopulationStep
 from purehr.protocol_settings import ProtocolSettings, split_settings, without_legacy_settings
 from purehr.run.compiled.task_setup import build_setups
 from purehr.run.compiled.train_all import TaskSetup, population_updates
+from purehr.run.host.estimate import TrainingMemory, check_training_memory
 from purehr.run.store.record import recorded_config, recorded_protocol
 from purehr.run.store.run_dir import enclosing_run_directory
 from purehr.tasks import TASK_NAMES, get_task
@@ -32,6 +36,11 @@ from purehr.tracking.settings import TrackingSettings
 
 DEFAULT_TASKS = TASK_NAMES
 DEFAULT_SEEDS = (0, 1, 2, 3, 4)
+MAX_EPISODE_STEPS = 100_000
+"""The longest episode a run takes: held-out evaluations run every episode for the whole horizon
+(1e9 steps ran the baselines for over 10 minutes without a word)."""
+RECURRENT_FIELDS = ("recurrent_width", "recurrent_skip")
+"""The fields of PPO's config only ``policy="gru"`` reads."""
 
 
 @dataclass(frozen=True)
@@ -151,8 +160,9 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
         {task: config for task, (config, _) in defaults.items()},
         {t: p for t, (_, p) in defaults.items()},
     )
-    check_env_kwargs(tasks, request.env_kwargs)
+    envs = check_env_kwargs(tasks, request.env_kwargs, protocols)
     seeds = request.seeds or list(DEFAULT_SEEDS)
+    check_memory(envs, configs, len(seeds))
     tracking = request.tracking.absolute().with_owner()
     tracking.check_writable(Path(run_dir))
     check_log_dir(tracking, Path(run_dir), tasks, seeds, recorded=None)
@@ -238,7 +248,8 @@ def merged_settings(
     """Each task's config and protocol settings: the config given for it (with the protocol
     settings a config written when they were its fields carries), else ``base_*`` (the task's
     defaults for a new run, the recorded ones on a resume), with the overrides applied, each to
-    its owner."""
+    its owner. A GRU field given to a task that trains the feed-forward policy is refused: it
+    would be recorded and change nothing."""
     algorithm_overrides, protocol_overrides = split_settings(request.overrides)
     configs, protocols = {}, {}
     for task in tasks:
@@ -248,6 +259,13 @@ def merged_settings(
             protocol = protocol.replace(**legacy)
         configs[task] = config.replace(**algorithm_overrides)
         protocols[task] = protocol.replace(**protocol_overrides)
+        given = [name for name in RECURRENT_FIELDS if name in algorithm_overrides]
+        if given and getattr(configs[task], "policy", None) != "gru":
+            name = given[0]
+            raise ValueError(
+                f"{name}={request.overrides[name]!r} applies to policy='gru'; task {task!r} trains "
+                f"policy={configs[task].policy!r} (add --policy gru, or leave out --{name.replace('_', '-')})"
+            )
     return configs, protocols
 
 
@@ -283,16 +301,49 @@ def validate_env_kwargs(env_kwargs) -> dict[str, dict[str, Any]]:
     return env_kwargs
 
 
-def check_env_kwargs(tasks: list[str], env_kwargs: dict[str, dict[str, Any]]) -> None:
-    """Each task's environment builds with its keyword arguments (named when it does not)."""
+def check_env_kwargs(
+    tasks: list[str], env_kwargs: dict[str, dict[str, Any]], protocols: dict[str, ProtocolSettings]
+) -> dict[str, Environment]:
+    """task -> its environment, built with its keyword arguments (named when it does not build,
+    or when its episodes are too long to evaluate: ``check_horizon``)."""
     unknown = sorted(set(env_kwargs) - set(tasks))
     if unknown:
         raise ValueError(f"environment arguments given for tasks {unknown} that are not being trained ({tasks})")
-    for task, kwargs in env_kwargs.items():
+    envs = {}
+    for task in tasks:
+        kwargs = env_kwargs.get(task, {})
+        given = f" with environment arguments {kwargs}" if kwargs else ""
         try:
-            get_task(task).make_env(**kwargs)
+            envs[task] = get_task(task).make_env(**kwargs)
         except (TypeError, ValueError) as error:
-            raise ValueError(f"task {task!r} with environment arguments {kwargs}: {error}") from None
+            raise ValueError(f"task {task!r}{given}: {error}") from None
+        check_horizon(f"task {task!r}{given}", envs[task], protocols[task])
+    return envs
+
+
+def check_horizon(described: str, env: Environment, protocol: ProtocolSettings) -> None:
+    """``ValueError`` for episodes longer than ``MAX_EPISODE_STEPS``: every held-out evaluation
+    (the baselines' before training, every checkpoint's) runs each episode for the whole horizon."""
+    horizon = env.max_episode_steps(env.default_params)
+    if horizon > MAX_EPISODE_STEPS:
+        episodes = protocol.eval_episodes
+        raise ValueError(
+            f"{described}: its episodes last {horizon:,} steps (max_episode_steps); expected at most "
+            f"{MAX_EPISODE_STEPS:,}: every held-out evaluation (the baselines' before training, then every "
+            f"checkpoint's) runs each of its {episodes:,} episodes (eval_episodes) for the whole horizon, "
+            f"{episodes * horizon:,} environment steps each time"
+        )
+
+
+def check_memory(envs: dict[str, Environment], configs: dict[str, AlgorithmConfig], num_seeds: int) -> None:
+    """``ValueError`` naming the sizes of a training that cannot fit in the machine's memory,
+    estimated from the shapes ``init`` builds (nothing is compiled or allocated)."""
+    needs = []
+    for task, env in envs.items():
+        algorithm = make_algorithm(configs[task], env, env.default_params)
+        observation_size = flat_dim(env.observation_space(env.default_params))
+        needs.append(TrainingMemory.of(task, algorithm, configs[task], observation_size, num_seeds))
+    check_training_memory(needs)
 
 
 def validate_curricula(tasks: list[str], curricula: dict[str, Curriculum | None] | None) -> dict[str, Curriculum]:
