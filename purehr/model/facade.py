@@ -86,7 +86,9 @@ class PPOModel:
         options = dict(num_episodes=num_episodes, **kwargs)
         if seed is not None:
             options["seed"] = seed
-        metrics = jax.jit(lambda p: evaluation(self.env, self.env_params, self._ppo.policy(p), **options))(self.params)
+        metrics = jax.jit(lambda p: evaluation(self.env, self.env_params, self._algorithm.policy(p), **options))(
+            self.params
+        )
         return {name: float(value) for name, value in metrics.items()}
 
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
