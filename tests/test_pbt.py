@@ -217,3 +217,43 @@ def test_the_comparison_takes_the_first_checkpoint_at_the_bar_and_the_best_membe
     never = summary_row("seeds", [{"steps_to_bar": float("nan"), "success_rate": 0.5, "speed": 20.0}], "one")
     table = format_table([summary, never], "swing")
     assert "| pbt | best member | 200,000 [" in table and "| seeds | one | never |" in table
+
+
+def test_every_divergence_of_a_member_is_listed_with_the_pbt_step_that_replaced_it():
+    """From the rows a run logs: seed 0 diverges at update 11 (frozen until PBT gives it seed 1's
+    weights at update 15) and again at 21 (replaced at 25; the copy at update 10, before it
+    diverged, replaced nothing); seed 2 diverges at 28 and stays frozen to the end."""
+    from types import SimpleNamespace
+
+    from purehr.run.outcome import population_divergences
+
+    setup = SimpleNamespace(name="hrv", config=SimpleNamespace(batch_size=512))
+    first = {0: [0] * 10 + [11] * 5 + [0] * 5 + [21] * 5 + [0] * 5, 1: [0] * 30, 2: [0] * 27 + [28] * 3}
+    updates = {
+        seed: [{"update": u + 1, "diverged_at_update": d} for u, d in enumerate(at)] for seed, at in first.items()
+    }
+    parents = {0: {10: 3, 15: 1, 25: 1}, 1: {20: 2}, 2: {}}
+    checkpoints = {
+        seed: [
+            {"update": u, "actual_steps": 512 * u, "pbt_parent": parents[seed].get(u, seed)} for u in range(0, 31, 5)
+        ]
+        for seed in first
+    }
+    found = population_divergences([setup], [0, 1, 2], {"hrv": updates}, {"hrv": checkpoints})
+
+    def event(update, at=None, by=None):
+        return {
+            "update": update,
+            "env_steps": 512 * update,
+            "replaced_at_update": at,
+            "replaced_at_steps": None if at is None else 512 * at,
+            "replaced_by_seed": by,
+        }
+
+    assert found == {
+        "hrv": {
+            "0": {"update": 11, "env_steps": 5632, "divergences": [event(11, 15, 1), event(21, 25, 1)]},
+            "2": {"update": 28, "env_steps": 28 * 512, "divergences": [event(28)]},
+        }
+    }
+    assert population_divergences([setup], [1], {"hrv": {1: updates[1]}}, {"hrv": {1: checkpoints[1]}}) == {}

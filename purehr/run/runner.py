@@ -153,7 +153,7 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
                     setup.full_evaluation_due(runner.update_index[0]), full, quick, runner.params
                 )
             if setup.population is not None:  # the saved state is the one the population continues from
-                runner, record = setup.population(runner, evaluation, diverged_at_update(runner, setup.config) > 0)
+                runner, record = setup.population(runner, evaluation, diverged_at_update(runner, setup.config))
                 evaluation = dict(evaluation, **record)
             call_host(save, runner, evaluation, showcase, recorded)
             return runner if setup.population is not None else None  # else nothing for the scan to stack
