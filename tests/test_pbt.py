@@ -125,6 +125,7 @@ def test_the_step_fires_at_every_kth_checkpoint_target_but_never_first_or_last()
 
 CONFIGS = {"hrv": PPOConfig(total_timesteps=300_000, learning_rate=1e-3, checkpoint_interval=50_000)}
 FIRE_AT = {"hrv": population_updates(CONFIGS["hrv"], 1)}
+BETWEEN = FIRE_AT  # the checkpoints between the first and the last: where an interval of 1 fires
 
 
 @pytest.mark.parametrize(
@@ -147,16 +148,39 @@ FIRE_AT = {"hrv": population_updates(CONFIGS["hrv"], 1)}
 )
 def test_bad_settings_are_refused_naming_the_value(given, population, message):
     with pytest.raises(ValueError, match=None) as raised:
-        PBTSettings.checked(**given).check_run(population, CONFIGS, FIRE_AT)
+        PBTSettings.checked(**given).check_run(population, CONFIGS, FIRE_AT, BETWEEN)
     assert message in str(raised.value)
 
 
 def test_an_interval_that_never_fires_is_refused():
     settings = PBTSettings.checked(interval=6)  # hrv: targets 50k ... 250k, and the last (300k)
     fire_at = {"hrv": population_updates(CONFIGS["hrv"], 6)}
-    with pytest.raises(ValueError, match="--pbt-interval 6: the PBT step never fires within hrv's budget"):
-        settings.check_run(8, CONFIGS, fire_at)
-    PBTSettings.checked(interval=5).check_run(8, CONFIGS, {"hrv": population_updates(CONFIGS["hrv"], 5)})
+    with pytest.raises(ValueError) as raised:
+        settings.check_run(8, CONFIGS, fire_at, BETWEEN)
+    said = str(raised.value)
+    assert said.startswith("--pbt-interval 6: the PBT step never fires within hrv's budget")
+    assert "5 checkpoint targets before its last update (a checkpoint every 50,000 steps)" in said
+    assert said.endswith("expected --pbt-interval at most 5")
+    PBTSettings.checked(interval=5).check_run(8, CONFIGS, {"hrv": population_updates(CONFIGS["hrv"], 5)}, BETWEEN)
+
+
+def test_a_budget_without_a_checkpoint_before_its_end_blames_the_checkpoint_interval_not_pbt_interval():
+    """The default interval (1) fires at every checkpoint between the first and the last: where
+    it never fires, the checkpoint interval is the cause, with the budget rounded up to updates."""
+    config = PPOConfig(total_timesteps=20_000, num_envs=8, num_steps=64, minibatch_size=128, checkpoint_interval=50_000)
+    with pytest.raises(ValueError) as raised:
+        PBTSettings.checked().check_run(4, {"hrv": config}, *[{"hrv": population_updates(config, 1)}] * 2)
+    said = str(raised.value)
+    assert "--pbt-interval" not in said and "20,000 steps, a checkpoint" not in said
+    assert "hrv trains 20,480 steps (total_timesteps 20,000 rounded up to 40 whole updates of 512)" in said
+    exact = config.replace(total_timesteps=20_480, checkpoint_interval=20_480)
+    with pytest.raises(
+        ValueError, match=r"hrv trains 20,480 steps \(40 updates of 512\) and with a checkpoint every 20,480"
+    ):
+        PBTSettings.checked(interval=3).check_run(4, {"hrv": exact}, *[{"hrv": population_updates(exact, 3)}] * 2)
+    ok = config.replace(checkpoint_interval=19_968)  # one checkpoint, after update 39 of 40
+    assert population_updates(ok, 1) == (39,)
+    PBTSettings.checked().check_run(4, {"hrv": ok}, *[{"hrv": population_updates(ok, 1)}] * 2)
 
 
 def parse(argv):

@@ -16,6 +16,7 @@ from typing import Any
 import jax
 
 from purehr.envs.hrv.curriculum import Curriculum
+from purehr.envs.rollout import defines_success
 from purehr.population import PBTSettings, PopulationStep
 from purehr.ppo.config import PPOConfig
 from purehr.ppo.trainer import validate_seeds
@@ -143,7 +144,7 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     request.tracking.check_new_log_dir([run_label(task, seed) for task in tasks for seed in seeds])
     tracking = request.tracking.with_run_ids(tasks, seeds)
     if request.pbt is not None:
-        check_population(request.pbt, seeds, configs)
+        check_population(request.pbt, seeds, configs, request.env_kwargs)
     return RunPlan(
         Path(run_dir),
         tasks,
@@ -156,10 +157,17 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     )
 
 
-def check_population(pbt: PBTSettings, seeds: list[int], configs: dict[str, PPOConfig]) -> None:
-    """A PBT run's settings against its population (the seeds) and every task's config."""
+def check_population(
+    pbt: PBTSettings, seeds: list[int], configs: dict[str, PPOConfig], env_kwargs: dict[str, dict] | None = None
+) -> None:
+    """A PBT run's settings against its population (the seeds), every task's config and, where
+    the fitness asked for is success, whether the task's environment defines one."""
     fire_at = {task: population_updates(config, pbt.interval) for task, config in configs.items()}
-    pbt.check_run(len(seeds), configs, fire_at)
+    between = {task: population_updates(config, 1) for task, config in configs.items()}
+    pbt.check_run(len(seeds), configs, fire_at, between)
+    for task, rule in pbt.fitness.items():
+        if rule == "success" and task in configs:
+            pbt.check_fitness(task, defines_success(get_task(task).make_env(**(env_kwargs or {}).get(task, {}))))
 
 
 def population_step(pbt: PBTSettings, setup: TaskSetup, seeds: list[int]) -> PopulationStep:
