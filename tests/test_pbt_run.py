@@ -10,6 +10,7 @@ import importlib.util
 import io
 import json
 import signal
+import sys
 from pathlib import Path
 
 import jax
@@ -208,3 +209,12 @@ def test_a_member_that_diverges_twice_is_recorded_each_time_and_the_run_ends_div
     with pytest.raises(SystemExit) as exited:
         script.main(["--run-dir", str(run), "--resume", "--no-render", "--no-progress"])
     assert exited.value.code == 1 and "error: training diverged: swing seed 0 at update 13" in capsys.readouterr().err
+    # evaluate.py on seed 0's checkpoint after the copy says whose weights it holds
+    spec = importlib.util.spec_from_file_location("evaluate_pbt", ROOT / "scripts" / "evaluate.py")
+    evaluate = sys.modules["evaluate_pbt"] = importlib.util.module_from_spec(spec)  # its dataclasses need it
+    spec.loader.exec_module(evaluate)
+    argv = ["--run-dir", str(run), "--task", "hrv", "--seed", "0", "--step", "9216", "--num-episodes", "1", "--json"]
+    assert evaluate.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert f"note: hrv seed 0's checkpoint at 9,216 steps holds seed {parents[18]}'s weights, not its own" in err
+    assert json.loads(out)["checkpoint"]["pbt_weights_of_seed"] == parents[18]
