@@ -35,9 +35,10 @@ from purehr.cli.cache_flags import add_compile_cache_flags, start_compile_cache
 from purehr.protocol_settings import MAX_HELDOUT_EPISODES as MAX_EPISODES
 from purehr.run import restore
 from purehr.run.compiled.task_setup import recorded_setup
-from purehr.run.store.run_dir import RunDirectory
+from purehr.run.store.run_dir import RunDirectory, read_checkpoint_rows
 from purehr.tasks import TASK_NAMES, get_task
 from purehr.types import Policy
+from purehr.viz.pbt_figures import ancestors
 
 PPO = "ppo"
 """``--policy ppo``: the PPO policy of a run directory's checkpoint (the default with --run-dir)."""
@@ -91,10 +92,68 @@ def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Policy, dict]
         "target_steps": restored.target_steps,
         "requested_step": args.step,
     }
+    lineage = pbt_lineage(args.checkpoint, args.task, restored.seed, restored.steps)
+    if lineage is not None:  # a PBT member: the weights may be another member's
+        checkpoint["pbt_weights_of_seed"] = lineage["weights_of_seed"]
+        checkpoint["pbt_weights_descend_from_seed"] = lineage["descend_from_seed"]
+        note = pbt_weights_note(args.checkpoint, args.task, restored.seed, restored.steps)
+        if note is not None:
+            print(f"note: {note}", file=sys.stderr)
     return (
         Evaluation(restored.env, restored.env_params, evaluation.heldout_evaluation),
         restored.pure_policy,
         checkpoint,
+    )
+
+
+def pbt_lineage(run_dir, task: str, seed: int, steps: int) -> dict | None:
+    """For a PBT run's member (None otherwise), from the lineage its checkpoints.csv files record
+    (``pbt_parent``): ``weights_of_seed``, whose weights its checkpoint at ``steps`` holds (the
+    step after the checkpoint's evaluation may have copied another member's in);
+    ``descend_from_seed``, the original member they descend from; and ``last_copy`` (seed,
+    steps): the last time it took another member's weights, or None."""
+    run = RunDirectory(Path(run_dir))
+    manifest = run.read_manifest()
+    seeds = list(manifest.get("seeds") or [])
+    if not manifest.get("pbt") or seed not in seeds:
+        return None
+    rows = {
+        s: [r for r in read_checkpoint_rows(run.checkpoints_csv(task, s)) if r["actual_steps"] <= steps] for s in seeds
+    }
+    shared = min(len(member) for member in rows.values())
+    if not shared or "pbt_parent" not in rows[seed][-1]:
+        return None
+    parents = [[int(rows[s][k]["pbt_parent"]) for s in seeds] for k in range(shared)]
+    origin = int(ancestors(parents, seeds)[-1][seeds.index(seed)])
+    copies = [(int(row["pbt_parent"]), row["actual_steps"]) for row in rows[seed][:shared] if row["pbt_parent"] != seed]
+    return {
+        "weights_of_seed": parents[-1][seeds.index(seed)],
+        "descend_from_seed": origin,
+        "last_copy": (copies or [None])[-1],
+    }
+
+
+def pbt_weights_note(run_dir, task: str, seed: int, steps: int) -> str | None:
+    """Where a PBT member's checkpoint holds weights that are not its own: whose, in words."""
+    lineage = pbt_lineage(run_dir, task, seed, steps)
+    if lineage is None or lineage["descend_from_seed"] == seed == lineage["weights_of_seed"]:
+        return None
+    parent, origin = lineage["weights_of_seed"], lineage["descend_from_seed"]
+    said = f"{task} seed {seed}'s checkpoint at {steps:,} steps holds "
+    if parent != seed:
+        said += (
+            f"seed {parent}'s weights, not its own: PBT copied them into it at this checkpoint, after the held-out "
+            f"evaluation its checkpoints.csv row records (of seed {seed}'s own weights)"
+        )
+        return said + (
+            f"; by the run's lineage (checkpoints.csv pbt_parent) they descend from seed {origin}'s"
+            if origin != parent
+            else ""
+        )
+    copied_from, copied_at = lineage["last_copy"]
+    return said + (
+        f"weights that descend from seed {origin}'s, not its own: PBT last copied another member's weights into "
+        f"it (seed {copied_from}'s) at {copied_at:,} steps (the run's lineage, checkpoints.csv pbt_parent)"
     )
 
 
@@ -224,7 +283,7 @@ def main(argv=None) -> int:
         # NaN (no successful episode; no success defined) is not JSON: write null.
         output = {name: (None if math.isnan(v) else v) for name, v in metrics.items()}
         if checkpoint is not None:
-            output["checkpoint"] = {key: checkpoint[key] for key in ("run_dir", "seed", "actual_steps", "target_steps")}
+            output["checkpoint"] = {key: value for key, value in checkpoint.items() if key != "requested_step"}
         elif args.checkpoint is not None:
             output["environment_of"] = str(args.checkpoint)  # a baseline on the run's recorded environment
         print(json.dumps(output))

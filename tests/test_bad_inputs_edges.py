@@ -774,6 +774,45 @@ def test_limits_overwrite_accepts_a_folder_holding_an_earlier_limits_run(tmp_pat
     assert limits.is_limits_run(out) and not limits.is_limits_run(tmp_path)
 
 
+def a_pbt_run(tmp: Path) -> Path:
+    """A PBT run of hrv seeds 0-3, its checkpoints.csv rows alone (pbt_parent): seed 3 copies seed 0
+    at 2,560 steps, seed 1 copies seed 3 at 5,120 steps; nobody copies at 0 and 7,680."""
+    from purehr.run.store.files import write_csv
+    from purehr.run.store.status import PROTOCOL_TEXT
+
+    run = tmp / "run"
+    run.mkdir()
+    manifest = dict(status="finished", tasks=["hrv"], seeds=[0, 1, 2, 3], configs={"hrv": TINY.to_dict()})
+    manifest.update(protocol=PROTOCOL_TEXT, pbt={"explore": ["learning_rate"]})
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    copies = {(3, 2560): 0, (1, 5120): 3}
+    for seed in range(4):
+        rows = [
+            dict(
+                target_steps=steps, actual_steps=steps, update=steps // 512, pbt_parent=copies.get((seed, steps), seed)
+            )
+            for steps in (0, 2560, 5120, 7680)
+        ]
+        write_csv(run / "hrv" / f"seed_{seed}" / "checkpoints.csv", None, rows)
+    return run
+
+
+def test_evaluate_says_whose_weights_a_pbt_members_checkpoint_holds(tmp_path):
+    """A PBT member's checkpoint after a copy holds another member's weights: evaluate.py says
+    whose, from the lineage the run records (pbt_parent), where they differ from the member's own."""
+    evaluate = load_script(ROOT / EVALUATE)
+    run = a_pbt_run(tmp_path)
+    said = evaluate.pbt_weights_note(run, "hrv", 1, 5120)
+    assert said.startswith("hrv seed 1's checkpoint at 5,120 steps holds seed 3's weights, not its own: PBT copied")
+    assert said.endswith("by the run's lineage (checkpoints.csv pbt_parent) they descend from seed 0's")
+    later = evaluate.pbt_weights_note(run, "hrv", 1, 7680)
+    assert later.startswith("hrv seed 1's checkpoint at 7,680 steps holds weights that descend from seed 0's")
+    assert "PBT last copied another member's weights into it (seed 3's) at 5,120 steps" in later
+    assert "descend" not in evaluate.pbt_weights_note(run, "hrv", 3, 2560)  # seed 0's own, copied once
+    assert evaluate.pbt_weights_note(run, "hrv", 2, 7680) is None  # its own weights
+    assert evaluate.pbt_weights_note(run, "hrv", 3, 0) is None  # before any copy
+
+
 def test_a_model_saved_without_digests_loads_with_a_warning(model, tmp_path):
     path = saved(model, tmp_path)
     edit_description(path, lambda d: (d.pop("digests"), d.pop("model_json_sha256")))  # as an old purehr saved it

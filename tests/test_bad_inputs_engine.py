@@ -130,6 +130,11 @@ def cli(argv, capsys):
     return exited.value.code, capsys.readouterr().err
 
 
+PBT_SMALL = ["--steps", "20000", "--num-envs", "8", "--num-steps", "64", "--minibatch-size", "128"]
+PBT_SMALL += ["--pbt", "--seeds", "0", "1", "2", "3"]
+CHECKPOINTS = ["--checkpoint-interval", "2560"]
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
@@ -141,6 +146,24 @@ def cli(argv, capsys):
         (["--distributed", "--coordinator-address", "notahost"], "coordinator address 'notahost': expected HOST:PORT"),
         (["--distributed", "--coordinator-address", "10.0.0.2:99999"], "'10.0.0.2:99999': expected HOST:PORT"),
         (["--eval-episodes", "100000000"], "eval_episodes=100000000: expected at most 100,000"),
+        # --pbt (docs/pbt.md): what the user gave, named with the exact numbers
+        (
+            [*PBT_SMALL],
+            "hrv trains 20,480 steps (total_timesteps 20,000 rounded up to 40 whole updates of 512) and with a "
+            "checkpoint every 50,000 steps (checkpoint_interval) no checkpoint falls between its first and last "
+            "update, where the step runs; expected a checkpoint interval of at most 19,968 steps "
+            "(--checkpoint-interval)",
+        ),
+        (
+            ["--tasks", "gymnax:CartPole-v1", *PBT_SMALL, *CHECKPOINTS, "--pbt-fitness", "gymnax:CartPole-v1=success"],
+            "--pbt-fitness gymnax:CartPole-v1=success: gymnax:CartPole-v1 defines no success",
+        ),
+        (
+            [*PBT_SMALL, *CHECKPOINTS, "--pbt-explore", "learning_rate"]
+            + ["--pbt-bounds", "learning_rate=1e-5:1e-2", "learning_rate=1e-4:1e-3"],
+            "--pbt-bounds learning_rate given twice (learning_rate=1e-5:1e-2, learning_rate=1e-4:1e-3); "
+            "expected each name once",
+        ),
     ],
 )
 def test_cli_refuses_before_the_run_directory_exists(flags, message, tmp_path, capsys):

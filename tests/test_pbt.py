@@ -136,6 +136,7 @@ def test_the_step_fires_at_every_kth_checkpoint_target_but_never_first_or_last()
 CONFIGS = {"hrv": PPOConfig(total_timesteps=300_000, learning_rate=1e-3)}
 PROTOCOLS = {"hrv": ProtocolSettings(checkpoint_interval=50_000)}
 FIRE_AT = {"hrv": population_updates(CONFIGS["hrv"], PROTOCOLS["hrv"], 1)}
+BETWEEN = FIRE_AT  # the checkpoints between the first and the last: where an interval of 1 fires
 
 
 @pytest.mark.parametrize(
@@ -158,17 +159,47 @@ FIRE_AT = {"hrv": population_updates(CONFIGS["hrv"], PROTOCOLS["hrv"], 1)}
 )
 def test_bad_settings_are_refused_naming_the_value(given, population, message):
     with pytest.raises(ValueError, match=None) as raised:
-        PBTSettings.checked(**given).check_run(population, CONFIGS, FIRE_AT, PROTOCOLS)
+        PBTSettings.checked(**given).check_run(population, CONFIGS, FIRE_AT, BETWEEN, PROTOCOLS)
     assert message in str(raised.value)
 
 
 def test_an_interval_that_never_fires_is_refused():
     settings = PBTSettings.checked(interval=6)  # hrv: targets 50k ... 250k, and the last (300k)
     fire_at = {"hrv": population_updates(CONFIGS["hrv"], PROTOCOLS["hrv"], 6)}
-    with pytest.raises(ValueError, match="--pbt-interval 6: the PBT step never fires within hrv's budget"):
-        settings.check_run(8, CONFIGS, fire_at, PROTOCOLS)
+    with pytest.raises(ValueError) as raised:
+        settings.check_run(8, CONFIGS, fire_at, BETWEEN, PROTOCOLS)
+    said = str(raised.value)
+    assert said.startswith("--pbt-interval 6: the PBT step never fires within hrv's budget")
+    assert "5 checkpoint targets before its last update (a checkpoint every 50,000 steps)" in said
+    assert said.endswith("expected --pbt-interval at most 5")
     fire_at = {"hrv": population_updates(CONFIGS["hrv"], PROTOCOLS["hrv"], 5)}
-    PBTSettings.checked(interval=5).check_run(8, CONFIGS, fire_at, PROTOCOLS)
+    PBTSettings.checked(interval=5).check_run(8, CONFIGS, fire_at, BETWEEN, PROTOCOLS)
+
+
+def test_a_budget_without_a_checkpoint_before_its_end_blames_the_checkpoint_interval_not_pbt_interval():
+    """The default interval (1) fires at every checkpoint between the first and the last: where
+    it never fires, the checkpoint interval is the cause, with the budget rounded up to updates."""
+    config = PPOConfig(total_timesteps=20_000, num_envs=8, num_steps=64, minibatch_size=128)
+    protocol = ProtocolSettings(checkpoint_interval=50_000)
+
+    def check(interval, config, protocol):
+        fires = {"hrv": population_updates(config, protocol, interval)}
+        between = {"hrv": population_updates(config, protocol, 1)}
+        PBTSettings.checked(interval=interval).check_run(4, {"hrv": config}, fires, between, {"hrv": protocol})
+
+    with pytest.raises(ValueError) as raised:
+        check(1, config, protocol)
+    said = str(raised.value)
+    assert "--pbt-interval" not in said and "20,000 steps, a checkpoint" not in said
+    assert "hrv trains 20,480 steps (total_timesteps 20,000 rounded up to 40 whole updates of 512)" in said
+    exact, exact_protocol = config.replace(total_timesteps=20_480), ProtocolSettings(checkpoint_interval=20_480)
+    with pytest.raises(
+        ValueError, match=r"hrv trains 20,480 steps \(40 updates of 512\) and with a checkpoint every 20,480"
+    ):
+        check(3, exact, exact_protocol)
+    ok = ProtocolSettings(checkpoint_interval=19_968)  # one checkpoint, after update 39 of 40
+    assert population_updates(config, ok, 1) == (39,)
+    check(1, config, ok)
 
 
 def parse(argv):
@@ -229,3 +260,43 @@ def test_the_comparison_takes_the_first_checkpoint_at_the_bar_and_the_best_membe
     never = summary_row("seeds", [{"steps_to_bar": float("nan"), "success_rate": 0.5, "speed": 20.0}], "one")
     table = format_table([summary, never], "swing")
     assert "| pbt | best member | 200,000 [" in table and "| seeds | one | never |" in table
+
+
+def test_every_divergence_of_a_member_is_listed_with_the_pbt_step_that_replaced_it():
+    """From the rows a run logs: seed 0 diverges at update 11 (frozen until PBT gives it seed 1's
+    weights at update 15) and again at 21 (replaced at 25; the copy at update 10, before it
+    diverged, replaced nothing); seed 2 diverges at 28 and stays frozen to the end."""
+    from types import SimpleNamespace
+
+    from purehr.run.outcome import population_divergences
+
+    setup = SimpleNamespace(name="hrv", config=SimpleNamespace(batch_size=512))
+    first = {0: [0] * 10 + [11] * 5 + [0] * 5 + [21] * 5 + [0] * 5, 1: [0] * 30, 2: [0] * 27 + [28] * 3}
+    updates = {
+        seed: [{"update": u + 1, "diverged_at_update": d} for u, d in enumerate(at)] for seed, at in first.items()
+    }
+    parents = {0: {10: 3, 15: 1, 25: 1}, 1: {20: 2}, 2: {}}
+    checkpoints = {
+        seed: [
+            {"update": u, "actual_steps": 512 * u, "pbt_parent": parents[seed].get(u, seed)} for u in range(0, 31, 5)
+        ]
+        for seed in first
+    }
+    found = population_divergences([setup], [0, 1, 2], {"hrv": updates}, {"hrv": checkpoints})
+
+    def event(update, at=None, by=None):
+        return {
+            "update": update,
+            "env_steps": 512 * update,
+            "replaced_at_update": at,
+            "replaced_at_steps": None if at is None else 512 * at,
+            "replaced_by_seed": by,
+        }
+
+    assert found == {
+        "hrv": {
+            "0": {"update": 11, "env_steps": 5632, "divergences": [event(11, 15, 1), event(21, 25, 1)]},
+            "2": {"update": 28, "env_steps": 28 * 512, "divergences": [event(28)]},
+        }
+    }
+    assert population_divergences([setup], [1], {"hrv": {1: updates[1]}}, {"hrv": {1: checkpoints[1]}}) == {}

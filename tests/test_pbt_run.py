@@ -6,9 +6,11 @@ lineage of an uninterrupted run, bit for bit. The step's arithmetic is tests/tes
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import signal
+import sys
 from pathlib import Path
 
 import jax
@@ -128,3 +130,91 @@ def test_each_checkpoint_records_the_population_and_a_copy_carries_its_parents_w
     assert sorted(p.name for p in figures if p.suffix == ".png") == sorted(
         f"pbt_{name}_{task}.png" for name in ("hyperparameters", "lineage", "learning") for task in TASKS
     )
+
+
+def resumable_at(run: Path, steps: int) -> None:
+    """The run as if killed after its checkpoint at ``steps``: index rows up to it, "running"."""
+    from purehr.run.store.files import write_csv
+
+    for seed_dir in sorted(run.glob("*/seed_*")):
+        for name, column, last in (("checkpoints.csv", "actual_steps", steps), ("updates.csv", "update", steps // 512)):
+            rows = read_csv(seed_dir / name)
+            write_csv(seed_dir / name, list(rows[0]), [row for row in rows if int(row[column]) <= last])
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps(dict(manifest, status="running")))
+
+
+@pytest.mark.slow
+def test_a_member_that_diverges_twice_is_recorded_each_time_and_the_run_ends_diverged(
+    pbt_runs, tmp_path, monkeypatch, capsys
+):
+    """The reference run's program again (the learning rate is data in the state): resumed at
+    update 12 with seed 0's learning rate 1e30, seed 0 diverges at update 13 and PBT gives it a
+    better member's weights at 18; resumed at update 24 the same way, it diverges at 25 and is
+    replaced at 30. Each divergence is warned and recorded (updates.csv, checkpoints.csv, the
+    manifest, the error, the results table), and the run ends "diverged", exit 1 from the CLI,
+    although every member ends healthy."""
+    import dataclasses
+    import shutil
+
+    import purehr.run.protocol as protocol
+    from purehr.reports.results_table import results_table
+    from purehr.run.outcome import RunDiverged
+
+    run = tmp_path / "run"
+    shutil.copytree(pbt_runs["reference"].run_dir, run)
+    original = protocol.restore_task
+
+    def huge_learning_rate_for_seed_0(*args, **kwargs):
+        resumed = original(*args, **kwargs)
+        hparams = resumed.runner.hparams
+        learning_rate = np.array(hparams.learning_rate)
+        learning_rate[0] = 1e30
+        return dataclasses.replace(
+            resumed, runner=resumed.runner.replace(hparams=hparams.replace(learning_rate=learning_rate))
+        )
+
+    monkeypatch.setattr(protocol, "restore_task", huge_learning_rate_for_seed_0)
+    for steps, diverged_at in ((6144, 13), (12288, 25)):
+        resumable_at(run, steps)
+        capsys.readouterr()
+        with pytest.raises(RunDiverged) as raised:
+            train_all_seeds(run, resume=True, progress=False)
+        assert f"warning: hrv seed 0 diverged at update {diverged_at}" in capsys.readouterr().err
+    for task in TASKS:
+        rows = rows_of(run, task, 0)
+        marked = {
+            int(r["update"]): int(r["pbt_diverged_at_update"]) for r in rows if r["pbt_diverged_at_update"] != "0"
+        }
+        assert marked == {18: 13, 30: 25}, task  # at the step that replaced it, of the weights it had
+        parents = {int(r["update"]): int(r["pbt_parent"]) for r in rows}
+        assert parents[18] != 0 and parents[30] != 0
+        divergences = raised.value.diverged[task]["0"]["divergences"]
+        assert [(d["update"], d["replaced_at_update"], d["replaced_by_seed"]) for d in divergences] == [
+            (13, 18, parents[18]),
+            (25, 30, parents[30]),
+        ]
+        assert list(raised.value.diverged[task]) == ["0"]
+        updates = [int(r["diverged_at_update"]) for r in read_csv(run / task / "seed_0" / "updates.csv")]
+        assert updates == [0] * 12 + [13] * 6 + [0] * 6 + [25] * 6 + [0] * 2
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "diverged" and manifest["diverged"] == raised.value.diverged
+    said = str(raised.value)
+    assert f"hrv seed 0 at update 13 (6,656 env steps; PBT gave it seed {parents[18]}'s weights at update 18)" in said
+    assert "hrv seed 0 at update 13" in results_table(run) and "and at update 25" in results_table(run)
+    # the command line: nothing left to train, the same verdict, exit 1
+    spec = importlib.util.spec_from_file_location("train_all_seeds_pbt", ROOT / "scripts" / "train_all_seeds.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    with pytest.raises(SystemExit) as exited:
+        script.main(["--run-dir", str(run), "--resume", "--no-render", "--no-progress"])
+    assert exited.value.code == 1 and "error: training diverged: swing seed 0 at update 13" in capsys.readouterr().err
+    # evaluate.py on seed 0's checkpoint after the copy says whose weights it holds
+    spec = importlib.util.spec_from_file_location("evaluate_pbt", ROOT / "scripts" / "evaluate.py")
+    evaluate = sys.modules["evaluate_pbt"] = importlib.util.module_from_spec(spec)  # its dataclasses need it
+    spec.loader.exec_module(evaluate)
+    argv = ["--run-dir", str(run), "--task", "hrv", "--seed", "0", "--step", "9216", "--num-episodes", "1", "--json"]
+    assert evaluate.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert f"note: hrv seed 0's checkpoint at 9,216 steps holds seed {parents[18]}'s weights, not its own" in err
+    assert json.loads(out)["checkpoint"]["pbt_weights_of_seed"] == parents[18]

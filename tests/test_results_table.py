@@ -172,3 +172,37 @@ def test_final_summary_has_wall_time_results_figures_and_next_commands_for_this_
     bare = final_summary(run, scripts_dir=tmp_path / "scripts", cwd=tmp_path)
     assert bare.splitlines()[0].endswith("in 3 min 10 s wall time, training only (of which compilation 1 min 57 s)")
     assert f"figures: not drawn yet; {python} scripts/render.py --run-dir runs/quick draws them" in bare
+
+
+def test_every_divergence_the_manifest_records_is_under_the_table(tmp_path):
+    """A diverged run's table says which seeds diverged and when, also where PBT replaced the
+    member afterwards (its last checkpoint then holds healthy weights: the table alone would not
+    tell); a run without divergence says nothing of it."""
+    run = _write_run(tmp_path)
+    assert "diverged" not in results_table(run)
+    manifest = json.loads((run / "manifest.json").read_text())
+
+    def event(update, at=None, by=None):
+        steps = None if at is None else 512 * at
+        return dict(
+            update=update, env_steps=512 * update, replaced_at_update=at, replaced_at_steps=steps, replaced_by_seed=by
+        )
+
+    manifest.update(
+        status="diverged",
+        diverged={
+            "swing": {"1": {"update": 31, "env_steps": 15872}},
+            "hrv": {
+                "0": {"update": 11, "env_steps": 5632, "divergences": [event(11, 15, 1), event(21, 25, 3)]},
+                "2": {"update": 28, "env_steps": 14336, "divergences": [event(28)]},
+            },
+        },
+    )
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    table = results_table(run)
+    assert (
+        "diverged (a loss or parameter became NaN or infinite; not a finished result): swing seed 1 at update 31 "
+        "(15,872 env steps); hrv seed 0 at update 11 (5,632 env steps; PBT gave it seed 1's weights at update 15) "
+        "and at update 21 (10,752 env steps; PBT gave it seed 3's weights at update 25); hrv seed 2 at update 28 "
+        "(14,336 env steps; frozen to the end)"
+    ) in table

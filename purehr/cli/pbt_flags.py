@@ -87,6 +87,9 @@ def _pairs(values: list[str] | None, flag: str, what: str) -> dict[str, str] | N
         name, sep, rest = value.partition("=")
         if not sep or not name or not rest:
             raise ValueError(f"{flag} {value!r}: expected {what}")
+        if name in pairs:  # the last would win silently
+            given = ", ".join(v for v in values if v.partition("=")[0] == name)
+            raise ValueError(f"{flag} {name} given twice ({given}); expected each name once")
         pairs[name] = rest
     return pairs
 

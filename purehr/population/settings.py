@@ -42,6 +42,12 @@ halves what 0.9 -> 0.95 halves); every other hyperparameter is explored in log s
 DEFAULT_EXPLORE = ("learning_rate", "ent_coef", "clip_range")
 
 
+def _ordinal(number: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st."""
+    suffix = "th" if 10 <= number % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(number % 10, "th")
+    return f"{number}{suffix}"
+
+
 @dataclass(frozen=True)
 class PBTSettings:
     explore: tuple[str, ...] = field(
@@ -128,10 +134,13 @@ class PBTSettings:
         population: int,
         configs: dict[str, AlgorithmConfig],
         steps_between: dict[str, list[int]],
+        checkpoints_between: dict[str, list[int]],
         protocols: dict[str, Any],
     ) -> None:
         """What needs the run: the population, each task's starting values and PBT updates.
-        ``steps_between[task]`` lists the updates at which the step would fire."""
+        ``steps_between[task]`` lists the updates at which the step would fire;
+        ``checkpoints_between[task]`` the checkpoint updates between the first and the last
+        (where an interval of 1 fires)."""
         if self.selected(population) < 1:
             raise ValueError(
                 f"--population {population}: truncation selection with --pbt-fraction {self.fraction} "
@@ -150,11 +159,41 @@ class PBTSettings:
                         f"expected bounds around it (give --pbt-bounds {name}=LOW:HIGH)"
                     )
             if not steps_between[task]:
-                raise ValueError(
-                    f"--pbt-interval {self.interval}: the PBT step never fires within {task}'s budget "
-                    f"({config.total_timesteps:,} steps, a checkpoint every {protocols[task].checkpoint_interval:,}); "
-                    "expected an interval below the number of checkpoint targets"
-                )
+                raise ValueError(self._never_fires(task, config, protocols[task], len(checkpoints_between[task])))
+
+    def _never_fires(self, task: str, config: AlgorithmConfig, protocol: Any, targets: int) -> str:
+        """Why the step never fires within ``task``'s budget, in the numbers the run trains with:
+        no checkpoint between the first and the last update (the checkpoint interval's doing,
+        whatever --pbt-interval is), or fewer ``targets`` there than --pbt-interval."""
+        batch, updates = config.batch_size, config.num_updates
+        trained = updates * batch
+        rounded = (
+            f"total_timesteps {config.total_timesteps:,} rounded up to {updates} whole updates of {batch:,}"
+            if trained != config.total_timesteps
+            else f"{updates} updates of {batch:,}"
+        )
+        if targets == 0:
+            return (
+                f"--pbt: the PBT step never fires within {task}'s budget: {task} trains {trained:,} steps ({rounded}) "
+                f"and with a checkpoint every {protocol.checkpoint_interval:,} steps (checkpoint_interval) no "
+                "checkpoint falls between its first and last update, where the step runs; expected a checkpoint "
+                f"interval of at most {(updates - 1) * batch:,} steps (--checkpoint-interval), or a larger budget"
+            )
+        return (
+            f"--pbt-interval {self.interval}: the PBT step never fires within {task}'s budget: it runs at every "
+            f"{_ordinal(self.interval)} checkpoint target, and {task}'s {trained:,} steps ({rounded}) hold "
+            f"{targets} checkpoint targets before its last update (a checkpoint every "
+            f"{protocol.checkpoint_interval:,} steps); expected --pbt-interval at most {targets}"
+        )
+
+    def check_fitness(self, task: str, defines_success: bool) -> None:
+        """``success`` ranks nothing where the task defines no success (every member NaN: -inf)."""
+        if self.fitness.get(task) == "success" and not defines_success:
+            raise ValueError(
+                f"--pbt-fitness {task}=success: {task} defines no success (its held-out success_rate is NaN, so "
+                f"every member would rank alike and the tie-break alone would choose); {task} has a held-out return "
+                f"(return_mean) to rank by: expected {task}=return, or no --pbt-fitness for it"
+            )
 
     def fitness_of(self, task: str, defines_success: bool) -> str:
         return self.fitness.get(task, "success" if defines_success else "return")

@@ -32,7 +32,7 @@ def population_key(first_seed: int, task: str) -> jax.Array:
 
 @dataclass(frozen=True)
 class PopulationStep:
-    """``step(runner, evaluation, diverged) -> (runner, record)`` for one task's population.
+    """``step(runner, evaluation, diverged_at) -> (runner, record)`` for one task's population.
 
     ``fire_at``: the updates after which the exploit/explore step runs (the checkpoint updates
     of every ``interval``-th target, never the first or the last); ``rule``: the fitness rule."""
@@ -47,11 +47,12 @@ class PopulationStep:
         """What the compiled program depends on (programs are kept per identity)."""
         return json.dumps([self.settings.to_dict(), self.rule, self.fire_at, self.first_seed, self.task])
 
-    def __call__(self, runner, evaluation: dict[str, jax.Array], diverged: jax.Array):
+    def __call__(self, runner, evaluation: dict[str, jax.Array], diverged_at: jax.Array):
         """Traced. ``runner``: the population's RunnerState [N, ...] after this checkpoint's
-        update; ``evaluation``: its held-out metrics [N]; ``diverged``: bool [N]."""
+        update; ``evaluation``: its held-out metrics [N]; ``diverged_at``: int32 [N], each
+        member's first diverged update (0: healthy), which the record keeps."""
         update = runner.update_index[0]
-        primary, tie_break = fitness(evaluation, diverged, self.rule)
+        primary, tie_break = fitness(evaluation, diverged_at > 0, self.rule)
         population = primary.shape[0]
         selected = self.settings.selected(population)
 
@@ -66,4 +67,4 @@ class PopulationStep:
 
         due = jnp.isin(update, jnp.asarray(self.fire_at, jnp.int32))
         runner, parent = jax.lax.cond(due, exploit, keep, runner)
-        return runner, pbt_record(runner, primary, parent, self.settings)
+        return runner, pbt_record(runner, primary, parent, diverged_at, self.settings)

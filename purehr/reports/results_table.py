@@ -17,7 +17,7 @@ import numpy as np
 from purehr.reports.stats import UNINFORMATIVE_NOTE, mean_confidence_interval, metric_range
 from purehr.run.store.columns import ANALYSED_CHECKPOINT_COLUMNS
 from purehr.run.store.files import read_csv_columns
-from purehr.run.store.run_dir import CHECKPOINTS_CSV, read_manifest, seed_dir_name
+from purehr.run.store.run_dir import CHECKPOINTS_CSV, describe_divergences, read_manifest, seed_dir_name
 
 GOAL_METRIC = {
     "swing": ("time_to_rotation", "time to rotation (s)", 2),
@@ -117,6 +117,11 @@ def results_table(run_dir: str | Path) -> str:
         notes.append(f"success -: {', '.join(no_success)} defines no success (success_rate NaN); judged on the return")
     if any("*" in line for line in lines):
         notes.append(UNINFORMATIVE_NOTE)
+    if manifest.get("diverged"):  # a PBT member replaced after it diverged ends healthy: only this says so
+        notes.append(
+            "diverged (a loss or parameter became NaN or infinite; not a finished result): "
+            + describe_divergences(manifest["diverged"])
+        )
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 

@@ -69,3 +69,40 @@ def diverged_seeds(setups: list[TaskSetup], seeds: list[int], runners: dict) -> 
         if per_seed:
             diverged[setup.name] = per_seed
     return diverged
+
+
+def population_divergences(setups: list[TaskSetup], seeds: list[int], update_rows: dict, checkpoint_rows: dict) -> dict:
+    """A PBT run's ``diverged``: task -> seed -> its first divergence (``update``, ``env_steps``,
+    as ``diverged_seeds`` says it) and ``divergences``, every one: a member frozen at a
+    divergence is later given another member's weights by the PBT step, which ends it (the
+    final state no longer shows it), and may diverge again. Read from the rows the run logged
+    (``update_rows``: updates.csv's ``diverged_at_update``; ``checkpoint_rows``: the first
+    checkpoint at or after it where ``pbt_parent`` is another seed replaced it; None: frozen to
+    the end). Each task -> seed -> rows; tasks without a diverged member are left out."""
+    diverged = {}
+    for setup in setups:
+        batch, per_seed = setup.config.batch_size, {}
+        for seed in seeds:
+            updates = sorted({int(row.get("diverged_at_update", 0)) for row in update_rows[setup.name][seed]} - {0})
+            if not updates:
+                continue
+            checkpoints = sorted(checkpoint_rows[setup.name][seed], key=lambda row: row["update"])
+            events = [_divergence(update, seed, checkpoints, batch) for update in updates]
+            per_seed[str(seed)] = {"update": updates[0], "env_steps": updates[0] * batch, "divergences": events}
+        if per_seed:
+            diverged[setup.name] = per_seed
+    return diverged
+
+
+def _divergence(update: int, seed: int, checkpoints: list[dict], batch: int) -> dict[str, int | None]:
+    """One divergence of ``seed`` at ``update`` and the PBT step that replaced it (None: none)."""
+    replaced = next(
+        (row for row in checkpoints if row["update"] >= update and int(row.get("pbt_parent", seed)) != seed), None
+    )
+    return {
+        "update": update,
+        "env_steps": update * batch,
+        "replaced_at_update": None if replaced is None else int(replaced["update"]),
+        "replaced_at_steps": None if replaced is None else int(replaced["actual_steps"]),
+        "replaced_by_seed": None if replaced is None else int(replaced["pbt_parent"]),
+    }

@@ -54,13 +54,20 @@ from purehr.run.compiled.train_all import TaskSetup
 from purehr.run.host.dashboards import claim_log_dir, open_run_tracking
 from purehr.run.host.progress import Progress, TaskPlan
 from purehr.run.host.recorder import RunRecorder, library_errors_in_one_line
-from purehr.run.outcome import RunDiverged, RunFailed, RunInterrupted, RunSummary, diverged_seeds
+from purehr.run.outcome import (
+    RunDiverged,
+    RunFailed,
+    RunInterrupted,
+    RunSummary,
+    diverged_seeds,
+    population_divergences,
+)
 from purehr.run.planning.messages import start_banner
 from purehr.run.planning.preparation import RunAlreadyFinished, prepare_run_directory
 from purehr.run.planning.resume import extension_hint, plan_resume
 from purehr.run.planning.run_plan import RunPlan, RunRequest, new_run_plan
 from purehr.run.planning.triage import check_indexes, index_disagreements, restore_task
-from purehr.run.store.run_dir import RunDirectory, check_run_directory_path
+from purehr.run.store.run_dir import RunDirectory, check_run_directory_path, describe_divergences
 from purehr.run.store.status import mark_ended, mark_failed, mark_interrupted, mark_running
 
 
@@ -236,9 +243,11 @@ def _train_and_finish(
         seconds_writing_checkpoints=recorder.writer.seconds_writing,
     )
     diverged = diverged_seeds(setups, plan.seeds, final)
+    if plan.pbt is not None:  # a member PBT replaced no longer shows its divergence in its final state
+        diverged = population_divergences(setups, plan.seeds, recorder.update_rows, recorder.checkpoint_rows)
     mark_ended(run_dir, summary, recorder.checkpoints_written, diverged, COMPILE_CACHE_COUNTS.since(compile_counts))
     if diverged:
-        raise _diverged(run_dir, diverged)
+        raise _diverged(run_dir, diverged, pbt=plan.pbt is not None)
     return summary
 
 
@@ -415,18 +424,22 @@ def _unfinished_reason(
     return None
 
 
-def _diverged(run_dir: RunDirectory, diverged: dict[str, dict[str, dict[str, int]]]) -> RunDiverged:
-    """The error of a run that trained to its end with some seeds diverged (not a result)."""
-    seeds_said = "; ".join(
-        f"{task} seed {seed} at update {at['update']} ({at['env_steps']:,} env steps)"
-        for task, per_seed in diverged.items()
-        for seed, at in per_seed.items()
-    )
-    return RunDiverged(
-        f"training diverged: {seeds_said}: a loss or parameter became NaN or infinite, and "
-        "those seeds kept their last finite parameters from then on. "
-        f"{run_dir.root} is marked diverged in manifest.json (and updates.csv, column "
-        "diverged_at_update); it is not a finished result. Start a new run with a smaller "
-        "learning rate or other settings",
-        diverged,
-    )
+def _diverged(run_dir: RunDirectory, diverged: dict[str, dict[str, dict]], pbt: bool = False) -> RunDiverged:
+    """The error of a run that trained to its end with some seeds diverged (not a result); a
+    PBT run's also where the PBT step replaced every diverged member (docs/pbt.md)."""
+    if pbt:
+        what = (
+            "a loss or parameter became NaN or infinite, and each of those members kept its last finite "
+            "parameters until a PBT step gave it another member's weights (or to the end). "
+            f"{run_dir.root} is marked diverged in manifest.json (and updates.csv, column diverged_at_update; "
+            "checkpoints.csv, column pbt_diverged_at_update); it is not a finished result, even where every "
+            "member ended healthy. Start a new run with narrower --pbt-bounds or other settings"
+        )
+    else:
+        what = (
+            "a loss or parameter became NaN or infinite, and those seeds kept their last finite parameters "
+            f"from then on. {run_dir.root} is marked diverged in manifest.json (and updates.csv, column "
+            "diverged_at_update); it is not a finished result. Start a new run with a smaller learning rate "
+            "or other settings"
+        )
+    return RunDiverged(f"training diverged: {describe_divergences(diverged)}: {what}", diverged)

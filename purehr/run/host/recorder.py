@@ -103,13 +103,13 @@ class RunRecorder:
         self.failure: str | None = None  # what stopped the run, said once
         self.stop_requested = False  # Ctrl-C: the program stops at its next update
         self.abandoned = False  # a second Ctrl-C: nothing more is written
-        # task -> seed -> first diverged update, from the rows a resume kept and those logged since
-        self.diverged: dict[str, dict[int, int]] = {}
+        # task -> seed -> every first diverged update (a PBT member may diverge again once a PBT
+        # step replaced it), from the rows a resume kept and those logged since
+        self.diverged: dict[str, dict[int, list[int]]] = {}
         for name, seeds_rows in self.update_rows.items():
             for seed, rows in seeds_rows.items():
-                first = next((row["diverged_at_update"] for row in rows if row.get("diverged_at_update", 0) > 0), 0)
-                if first:
-                    self.diverged.setdefault(name, {})[seed] = first
+                for update in sorted({row.get("diverged_at_update", 0) for row in rows} - {0}):
+                    self.diverged.setdefault(name, {}).setdefault(seed, []).append(update)
 
     def start(self) -> None:
         """Called when the compiled program starts running (compilation is not training time)."""
@@ -180,14 +180,33 @@ class RunRecorder:
         return not self.stop_requested
 
     def _note_divergence(self, task: str, seed: int, update: int) -> None:
-        """Says once, as it happens, that a seed diverged (the run goes on for the others)."""
-        if update > 0 and seed not in self.diverged.setdefault(task, {}):
-            self.diverged[task][seed] = update
-            self.say(
-                f"warning: {task} seed {seed} diverged at update {update} "
-                f"({update * self.setups[task].config.batch_size:,} env steps): a loss or parameter "
-                f"became NaN or infinite; its parameters stay frozen at update {update - 1}"
-            )
+        """Says once per divergence, as it happens, that a seed diverged (the run goes on for
+        the others). A PBT member frozen there is given another's weights at a later step, and
+        its every divergence is said: each one ends the run "diverged" (docs/pbt.md)."""
+        noted = self.diverged.setdefault(task, {}).setdefault(seed, [])
+        if update <= 0 or update in noted:
+            return
+        noted.append(update)
+        population = self.setups[task].population is not None
+        self.say(
+            f"warning: {task} seed {seed} diverged at update {update} "
+            f"({update * self.setups[task].config.batch_size:,} env steps): a loss or parameter "
+            f"became NaN or infinite; its parameters stay frozen at update {update - 1}"
+            + (" until a PBT step gives it another member's weights; the run will end diverged" if population else "")
+        )
+
+    def _note_replacements(self, task: str, evaluation: dict, update: int) -> None:
+        """Says when a PBT step gave a diverged member another member's weights."""
+        diverged_at, parents = evaluation.get("pbt_diverged_at_update"), evaluation.get("pbt_parent")
+        if diverged_at is None or parents is None:
+            return
+        for index, seed in enumerate(self.seeds):
+            parent = self.seeds[int(parents[index])]
+            if diverged_at[index] > 0 and parent != seed:
+                self.say(
+                    f"PBT: {task} seed {seed}, frozen since it diverged at update {int(diverged_at[index])}, "
+                    f"continues from seed {parent}'s weights after update {update}"
+                )
 
     def on_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None) -> None:
         """Hands every seed's state and row to the writer and returns. ``showcase`` is None at
@@ -203,6 +222,7 @@ class RunRecorder:
         runner, evaluation, showcase = jax.tree.map(np.array, (runner, evaluation, showcase))
         now = self.elapsed()
         heads = [self._row_head(task, runner, evaluation, index, now) for index in range(len(self.seeds))]
+        self._note_replacements(task, evaluation, heads[0]["update"])
         if self.tracking is not None:  # here, in step order with the update rows: W&B takes no step back
             for seed, head in zip(self.seeds, heads):
                 if not self._listed(task, seed, head["actual_steps"]):
@@ -299,7 +319,10 @@ class RunRecorder:
                 checkpoints = self.checkpoint_rows[name][seed]
                 if checkpoints:
                     evaluation_names = [c[len("eval_") :] for c in checkpoints[0] if c.startswith("eval_")]
-                    population_names = [c for c in checkpoints[0] if c.startswith(PBT_PREFIX)]
+                    # every row's: a resume of a run recorded before a pbt_ column was added
+                    population_names = list(
+                        dict.fromkeys(c for row in checkpoints for c in row if c.startswith(PBT_PREFIX))
+                    )
                     columns = checkpoint_columns(evaluation_names, population_names)
                     write_csv(self.run_dir.checkpoints_csv(name, seed), columns, checkpoints)
 

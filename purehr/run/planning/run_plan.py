@@ -21,6 +21,7 @@ from purehr.algorithms.registry import make_algorithm
 from purehr.engine.seeds import validate_seeds
 from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
+from purehr.envs.rollout import defines_success
 from purehr.envs.spaces import flat_dim
 from purehr.population import PBTSettings, PopulationStep
 from purehr.protocol_settings import ProtocolSettings, split_settings, without_legacy_settings
@@ -168,7 +169,7 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     check_log_dir(tracking, Path(run_dir), tasks, seeds, recorded=None)
     tracking = tracking.with_run_ids(tasks, seeds)
     if request.pbt is not None:
-        check_population(request.pbt, seeds, configs, protocols)
+        check_population(request.pbt, seeds, configs, protocols, request.env_kwargs)
     return RunPlan(
         Path(run_dir),
         tasks,
@@ -226,10 +227,16 @@ def check_population(
     seeds: list[int],
     configs: dict[str, AlgorithmConfig],
     protocols: dict[str, ProtocolSettings],
+    env_kwargs: dict[str, dict] | None = None,
 ) -> None:
-    """A PBT run's settings against its population (the seeds) and every task's settings."""
+    """A PBT run's settings against its population (the seeds), every task's settings and, where
+    the fitness asked for is success, whether the task's environment defines one."""
     fire_at = {task: population_updates(config, protocols[task], pbt.interval) for task, config in configs.items()}
-    pbt.check_run(len(seeds), configs, fire_at, protocols)
+    between = {task: population_updates(config, protocols[task], 1) for task, config in configs.items()}
+    pbt.check_run(len(seeds), configs, fire_at, between, protocols)
+    for task, rule in pbt.fitness.items():
+        if rule == "success" and task in configs:
+            pbt.check_fitness(task, defines_success(get_task(task).make_env(**(env_kwargs or {}).get(task, {}))))
 
 
 def population_step(pbt: PBTSettings, setup: TaskSetup, seeds: list[int]) -> PopulationStep:

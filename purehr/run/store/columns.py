@@ -17,6 +17,7 @@ CHECKPOINT_TAIL = ["checkpoint_path", "showcase_path", "state_digest"]
 ``pbt_`` columns (a PBT run only), then the tail (text)."""
 PBT_PREFIX = "pbt_"
 """A PBT run's checkpoint columns: ``pbt_fitness`` (what the member was ranked by),
+``pbt_diverged_at_update`` (the first diverged update of the weights it had then; 0: healthy),
 ``pbt_parent`` (the seed whose weights it continues from; its own where it copied nobody) and
 ``pbt_<hyperparameter>`` (each explored value after the step), docs/pbt.md."""
 CHECKPOINT_INTEGERS = ("target_steps", "actual_steps", "update")

@@ -378,3 +378,24 @@ def remove_run_files(root: Path, manifest: dict[str, Any]) -> list[Path]:
         if directory.is_dir() and not directory.is_symlink() and not any(directory.iterdir()):
             directory.rmdir()
     return others
+
+
+def describe_divergences(diverged: dict[str, dict[str, dict]]) -> str:
+    """``diverged`` (the manifest's) in words: each seed's divergences, and for a PBT member
+    what became of each (another member's weights given at an update, or frozen to the end)."""
+    said = []
+    for task, per_seed in diverged.items():
+        for seed, first in per_seed.items():
+            pbt = "divergences" in first
+            events = " and ".join(_divergence_text(event, pbt) for event in first.get("divergences") or [first])
+            said.append(f"{task} seed {seed} {events}")
+    return "; ".join(said)
+
+
+def _divergence_text(event: dict, pbt: bool) -> str:
+    text = f"at update {event['update']} ({event['env_steps']:,} env steps"
+    if pbt and event.get("replaced_by_seed") is None:
+        text += "; frozen to the end"
+    elif pbt:
+        text += f"; PBT gave it seed {event['replaced_by_seed']}'s weights at update {event['replaced_at_update']}"
+    return text + ")"
