@@ -158,7 +158,7 @@ def full_disk_save(tmp: Path, model: PPOModel) -> None:
     "Event loop is closed" tracebacks (issue 48)."""
     import shutil
 
-    from purehr.run import checkpoints
+    from purehr.run.store import checkpoints
 
     free = shutil.disk_usage(tmp)._replace(free=1000)
     original, checkpoints.shutil.disk_usage = checkpoints.shutil.disk_usage, lambda path: free
