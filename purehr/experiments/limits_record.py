@@ -79,23 +79,27 @@ def _usage_row(name: str, usage: dict[str, list[float]]) -> str:
     return f"| {name} | " + " | ".join(f"{v:.2f}" for v in cells) + " |"
 
 
+STATS_HEADER = "| | median | mean | min | q1 | q3 | max |\n|---|---:|---:|---:|---:|---:|---:|"
+
+
 def readme_text(swing: dict[str, Any], hrv: dict[str, Any], record: dict[str, Any]) -> str:
     """results/limits/README.md: how the numbers were made, and the numbers."""
+    lines = [
+        *_intro_lines(swing, hrv, record),
+        *_swing_lines(swing),
+        *_hrv_lines(hrv),
+    ]
+    return "\n".join(lines)
+
+
+def _intro_lines(swing: dict[str, Any], hrv: dict[str, Any], record: dict[str, Any]) -> list[str]:
+    """The title, the command and the machine."""
     machine = record["machine"]
     platform = machine.get("platform", {})
-    header = "| | median | mean | min | q1 | q3 | max |\n|---|---:|---:|---:|---:|---:|---:|"
-    seeds = "\n".join(_stats_row(f"PPO {n}", v, 2) for n, v in swing["ppo_per_seed_s"].items())
-    hrv_seeds = "\n".join(_stats_row(f"PPO {n}", v, 2) for n, v in hrv["ppo_per_seed"].items())
-    phases = "\n".join(
-        f"| {name} | {v['upper']:.2f} | {v['ppo']:.2f} | {v['ppo_minus_upper']:+.2f} | "
-        f"{v['ppo_minus_upper_mean']:+.2f} |"
-        for name, v in swing["phases_s"].items()
-    )
-    dims = hrv["per_dimension"]
     load = record.get("load_average_before")
     # a 1-minute load above half the cores before the start: another job shared them
     busy = " (another job shared the cores)" if load and load[0] > 0.5 * (platform.get("cpu_count") or 1) else ""
-    lines = [
+    return [
         "# Optimal-control references (issue 28)",
         "",
         "How far PPO's final checkpoints are from the best any policy can do, on the held-out starts and",
@@ -112,6 +116,19 @@ def readme_text(swing: dict[str, Any], hrv: dict[str, Any], record: dict[str, An
         f"{busy}. Wall time "
         f"**{record['wall_s'] / 60:.1f} min** (swing {swing['seconds']:.0f} s, hrv {hrv['seconds']:.0f} s).",
         "",
+    ]
+
+
+def _swing_lines(swing: dict[str, Any]) -> list[str]:
+    """The swing's times to rotation against the bounds, and where PPO falls behind."""
+    header = STATS_HEADER
+    seeds = "\n".join(_stats_row(f"PPO {n}", v, 2) for n, v in swing["ppo_per_seed_s"].items())
+    phases = "\n".join(
+        f"| {name} | {v['upper']:.2f} | {v['ppo']:.2f} | {v['ppo_minus_upper']:+.2f} | "
+        f"{v['ppo_minus_upper_mean']:+.2f} |"
+        for name, v in swing["phases_s"].items()
+    )
+    return [
         f"## Swing: time to the first full rotation (s), {swing['starts']} held-out starts",
         "",
         header,
@@ -136,6 +153,15 @@ def readme_text(swing: dict[str, Any], hrv: dict[str, Any], record: dict[str, An
         "|---|---:|---:|---:|---:|",
         phases,
         "",
+    ]
+
+
+def _hrv_lines(hrv: dict[str, Any]) -> list[str]:
+    """HRV's steps against the bound and the exact optimum, per dimension and per operation."""
+    header = STATS_HEADER
+    hrv_seeds = "\n".join(_stats_row(f"PPO {n}", v, 2) for n, v in hrv["ppo_per_seed"].items())
+    dims = hrv["per_dimension"]
+    return [
         f"## HRV: steps to the target, {hrv['episodes']} held-out episodes",
         "",
         header,
@@ -172,10 +198,4 @@ def readme_text(swing: dict[str, Any], hrv: dict[str, Any], record: dict[str, An
             for name, key in (("PPO", "ppo"), ("optimum", "optimum_realised_noise"))
         ],
         "",
-        "## Files",
-        "",
-        *[f"- `{name}`: {what}" for name, what in FILES.items()],
-        "- `README.md`: this page",
-        "",
     ]
-    return "\n".join(lines)

@@ -42,13 +42,12 @@ from purehr.envs.curriculum import Curriculum
 from purehr.run.compiled.compile_cache import COUNTS as COMPILE_CACHE_COUNTS
 from purehr.run.compiled.followers import Followers, follow_primary
 from purehr.run.compiled.program import (
-    HANDLERS,
     CtrlC,
+    TrainingProgram,
     compiled_program,
     initial_runners,
     nothing_left_to_train,
     protocol_mesh,
-    wait_for_abandoned_programs,
 )
 from purehr.run.compiled.train_all import TaskSetup
 from purehr.run.host.dashboards import claim_log_dir, open_run_tracking
@@ -359,33 +358,38 @@ def _compile(setups: list[TaskSetup], plan: RunPlan, runners: dict, mesh) -> tup
 
 
 def _train_and_record(
-    compiled, runners: dict, recorder: RunRecorder, plan: RunPlan, resumed_from: dict[str, int], compile_s: float
+    program: TrainingProgram,
+    runners: dict,
+    recorder: RunRecorder,
+    plan: RunPlan,
+    resumed_from: dict[str, int],
+    compile_s: float,
 ) -> tuple[dict | None, BaseException | None]:
     """Runs the program with ``recorder`` on its callbacks; the final states (None when it
     stopped) and the error that stopped it or the recorder's completion, else None. The first
     Ctrl-C stops the program at its next update; a second raises ``KeyboardInterrupt`` at once."""
-    wait_for_abandoned_programs()
-    HANDLERS.target = recorder
     message = f"compiled in {compile_s:.1f} s; training {', '.join(plan.tasks)} x seeds {plan.seeds}"
     if resumed_from:
         message += f" (resumed at {resumed_from})"
     print(message + "; Ctrl-C stops it at the next update", file=sys.stderr, flush=True)
-    wait_for_all_processes("train")
-    recorder.start()
     final, error = None, None
-    with library_errors_in_one_line():
-        try:
-            final = CtrlC(recorder.request_stop).run(lambda: gather_to_host(jax.block_until_ready(compiled(runners))))
-        except KeyboardInterrupt:  # the program may still be running: it writes nothing more
-            recorder.abandon()
-            raise
-        except Exception as raised:  # an error in a host callback arrives as a JaxRuntimeError here
-            error = raised
-        HANDLERS.target = None
-        try:
-            recorder.finish()
-        except Exception as raised:
-            error = error or raised
+    with program.attached(recorder) as compiled:
+        wait_for_all_processes("train")
+        recorder.start()
+        with library_errors_in_one_line():
+            ctrl_c = CtrlC(recorder.request_stop)
+            try:
+                final = ctrl_c.run(lambda: gather_to_host(jax.block_until_ready(compiled(runners))))
+            except KeyboardInterrupt:  # the program may still be running: it writes nothing more
+                program.abandoned = ctrl_c.abandoned
+                recorder.abandon()
+                raise
+            except Exception as raised:  # an error in a host callback arrives as a JaxRuntimeError here
+                error = raised
+    try:
+        recorder.finish()
+    except Exception as raised:
+        error = error or raised
     return final, error
 
 

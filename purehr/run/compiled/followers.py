@@ -60,5 +60,5 @@ def follow_primary(started: float, devices) -> RunSummary:
     compiled = compiled_program(setups, len(plan.seeds), runners, plan.curricula, mesh)
     compile_s = time.perf_counter() - compile_started
     wait_for_all_processes("train")
-    final = gather_to_host(jax.block_until_ready(compiled(runners)))
+    final = gather_to_host(jax.block_until_ready(compiled.compiled(runners)))
     return RunSummary(plan.run_dir, time.perf_counter() - started, compile_s, message["resumed_from"], 0.0, 0.0, final)

@@ -1,16 +1,20 @@
 """The compiled training program of a run and the devices it runs on. Compiling takes far
-longer than a small run trains, so each program is compiled once per process and kept: its
-host callbacks call whichever recorder sits in ``HANDLERS``, so one compiled program serves
-every run of the same shape in a process (a resume, a test).
+longer than a small run trains, so each program is compiled once per process and kept
+(``compiled_program``), keyed by everything it is compiled from; each has its own host slot,
+and one run at a time holds it (``TrainingProgram.attached``), so a resume or a test in the same
+process reuses it and two runs in one process never call each other's recorder.
 
 The program runs in a worker thread while the main thread listens for Ctrl-C (``CtrlC``)."""
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import threading
 from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
@@ -22,8 +26,38 @@ from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.curriculum import Curriculum
 from purehr.run.compiled.train_all import TaskSetup, make_train_all
 
-HANDLERS = HostSlot()
-_PROGRAMS: dict[tuple, Any] = {}
+
+@dataclass
+class TrainingProgram:
+    """A compiled ``train_all`` and the slot its host callbacks call (``slot.target``: the
+    recorder of the run that holds it)."""
+
+    compiled: Any
+    slot: HostSlot
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    abandoned: threading.Thread | None = None
+    """The worker a second Ctrl-C stopped waiting for: it calls the slot until it stops."""
+
+    @contextmanager
+    def attached(self, recorder):
+        """The compiled program with ``recorder`` on its callbacks, for one run: a second run of
+        the same program in this process waits until this one lets go (and, after a second
+        Ctrl-C, until the abandoned program has stopped calling the slot)."""
+        with self.lock:
+            if self.abandoned is not None and self.abandoned.is_alive():
+                print("waiting for the interrupted program to stop ...", file=sys.stderr, flush=True)
+                self.abandoned.join()
+            self.abandoned = None
+            self.slot.target = recorder
+            try:
+                yield self.compiled
+            finally:
+                if self.abandoned is None:  # an abandoned program still calls its (silenced) recorder
+                    self.slot.target = None
+
+
+_PROGRAMS: dict[tuple, TrainingProgram] = {}
+_COMPILING = threading.Lock()
 
 
 def compiled_program(
@@ -33,24 +67,38 @@ def compiled_program(
     curricula: dict[str, Curriculum] | None = None,
     mesh=None,
     run_compile: Callable[[Callable[[], Any]], Any] | None = None,
-):
+) -> TrainingProgram:
     """``train_all(runners) -> runners`` compiled for these setups, seeds, precision and mesh
-    (``runners``: task -> RunnerState with a leading seed axis, placed as the program takes them).
-    ``run_compile(compile)`` runs XLA's compilation (default: here; the protocol passes
-    ``CtrlC().run``, so Ctrl-C is heard while it compiles); tracing stays in this thread, whose
-    JAX settings (precision) it reads."""
+    (``runners``: task -> the algorithm's state with a leading seed axis, placed as the program
+    takes them). ``run_compile(compile)`` runs XLA's compilation (default: here; the protocol
+    passes ``CtrlC().run``, so Ctrl-C is heard while it compiles); tracing stays in this thread,
+    whose JAX settings (precision) it reads."""
     curricula = curricula or {}
     mesh_key = None if mesh is None else (tuple(mesh.shape.items()), tuple(d.id for d in mesh.devices.flat))
     key = (
-        tuple((s.name, s.config, curricula.get(s.name), s.population and s.population.identity()) for s in setups),
+        tuple(
+            (
+                s.name,
+                s.config,
+                s.protocol,
+                json.dumps(s.task.env_kwargs(s.env), sort_keys=True, default=repr),
+                curricula.get(s.name),
+                s.population and s.population.identity(),
+            )
+            for s in setups
+        ),
         num_seeds,
         bool(jax.config.jax_enable_x64),
         mesh_key,
     )
-    if key not in _PROGRAMS:
-        lowered = jax.jit(make_train_all(setups, HANDLERS), compiler_options=training_compiler_options()).lower(runners)
-        _PROGRAMS[key] = lowered.compile() if run_compile is None else run_compile(lowered.compile)
-    return _PROGRAMS[key]
+    with _COMPILING:
+        if key not in _PROGRAMS:
+            slot = HostSlot()
+            jitted = jax.jit(make_train_all(setups, slot), compiler_options=training_compiler_options())
+            lowered = jitted.lower(runners)
+            compiled = lowered.compile() if run_compile is None else run_compile(lowered.compile)
+            _PROGRAMS[key] = TrainingProgram(compiled, slot)
+        return _PROGRAMS[key]
 
 
 def nothing_left_to_train(setups: list[TaskSetup], resumed_from: dict[str, int]) -> bool:
@@ -59,7 +107,8 @@ def nothing_left_to_train(setups: list[TaskSetup], resumed_from: dict[str, int])
     return all(resumed_from.get(s.name, 0) >= s.algorithm.num_updates * s.config.batch_size for s in setups)
 
 
-_ABANDONED: list[threading.Thread] = []  # programs a second Ctrl-C stopped waiting for
+_ABANDONED: list[threading.Thread] = []
+"""Computations a Ctrl-C stopped waiting for, in this process: its exit would wait for them."""
 
 
 class CtrlC:
@@ -74,6 +123,7 @@ class CtrlC:
     def __init__(self, on_first: Callable[[], None] | None = None):
         self.on_first = on_first
         self.interrupts = 0
+        self.abandoned: threading.Thread | None = None  # the worker a second Ctrl-C left running
 
     def run(self, call: Callable[[], Any]) -> Any:
         outcome: dict[str, Any] = {}
@@ -107,6 +157,7 @@ class CtrlC:
             except KeyboardInterrupt:  # the second came while the first was being handled
                 self.interrupts += 1
         _ABANDONED.append(worker)
+        self.abandoned = worker
         raise KeyboardInterrupt
 
 
@@ -114,16 +165,6 @@ def abandoned_program_running() -> bool:
     """A program a Ctrl-C stopped waiting for still runs in this process: its exit would wait
     for it (``os._exit`` does not)."""
     return any(worker.is_alive() for worker in _ABANDONED)
-
-
-def wait_for_abandoned_programs() -> None:
-    """A program a second Ctrl-C stopped waiting for still calls ``HANDLERS`` until it stops
-    (at its next update): a new run in this process waits for it before taking the slot."""
-    while _ABANDONED:
-        worker = _ABANDONED.pop()
-        if worker.is_alive():
-            print("waiting for the interrupted program to stop ...", file=sys.stderr, flush=True)
-            worker.join()
 
 
 def protocol_mesh(setups: list[TaskSetup], seeds: list[int], devices):
