@@ -88,6 +88,11 @@ def readme_text(swing: dict[str, Any], hrv: dict[str, Any], record: dict[str, An
         *_intro_lines(swing, hrv, record),
         *_swing_lines(swing),
         *_hrv_lines(hrv),
+        "## Files",
+        "",
+        *[f"- `{name}`: {what}" for name, what in FILES.items()],
+        "- `README.md`: this page",
+        "",
     ]
     return "\n".join(lines)
 
