@@ -37,7 +37,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from purehr.algorithms.ppo.config import PPOConfig
+from purehr import PPOConfig
 from purehr.envs import spaces
 from purehr.envs.base import Environment
 from purehr.types import StepResult
