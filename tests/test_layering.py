@@ -85,19 +85,7 @@ BELOW = {
     "viz": {"envs", "run"},
     "reports": {"envs", "engine", "algorithms", "tasks", "devices", "tracking", "population", "run", "viz"},
     "limits": {"envs", "tasks", "run"},  # only experiments (and scripts, tests) import it: not in LIBRARY
-    "experiments": {
-        "envs",
-        "engine",
-        "algorithms",
-        "tasks",
-        "devices",
-        "tracking",
-        "population",
-        "run",
-        "viz",
-        "reports",
-        "limits",
-    },
+    "experiments": (LIBRARY - {"model", "experiments"}) | {"limits"},
     "cli": LIBRARY,
     "top": LIBRARY | {"cli", "algorithm"},
 }

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from purehr.protocol_settings import PROTOCOL_FIELDS, ProtocolSettings
+from purehr.protocol_settings import PROTOCOL_FIELDS, ProtocolSettings, with_help
 
 ACTIVATIONS = ("tanh", "relu", "swish")
 POLICIES = ("mlp", "gru")
@@ -67,11 +67,6 @@ class PPOHyperparams:
 
 HYPERPARAMETERS = tuple(field.name for field in dataclasses.fields(PPOHyperparams))
 """The names of the ``PPOHyperparams`` fields, in their (checkpoint leaf) order."""
-
-
-def with_help(default, help: str):
-    """A ``PPOConfig`` field whose help (the text of its command-line flag) sits beside it."""
-    return dataclasses.field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True)
