@@ -158,11 +158,19 @@ def _rollout_program(config, env, seeds: int, length: int):
     return run
 
 
+def _jitted(fn):
+    """``fn`` jitted, unless it is already (``make_train``'s program carries its own XLA options,
+    which only a top-level ``jax.jit`` may take: wrapping it again raised)."""
+    import jax
+
+    return fn if hasattr(fn, "lower") else jax.jit(fn)
+
+
 def _measure(fn, args, env_steps: int, repeats: int) -> dict:
     import jax
 
     started = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
+    compiled = _jitted(fn).lower(*args).compile()
     compile_s = time.perf_counter() - started
     memory = compiled.memory_analysis()
     program_bytes = None
@@ -258,7 +266,7 @@ def goals_worker(args) -> None:
             )
             call_args = (jax.random.PRNGKey(0),) if mode == "simulation" else (keys, None)
             started = time.perf_counter()
-            compiled = jax.jit(fn).lower(*call_args).compile()
+            compiled = _jitted(fn).lower(*call_args).compile()
             programs[(mode, seeds)] = (compiled, call_args, time.perf_counter() - started)
             jax.block_until_ready(compiled(*call_args))
     times = {name: [] for name in programs}

@@ -81,7 +81,7 @@ def without_legacy_settings(config):
     written when they were its fields (``PPOConfig(checkpoint_interval=...)``) still builds and
     keeps them in ``legacy_protocol``; a run applies them over the task's."""
     legacy = dict(getattr(config, "legacy_protocol", None) or {})
-    return (dataclasses.replace(config) if legacy else config), legacy
+    return (config.replace(**dict.fromkeys(legacy)) if legacy else config), legacy
 
 
 def _numpy_integer(value: Any) -> bool:

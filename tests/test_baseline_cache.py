@@ -29,7 +29,7 @@ def test_the_same_definition_is_the_same_key_and_a_changed_one_another():
     same = key(setup())
     assert key(setup()) == same
     changed = {
-        "eval_episodes": key(setup(HRV_TINY.replace(eval_episodes=HRV_TINY.eval_episodes + 1))),
+        "eval_episodes": key(setup(HRV_TINY.replace(eval_episodes=get_task("hrv").default_protocol.eval_episodes + 1))),
         "env kwargs": key(setup(hrv_dim=16)),
         "held-out params (the discount)": key(setup(HRV_TINY.replace(gamma=0.9))),
         "swing": key(build_task_setup("swing", get_task("swing").default_config.replace(eval_episodes=20))),

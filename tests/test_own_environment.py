@@ -45,7 +45,7 @@ from purehr.run.restoring import restore
 from purehr.tasks import get_task
 r = restore(sys.argv[1], sys.argv[2], 0)
 evaluation = get_task(sys.argv[2]).heldout_evaluation
-metrics = jax.jit(lambda: evaluation(r.env, r.env_params, r.pure_policy, num_episodes=r.config.eval_episodes))()
+metrics = jax.jit(lambda: evaluation(r.env, r.env_params, r.pure_policy, num_episodes=r.protocol.eval_episodes))()
 metrics = {name: float(value) for name, value in metrics.items()}
 print(json.dumps({"steps": r.steps, "goal_radius": r.env.default_params.goal_radius, "metrics": metrics}))
 """

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from purehr.algorithms.ppo.config import PPOConfig
+from purehr.protocol_settings import split_settings
 from purehr.run import restore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,6 +81,8 @@ def test_a_manifest_with_a_retired_config_field_still_loads():
     recorded = json.loads((RECORD / "manifest.json").read_text())["configs"]["swing"]
     older = dict(recorded, progress_interval=10)
     config = PPOConfig.from_dict(older)
+    recorded, protocol = split_settings(recorded)  # the protocol's settings were config fields then
+    assert config.legacy_protocol == protocol and protocol  # kept apart, applied to the run's protocol
     kept = {k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()}
     assert {k: v for k, v in config.to_dict().items() if k in kept} == kept
     assert "progress_interval" not in config.to_dict()

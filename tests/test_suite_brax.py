@@ -114,7 +114,7 @@ def test_task_defaults_floors_source_and_manifest_round_trip():
     rebuilt = task.env_from_manifest(manifest)
     assert rebuilt.make_kwargs == {"backend": "spring", "episode_length": 200}
     assert rebuilt.max_episode_steps() == 200
-    assert get_task("brax:hopper").default_config.eval_episodes == 20  # the others: cheap evaluation
+    assert get_task("brax:hopper").default_protocol.eval_episodes == 20  # the others: cheap evaluation
 
 
 def test_bad_input_names_the_choices():

@@ -110,8 +110,9 @@ def test_a_checkpoints_heldout_row_reaches_the_dashboards_before_the_next_update
     from purehr.run.store.files import read_csv
     from purehr.run.store.run_dir import RunDirectory
 
-    config = SimpleNamespace(batch_size=64, total_timesteps=64 * 4, checkpoint_interval=128)
-    setup = SimpleNamespace(name="t", config=config, algorithm=SimpleNamespace(num_updates=4))
+    config = SimpleNamespace(batch_size=64, total_timesteps=64 * 4)
+    protocol = SimpleNamespace(checkpoint_interval=128)
+    setup = SimpleNamespace(name="t", config=config, protocol=protocol, algorithm=SimpleNamespace(num_updates=4))
     run_dir = RunDirectory(tmp_path / "run")
     recorder = RunRecorder(run_dir, [setup], [0, 1])
     recorder.tracking = _OrderedDashboard()

@@ -14,6 +14,7 @@ from purehr.algorithms.base import AlgorithmConfig
 from purehr.engine.acting import Actor
 from purehr.envs.base import Environment
 from purehr.envs.policies import RecurrentPolicy
+from purehr.protocol_settings import ProtocolSettings
 from purehr.run.compiled.task_setup import recorded_setup
 from purehr.run.store.checkpoints import CheckpointNotShipped, CorruptCheckpointError, SeedCheckpoints, shape_mismatches
 from purehr.run.store.run_dir import RunDirectory, completed_checkpoint_steps, is_published_record, read_checkpoint_rows
@@ -32,6 +33,7 @@ class Restored:
     policy: Callable  # policy(obs or batch, t=0) -> env action(s), deterministic, jitted; GRU: (action, state)
     pure_policy: Policy | RecurrentPolicy  # policy(obs, t, key) -> env action, to use inside jit/vmap
     config: AlgorithmConfig
+    protocol: ProtocolSettings  # the run's checkpoint and evaluation cadence (eval_episodes, ...)
     env: Environment
     env_params: Any  # the held-out params (a curriculum's final stage)
     checkpoint_row: dict[str, Any]  # the row of checkpoints.csv, held-out metrics included
@@ -99,6 +101,7 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
         policy,
         algorithm.policy(params),
         setup.config,
+        setup.protocol,
         env,
         setup.eval_env_params,
         row,

@@ -253,6 +253,7 @@ class PPOConfig:
                 f"{[f.name for f in dataclasses.fields(self)]}"
             )
         legacy = {**self.legacy_protocol, **{k: v for k, v in changes.items() if k in PROTOCOL_FIELDS}}
+        legacy = {name: legacy.get(name) for name in PROTOCOL_FIELDS}  # each named: replace reads none
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if k not in PROTOCOL_FIELDS}, **legacy)
 
     def to_dict(self) -> dict:
@@ -268,5 +269,27 @@ class PPOConfig:
         data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return cls(**data)
 
+
+class _MovedToProtocolSettings:
+    """Reading ``config.eval_episodes`` (or another protocol setting) from a config: they are the
+    protocol's now, and a config does not know a task's; the error says where they are."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, config, owner=None):
+        if config is None:
+            return None  # the init-only argument's default
+        raise AttributeError(
+            f"PPOConfig.{self.name} is a protocol setting now (purehr.protocol_settings.ProtocolSettings): "
+            f"read it from a run's setup or restored checkpoint (.protocol.{self.name}) or a task's "
+            f"default_protocol; a config written with it keeps it in config.legacy_protocol"
+        )
+
+
+for _name in PROTOCOL_FIELDS:
+    _moved = _MovedToProtocolSettings()
+    _moved.__set_name__(PPOConfig, _name)
+    setattr(PPOConfig, _name, _moved)
 
 assert set(HYPERPARAMETERS) <= set(FLOAT_FIELDS), "every PPOHyperparams field is a float PPOConfig field"
