@@ -392,6 +392,24 @@ def describe_divergences(diverged: dict[str, dict[str, dict]]) -> str:
     return "; ".join(said)
 
 
+def nonfinite_before(rows: list[dict], update: int) -> int:
+    """How many non-finite rewards or observations the environment produced in the updates up
+    to ``update`` (updates.csv's ``nonfinite_states``; rows of a resume's earlier part included)."""
+    return int(sum(row.get("nonfinite_states", 0) or 0 for row in rows if row["update"] <= update))
+
+
+def environment_advice(nonfinite: int) -> str:
+    """What a divergence says when the environment produced non-finite rewards or observations
+    before it: the environment is the first suspect, not the learning rate ("" when none)."""
+    if nonfinite <= 0:
+        return ""
+    return (
+        f"the environment produced {nonfinite:,} non-finite rewards or observations by then (each ended "
+        "its episode with reward 0; updates.csv, column nonfinite_states): check the environment's step "
+        "for NaN or infinite values first"
+    )
+
+
 def _divergence_text(event: dict, pbt: bool) -> str:
     text = f"at update {event['update']} ({event['env_steps']:,} env steps"
     if pbt and event.get("replaced_by_seed") is None:
