@@ -5,6 +5,7 @@ scripts' ``--help`` and the renderer import it."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -109,7 +110,7 @@ def read_manifest(root: Path) -> dict[str, Any]:
             f"{root}: run directory not found (expected {MANIFEST} and <task>/seed_<n>/ logs, see docs/interfaces.md)"
         )
     path = root / MANIFEST
-    return read_json_object(
+    manifest = read_json_object(
         path,
         missing=lambda: RunDirectoryNotFound(f"{root} is not a purehr run directory: no {MANIFEST}"),
         not_json=lambda error: RunDirectoryError(
@@ -120,6 +121,28 @@ def read_manifest(root: Path) -> dict[str, Any]:
             f"expected an object); {root} does not hold a purehr run"
         ),
     )
+    if isinstance(manifest.get("baselines"), dict):
+        manifest["baselines"] = {task: baseline_numbers(entry) for task, entry in manifest["baselines"].items()}
+    return manifest
+
+
+def baseline_numbers(entry: Any) -> Any:
+    """One task's baselines (``metrics``, ``floors``) as read from JSON, an undefined number
+    (null: written for NaN, e.g. the time to rotation of a policy that never rotates) NaN
+    again, as the evaluation returned it and every reader of the numbers takes it."""
+    if not isinstance(entry, dict):
+        return entry
+
+    def numbers(metrics: Any) -> Any:
+        return {name: math.nan if value is None else value for name, value in metrics.items()}
+
+    entry = dict(entry)
+    if isinstance(entry.get("metrics"), dict):
+        entry["metrics"] = numbers(entry["metrics"])
+    if isinstance(entry.get("floors"), dict):
+        floors = entry["floors"].items()
+        entry["floors"] = {name: numbers(metrics) if isinstance(metrics, dict) else metrics for name, metrics in floors}
+    return entry
 
 
 def run_seed_directories(
