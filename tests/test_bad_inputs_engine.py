@@ -381,3 +381,20 @@ def test_a_callback_that_raises_stops_training_and_its_exception_is_raised():
         train(keys_for_seeds([0]))
     assert seen == [1, 2]  # the scan stopped at the update that raised
     assert "raised by make_train's callback after update 2" in "".join(getattr(raised.value, "__notes__", []))
+
+
+# --- issue 48: a divergence after the environment produced non-finite values names it -------------
+def test_the_run_diverged_message_names_the_environments_non_finite_values(tmp_path):
+    """Counted up to the seed's divergence (updates.csv's nonfinite_states); without any, the
+    learning rate stays the advice."""
+    from purehr.run.protocol import _diverged
+    from purehr.run.store.run_dir import RunDirectory
+
+    rows = [{"update": update, "nonfinite_states": count} for update, count in ((1, 40), (2, 44), (3, 40))]
+    diverged = {"mine": {"1": {"update": 2, "env_steps": 256}}}
+    message = str(_diverged(RunDirectory(tmp_path), diverged, update_rows={"mine": {1: rows}}))
+    assert "mine seed 1: the environment produced 84 non-finite rewards or observations by then" in message
+    assert "check the environment's step for NaN or infinite values first; then start a new run" in message
+    healthy = [dict(row, nonfinite_states=0) for row in rows]
+    message = str(_diverged(RunDirectory(tmp_path), diverged, update_rows={"mine": {1: healthy}}))
+    assert "non-finite rewards" not in message and "Start a new run with a smaller learning rate" in message

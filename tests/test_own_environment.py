@@ -176,6 +176,78 @@ def test_a_registered_environment_records_the_keywords_it_was_built_with(registe
     assert registered.env_kwargs(registered.make_env()) == {}
 
 
+# --- (d) an environment whose reward is NaN at some steps (issue 48) ------------------------
+
+NAN_REWARD_ENV = """
+import jax.numpy as jnp
+from example_base import PointReach
+
+class NanReward(PointReach):
+    def step(self, key, state, action, params=None):
+        obs, next_state, reward, terminated, truncated, info = super().step(key, state, action, params)
+        return obs, next_state, jnp.where(next_state.time == 3, jnp.nan, reward), terminated, truncated, info
+
+def make_env(**kwargs):
+    return NanReward(**kwargs)
+"""
+TINY_TRAINING = dict(batch_size=64, num_envs=4, num_steps=32, num_epochs=1, actor_hidden=(8,), critic_hidden=(8,))
+
+
+@pytest.fixture
+def nan_reward_env(tmp_path, monkeypatch):
+    """A copy of the example whose step returns reward NaN on each episode's third step."""
+    copy_example(tmp_path, "example_base")
+    (tmp_path / "nan_reward_env.py").write_text(NAN_REWARD_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import nan_reward_env
+
+    return nan_reward_env.make_env(goal_radius=0.01)
+
+
+def test_the_training_wrappers_end_a_step_whose_reward_is_not_finite(nan_reward_env):
+    """As swing and hrv do themselves (docs/interfaces.md): counted in ``nonfinite_state``,
+    terminated with reward 0, the episode restarts; a finite step passes unchanged."""
+    from purehr.envs.wrappers import training_wrappers
+
+    wrapped = training_wrappers(nan_reward_env)
+    key = jax.random.PRNGKey(0)
+    _, state = wrapped.reset(key)
+    step = jax.jit(wrapped.step)
+    action = jax.numpy.zeros(2)
+    for time in (1, 2):  # finite steps: as the environment returned them
+        _, state, reward, terminated, _, info = step(key, state, action)
+        assert np.isfinite(float(reward)) and not bool(info["nonfinite_state"]) and not bool(terminated)
+        assert int(state.env_state.time) == time
+    observation, state, reward, terminated, truncated, info = step(key, state, action)
+    assert bool(info["nonfinite_state"]) and bool(terminated) and not bool(truncated)
+    assert float(reward) == 0.0 and bool(info["episode_done"]) and float(info["episode_return"]) == 0.0
+    assert int(state.env_state.time) == 0 and np.all(np.isfinite(observation))
+
+
+def test_nan_rewards_are_counted_and_training_goes_on(nan_reward_env):
+    """Every episode ends at its third step: 10 of each environment's first 32 steps count
+    (steps 3 to 30), 11 of the next 32 (33 to 63); 4 environments. The run does not diverge."""
+    from purehr import train_hr_ppo
+
+    model = train_hr_ppo(nan_reward_env, timesteps=256, **TINY_TRAINING)
+    assert model.metrics["nonfinite_states"].tolist() == [40, 44]
+    assert model.metrics["diverged_at_update"].tolist() == [0, 0]
+    assert np.all(np.isfinite(model.metrics["loss"]))
+
+
+def test_a_divergence_after_non_finite_rewards_names_the_environment(nan_reward_env):
+    """A seed that diverges (here by a huge learning rate) after the environment produced
+    non-finite rewards: the message names their count (update 1's 40) and that the environment
+    produced them, not only the learning rate."""
+    from purehr import TrainingDiverged, train_hr_ppo
+
+    with pytest.raises(TrainingDiverged) as raised:
+        train_hr_ppo(nan_reward_env, timesteps=256, learning_rate=1e30, **TINY_TRAINING)
+    message = str(raised.value)
+    assert "training diverged at update 1 (128 env steps)" in message
+    assert "the environment produced 40 non-finite rewards or observations" in message, message
+
+
 # --- (c) bad input, named before anything is written ----------------------------------------
 
 BAD_MODULES = {

@@ -18,8 +18,10 @@ from purehr.run.store.files import (
     RunDirectoryError,
     RunDirectoryNotFound,
     atomic_output,
+    atomic_write_json,
     csv_text,
     format_cell,
+    json_values,
     parse_row,
     read_csv,
     read_csv_columns,
@@ -63,6 +65,25 @@ def test_writers_are_atomic_and_leave_nothing_behind(tmp_path):
         partial.write_text("half")
         raise RuntimeError("killed mid-write")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "t.npz"]
+
+
+def test_json_files_write_non_finite_numbers_as_null(tmp_path):
+    """manifest.json and every other JSON a run writes is valid JSON (bare NaN is not, issue 48):
+    a NaN or infinite number (a floor's success rate of a task without success, a return of an
+    environment that produced NaN) reads back as null, as ``json_values`` says it."""
+    import json
+
+    data = {"rate": math.nan, "returns": [1.5, math.inf], "array": np.array([-np.inf, 2.0]), "n": np.float32("nan")}
+    atomic_write_json(tmp_path / "manifest.json", data)
+    strict = json.loads((tmp_path / "manifest.json").read_text(), parse_constant=lambda name: pytest.fail(name))
+    expected = {"rate": None, "returns": [1.5, None], "array": [None, 2.0], "n": None}
+    assert strict == expected and json_values(data) == expected
+    # the manifest's readers (reports, figures, dashboards) get a baseline's undefined number as NaN
+    baselines = {"metrics": {"success_rate": 1.0, "time_to_rotation": math.nan}, "floors": {"zero": {"time": math.inf}}}
+    atomic_write_json(tmp_path / "manifest.json", {"baselines": {"swing": baselines}, "diverged": {}})
+    back = read_manifest(tmp_path)["baselines"]["swing"]
+    assert back["metrics"]["success_rate"] == 1.0 and math.isnan(back["metrics"]["time_to_rotation"])
+    assert math.isnan(back["floors"]["zero"]["time"])
 
 
 def test_one_error_type_and_a_missing_path_is_also_file_not_found(tmp_path):

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from purehr.envs.base import Environment
+from purehr.envs.base import Environment, all_finite, end_if_not_finite
 from purehr.types import StepResult
 
 
@@ -48,7 +48,12 @@ class AutoResetWrapper(Wrapper):
 
     ``step_with_reset`` takes the reset to continue from, ``(observation, state)`` of
     ``env.reset``, drawn beforehand: PPO draws a whole rollout's resets in one batched call
-    before its step scan (a reset does not depend on the state it replaces)."""
+    before its step scan (a reset does not depend on the state it replaces).
+
+    An environment that does not set ``info["nonfinite_state"]`` itself (any but swing, hrv and
+    the adapters that check) is checked here: a non-finite reward or observation ends the
+    step as ``end_if_not_finite`` says, so training never sees the NaN and counts it. Whether
+    it does is a Python fact of the traced ``info``: for the others nothing is added."""
 
     def reset(self, key, params=None):
         return self.env.reset(key, params)
@@ -58,7 +63,10 @@ class AutoResetWrapper(Wrapper):
         return self.step_with_reset(key_step, state, action, self.env.reset(key_reset, params), params)
 
     def step_with_reset(self, key, state, action, reset: tuple[Any, Any], params=None) -> StepResult:
-        obs, next_state, reward, terminated, truncated, info = self.env.step(key, state, action, params)
+        step = self.env.step(key, state, action, params)
+        if "nonfinite_state" not in step[5]:
+            step = end_if_not_finite(step, all_finite((step[0], step[2])))
+        obs, next_state, reward, terminated, truncated, info = step
         done = jnp.logical_or(terminated, truncated)
         reset_obs, reset_state = reset
         info = dict(info, final_observation=obs)
@@ -83,8 +91,9 @@ class EpisodeStatisticsState:
 class EpisodeStatisticsWrapper(Wrapper):
     """Adds the finished episode's return, length and success to ``info``; counts NaN
     actions (the environment replaces them, this wrapper reports them). ``invalid_action``
-    and ``nonfinite_state`` are the environment's own flags (``purehr.envs.base``), False for
-    an environment that does not raise them, so every task logs the same columns."""
+    and ``nonfinite_state`` are the environment's own flags (``purehr.envs.base``; the latter
+    set by ``AutoResetWrapper`` for an environment that does not), so every task logs the same
+    columns."""
 
     def reset(self, key, params=None):
         obs, env_state = self.env.reset(key, params)

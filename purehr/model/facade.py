@@ -34,6 +34,7 @@ from purehr.protocol_settings import MAX_HELDOUT_EPISODES
 from purehr.run.host.dashboards import run_identity
 from purehr.run.host.progress import Progress, TaskPlan
 from purehr.run.store.machine import environment_description
+from purehr.run.store.run_dir import environment_advice
 from purehr.tasks import curriculum_schedule, task_of_env
 from purehr.tasks.environment_task import default_config_for
 from purehr.tracking import Tracking, TrackingSettings, start_tracking
@@ -328,11 +329,14 @@ def _trained_model(
     model.curriculum = curriculum
     first_diverged = int(np.asarray(algorithm.diverged_at_update(result.runner))[0])
     if first_diverged:
+        nonfinite = metrics.get("nonfinite_states", np.zeros_like(metrics["update"]))
+        advice = environment_advice(int(nonfinite[metrics["update"] <= first_diverged].sum()))
         raise TrainingDiverged(
             f"training diverged at update {first_diverged} ({first_diverged * config.batch_size:,} env steps): a "
             f"loss or parameter became NaN or infinite (learning_rate={config.learning_rate}); the parameters "
-            f"stayed frozen at update {first_diverged - 1}. The frozen model is this error's .model; train "
-            "again with a smaller learning rate or other settings",
+            f"stayed frozen at update {first_diverged - 1}. The frozen model is this error's .model; "
+            + (f"{advice}, then train again" if advice else "train again")
+            + " with a smaller learning rate or other settings",
             model,
             first_diverged,
         )

@@ -33,6 +33,7 @@ from purehr.run.compiled.program import CtrlC
 from purehr.run.compiled.train_all import TaskSetup
 from purehr.run.store.checkpoints import tree_digest
 from purehr.run.store.files import atomic_write_json, json_values
+from purehr.run.store.run_dir import baseline_numbers
 
 CACHE_FORMAT = 2  # 2: each entry carries its digest (entries of format 1 are never read)
 _EVALUATED: dict[str, dict[str, Any]] = {}  # key -> one task's baselines, this process
@@ -176,7 +177,7 @@ def _read_cached(folder: Path | None, key: str) -> tuple[dict[str, Any] | None, 
             f"the kept baselines {path} were edited or damaged (not a whole entry of this definition with the "
             "SHA-256 written with it), so their numbers are not used"
         )
-    return baselines, None
+    return baseline_numbers(baselines), None
 
 
 def _write_cached(folder: Path | None, key: str, definition: dict[str, Any], baselines: dict[str, Any]) -> None:

@@ -66,7 +66,13 @@ from purehr.run.planning.preparation import RunAlreadyFinished, prepare_run_dire
 from purehr.run.planning.resume import extension_hint, plan_resume
 from purehr.run.planning.run_plan import RunPlan, RunRequest, new_run_plan
 from purehr.run.planning.triage import check_indexes, index_disagreements, restore_task
-from purehr.run.store.run_dir import RunDirectory, check_run_directory_path, describe_divergences
+from purehr.run.store.run_dir import (
+    RunDirectory,
+    check_run_directory_path,
+    describe_divergences,
+    environment_advice,
+    nonfinite_before,
+)
 from purehr.run.store.status import mark_ended, mark_failed, mark_interrupted, mark_running
 
 
@@ -246,7 +252,7 @@ def _train_and_finish(
         diverged = population_divergences(setups, plan.seeds, recorder.update_rows, recorder.checkpoint_rows)
     mark_ended(run_dir, summary, recorder.checkpoints_written, diverged, COMPILE_CACHE_COUNTS.since(compile_counts))
     if diverged:
-        raise _diverged(run_dir, diverged, pbt=plan.pbt is not None)
+        raise _diverged(run_dir, diverged, pbt=plan.pbt is not None, update_rows=recorder.update_rows)
     return summary
 
 
@@ -428,22 +434,34 @@ def _unfinished_reason(
     return None
 
 
-def _diverged(run_dir: RunDirectory, diverged: dict[str, dict[str, dict]], pbt: bool = False) -> RunDiverged:
+def _diverged(
+    run_dir: RunDirectory, diverged: dict[str, dict[str, dict]], pbt: bool = False, update_rows: dict | None = None
+) -> RunDiverged:
     """The error of a run that trained to its end with some seeds diverged (not a result); a
-    PBT run's also where the PBT step replaced every diverged member (docs/pbt.md)."""
+    PBT run's also where the PBT step replaced every diverged member (docs/pbt.md). Where the
+    environment produced non-finite rewards or observations before (``update_rows``: task ->
+    seed -> updates.csv's rows), it says so first: the environment, not the learning rate, is
+    then the first suspect."""
+    environment = [
+        f"{task} seed {seed}: {environment_advice(nonfinite_before(update_rows[task][int(seed)], first['update']))}"
+        for task, per_seed in diverged.items()
+        for seed, first in per_seed.items()
+        if update_rows and nonfinite_before(update_rows[task][int(seed)], first["update"])
+    ]
+    start = f"{'; '.join(environment)}; then start" if environment else "Start"
     if pbt:
         what = (
             "a loss or parameter became NaN or infinite, and each of those members kept its last finite "
             "parameters until a PBT step gave it another member's weights (or to the end). "
             f"{run_dir.root} is marked diverged in manifest.json (and updates.csv, column diverged_at_update; "
             "checkpoints.csv, column pbt_diverged_at_update); it is not a finished result, even where every "
-            "member ended healthy. Start a new run with narrower --pbt-bounds or other settings"
+            f"member ended healthy. {start} a new run with narrower --pbt-bounds or other settings"
         )
     else:
         what = (
             "a loss or parameter became NaN or infinite, and those seeds kept their last finite parameters "
             f"from then on. {run_dir.root} is marked diverged in manifest.json (and updates.csv, column "
-            "diverged_at_update); it is not a finished result. Start a new run with a smaller learning rate "
+            f"diverged_at_update); it is not a finished result. {start} a new run with a smaller learning rate "
             "or other settings"
         )
     return RunDiverged(f"training diverged: {describe_divergences(diverged)}: {what}", diverged)

@@ -17,7 +17,7 @@ from purehr.run.host.writer import BackgroundWriter
 from purehr.run.store.checkpoints import SeedCheckpoints, tree_digest
 from purehr.run.store.columns import PBT_PREFIX, checkpoint_columns, update_columns
 from purehr.run.store.files import write_csv, write_npz
-from purehr.run.store.run_dir import RunDirectory
+from purehr.run.store.run_dir import RunDirectory, environment_advice, nonfinite_before
 
 
 def _scalar(value) -> float | int:
@@ -188,11 +188,13 @@ class RunRecorder:
             return
         noted.append(update)
         population = self.setups[task].population is not None
+        advice = environment_advice(nonfinite_before(self.update_rows[task][seed], update))
         self.say(
             f"warning: {task} seed {seed} diverged at update {update} "
             f"({update * self.setups[task].config.batch_size:,} env steps): a loss or parameter "
             f"became NaN or infinite; its parameters stay frozen at update {update - 1}"
             + (" until a PBT step gives it another member's weights; the run will end diverged" if population else "")
+            + (f"; {advice}" if advice else "")
         )
 
     def _note_replacements(self, task: str, evaluation: dict, update: int) -> None:

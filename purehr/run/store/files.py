@@ -71,12 +71,25 @@ def json_default(value: Any) -> Any:
 
 
 def json_values(data: Any) -> Any:
-    """``data`` as it reads back from JSON (what two descriptions are compared by)."""
-    return json.loads(json.dumps(data, default=json_default))
+    """``data`` as it reads back from JSON (what two descriptions are compared by): a NaN or
+    infinite number is null, as ``atomic_write_json`` writes it."""
+    return _finite_or_null(json.loads(json.dumps(data, default=json_default)))
+
+
+def _finite_or_null(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite_or_null(item) for item in value]
+    return value
 
 
 def atomic_write_json(path: Path, data: Any) -> Path:
-    return atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False, default=json_default) + "\n")
+    """Valid JSON: a NaN or infinite number (an undefined metric) is written as null, never as
+    the bare ``NaN`` other parsers refuse."""
+    return atomic_write_text(path, json.dumps(json_values(data), indent=2, allow_nan=False) + "\n")
 
 
 def read_parsed(

@@ -5,6 +5,7 @@ scripts' ``--help`` and the renderer import it."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import sys
@@ -109,7 +110,7 @@ def read_manifest(root: Path) -> dict[str, Any]:
             f"{root}: run directory not found (expected {MANIFEST} and <task>/seed_<n>/ logs, see docs/interfaces.md)"
         )
     path = root / MANIFEST
-    return read_json_object(
+    manifest = read_json_object(
         path,
         missing=lambda: RunDirectoryNotFound(f"{root} is not a purehr run directory: no {MANIFEST}"),
         not_json=lambda error: RunDirectoryError(
@@ -120,6 +121,28 @@ def read_manifest(root: Path) -> dict[str, Any]:
             f"expected an object); {root} does not hold a purehr run"
         ),
     )
+    if isinstance(manifest.get("baselines"), dict):
+        manifest["baselines"] = {task: baseline_numbers(entry) for task, entry in manifest["baselines"].items()}
+    return manifest
+
+
+def baseline_numbers(entry: Any) -> Any:
+    """One task's baselines (``metrics``, ``floors``) as read from JSON, an undefined number
+    (null: written for NaN, e.g. the time to rotation of a policy that never rotates) NaN
+    again, as the evaluation returned it and every reader of the numbers takes it."""
+    if not isinstance(entry, dict):
+        return entry
+
+    def numbers(metrics: Any) -> Any:
+        return {name: math.nan if value is None else value for name, value in metrics.items()}
+
+    entry = dict(entry)
+    if isinstance(entry.get("metrics"), dict):
+        entry["metrics"] = numbers(entry["metrics"])
+    if isinstance(entry.get("floors"), dict):
+        floors = entry["floors"].items()
+        entry["floors"] = {name: numbers(metrics) if isinstance(metrics, dict) else metrics for name, metrics in floors}
+    return entry
 
 
 def run_seed_directories(
@@ -390,6 +413,24 @@ def describe_divergences(diverged: dict[str, dict[str, dict]]) -> str:
             events = " and ".join(_divergence_text(event, pbt) for event in first.get("divergences") or [first])
             said.append(f"{task} seed {seed} {events}")
     return "; ".join(said)
+
+
+def nonfinite_before(rows: list[dict], update: int) -> int:
+    """How many non-finite rewards or observations the environment produced in the updates up
+    to ``update`` (updates.csv's ``nonfinite_states``; rows of a resume's earlier part included)."""
+    return int(sum(row.get("nonfinite_states", 0) or 0 for row in rows if row["update"] <= update))
+
+
+def environment_advice(nonfinite: int) -> str:
+    """What a divergence says when the environment produced non-finite rewards or observations
+    before it: the environment is the first suspect, not the learning rate ("" when none)."""
+    if nonfinite <= 0:
+        return ""
+    return (
+        f"the environment produced {nonfinite:,} non-finite rewards or observations by then (each ended "
+        "its episode with reward 0; updates.csv, column nonfinite_states): check the environment's step "
+        "for NaN or infinite values first"
+    )
 
 
 def _divergence_text(event: dict, pbt: bool) -> str:
