@@ -82,6 +82,47 @@ def test_the_example_is_an_environment_purehr_takes(tmp_path, monkeypatch):
     assert float(floors["random"]["success_rate"]) < 0.25 and float(floors["zero"]["success_rate"]) < 0.1
 
 
+VERSIONED_MODULE = """
+import json
+
+import numpy as np
+
+from example_versioned_base import make_env
+
+PACKAGES = ("flax",)  # used through example_versioned_base, which this file's imports do not show
+
+
+def make_lazy_env(**kwargs):
+    import gymnax  # an import inside the factory counts too
+
+    return make_env(**kwargs)
+"""
+
+
+def test_a_factory_records_its_packages_versions_and_the_baselines_are_kept_by_them(tmp_path, monkeypatch):
+    """Issue 52, friction 9: a ``module:factory`` task records the versions of the installed
+    packages its module imports (numpy; gymnax imported lazily) and declares (``PACKAGES``),
+    not the standard library's or the user's own modules; the baselines' key changes with
+    them. The version lookup is replaced for the second half: nothing is installed."""
+    from importlib import metadata
+
+    from purehr.run.baselines import baseline_definition, baseline_key
+    from purehr.run.compiled.task_setup import build_task_setup
+
+    copy_example(tmp_path, "example_versioned_base")
+    (tmp_path / "example_versioned.py").write_text(VERSIONED_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    task = get_task("example_versioned:make_lazy_env")
+    setup = build_task_setup(task)
+    installed = {name: metadata.version(name) for name in ("flax", "gymnax", "numpy")}
+    assert task.source(setup.env)["versions"] == installed
+    key = baseline_key(baseline_definition(setup))
+    real_version = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "0.0.1" if name == "numpy" else real_version(name))
+    assert task.source(setup.env)["versions"] == dict(installed, numpy="0.0.1")
+    assert baseline_key(baseline_definition(setup)) != key
+
+
 # --- (a) the command line, then restore in a fresh process ----------------------------------
 
 
