@@ -694,6 +694,19 @@ CASES = [
         [],
         "error: task '{task}': make_env() raised RuntimeError: no licence for the simulator",
     ),
+    # issue 52: the packages a factory module declares, whose versions the run records
+    own_env_case(
+        "own env PACKAGES not installed",
+        {"from purehr.envs import spaces\n": "from purehr.envs import spaces\n\nPACKAGES = ('purehr-no-such-dist',)\n"},
+        [],
+        "PACKAGES names 'purehr-no-such-dist', which is not an installed distribution",
+    ),
+    own_env_case(
+        "own env PACKAGES a string",
+        {"from purehr.envs import spaces\n": "from purehr.envs import spaces\n\nPACKAGES = 'numpy'\n"},
+        [],
+        "PACKAGES is 'numpy'; expected a tuple of distribution names, e.g. PACKAGES = (\"pgx\",)",
+    ),
     own_env_case(
         "own env max_steps 1e9",
         {},

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -80,6 +82,75 @@ def test_the_example_is_an_environment_purehr_takes(tmp_path, monkeypatch):
         }
     )()
     assert float(floors["random"]["success_rate"]) < 0.25 and float(floors["zero"]["success_rate"]) < 0.1
+
+
+VERSIONED_MODULE = """
+import json
+
+import numpy as np
+
+from example_versioned_base import make_env
+
+PACKAGES = ("flax",)  # used through example_versioned_base, which this file's imports do not show
+
+
+def make_lazy_env(**kwargs):
+    import gymnax  # an import inside the factory counts too
+
+    return make_env(**kwargs)
+"""
+
+
+def test_a_factory_records_its_packages_versions_and_the_baselines_are_kept_by_them(tmp_path, monkeypatch):
+    """Issue 52, friction 9: a ``module:factory`` task records the versions of the installed
+    packages its module imports (numpy; gymnax imported lazily) and declares (``PACKAGES``),
+    not the standard library's or the user's own modules; the baselines' key changes with
+    them. The version lookup is replaced for the second half: nothing is installed."""
+    from importlib import metadata
+
+    from purehr.run.baselines import baseline_definition, baseline_key
+    from purehr.run.compiled.task_setup import build_task_setup
+
+    copy_example(tmp_path, "example_versioned_base")
+    (tmp_path / "example_versioned.py").write_text(VERSIONED_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    task = get_task("example_versioned:make_lazy_env")
+    setup = build_task_setup(task)
+    installed = {name: metadata.version(name) for name in ("flax", "gymnax", "numpy")}
+    assert task.source(setup.env)["versions"] == installed
+    key = baseline_key(baseline_definition(setup))
+    real_version = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "0.0.1" if name == "numpy" else real_version(name))
+    assert task.source(setup.env)["versions"] == dict(installed, numpy="0.0.1")
+    assert baseline_key(baseline_definition(setup)) != key
+
+
+def test_the_spaces_build_as_docs_environments_writes_them():
+    """Issue 52, friction 10: the constructors of ``purehr.envs.spaces`` are documented in
+    docs/environments.md; its snippet runs as written and each space holds what the table
+    says: its values' shape, and the dtype the policy hands ``step``."""
+    from purehr.engine.distributions import make_distribution, policy_output_size
+    from purehr.envs import spaces
+
+    text = (REPO / "docs" / "environments.md").read_text()
+    snippet = [block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "spaces.Discrete(" in block]
+    assert len(snippet) == 1
+    built: dict = {}
+    exec(compile(snippet[0], "docs/environments.md", "exec"), built)
+    kinds = {type(value) for value in built.values()}
+    assert {spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.Dict} <= kinds
+    key = jax.random.PRNGKey(0)
+    assert built["move"].shape == () and built["move"].contains(3) and not built["move"].contains(4)
+    assert built["keys"].shape == (2,) and built["keys"].contains(np.array([2, 4]))
+    assert not built["keys"].contains(np.array([3, 0]))
+    assert built["observation"].flat_dim == 4 and built["unbounded"].flat_dim == 3
+    assert bool(built["velocity"].contains(np.array([0.5, -1.5])))
+    assert not bool(built["velocity"].contains(np.array([1.5, 0.0])))
+    for name, dtype in {"move": np.int32, "keys": np.int32, "velocity": np.float32}.items():
+        space = built[name]
+        action = make_distribution(space, jnp.zeros(policy_output_size(space)), jnp.float32(0.0)).mode()
+        assert action.dtype == dtype and action.shape == space.shape and bool(space.contains(action)), name
+        assert bool(space.contains(space.sample(key))), name
 
 
 # --- (a) the command line, then restore in a fresh process ----------------------------------

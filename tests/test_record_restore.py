@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from purehr.algorithms.ppo.config import PPOConfig
 from purehr.protocol_settings import split_settings
-from purehr.run import restore
+from purehr.run import Restored, restore
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = REPO / "results" / "protocol"
@@ -88,3 +89,30 @@ def test_a_manifest_with_a_retired_config_field_still_loads():
     assert "progress_interval" not in config.to_dict()
     newer = set(config.to_dict()) - set(recorded)  # fields added since the record: their defaults
     assert all(getattr(config, k) == getattr(PPOConfig(), k) for k in newer)
+
+
+def readme_restore_examples() -> tuple[list[str], list[str]]:
+    """The README's python blocks that restore, and its inline restore calls on a quoted run
+    directory (``restore(...).policy`` style mentions are prose, not examples)."""
+    text = (REPO / "README.md").read_text()
+    blocks = [block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "restor" in block]
+    inline = re.findall(r"`([^`\n]*restor\w*\(\"[^`\n]*)`", text)
+    return blocks, inline
+
+
+def test_the_readme_restore_examples_run_as_written(monkeypatch):
+    """Issue 52, friction 5: the README said ``purehr.run.restoring(...)``, a module, which
+    raised TypeError. Every restore example is executed from the repository root on the
+    shipped record, so a wrong line fails here."""
+    import purehr.run
+
+    monkeypatch.chdir(REPO)
+    blocks, inline = readme_restore_examples()
+    assert blocks and inline
+    for block in blocks:
+        namespace: dict = {}
+        exec(compile(block, "README.md", "exec"), namespace)
+        assert isinstance(namespace["r"], Restored) and namespace["r"].task == "swing"
+    for expression in inline:
+        restored = eval(expression, {"purehr": purehr})
+        assert isinstance(restored, Restored) and (restored.task, restored.seed) == ("swing", 0)

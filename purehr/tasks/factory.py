@@ -4,19 +4,25 @@ called with the keyword arguments a run gives the task (``--env-arg``), and the 
 them, so a resume or a restore in a fresh process calls it again with the same ones.
 
 The module may define ``PPO_CONFIG`` (a ``PPOConfig``): the task's default configuration
-(else the default for its action space, ``purehr.tasks.environment_task``). The current
-directory is importable, as with ``python -m``: a file ``my_env.py`` there is ``my_env``."""
+(else the default for its action space, ``purehr.tasks.environment_task``), and ``PACKAGES``
+(distribution names): packages whose versions the run records besides those of the packages
+the module imports itself (``imported_distributions``). The current directory is importable,
+as with ``python -m``: a file ``my_env.py`` there is ``my_env``."""
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
+import inspect
 import os
 import sys
+from importlib import metadata
 from typing import Any
 
 from purehr.algorithms.registry import get_algorithm
 from purehr.envs.base import Environment
-from purehr.tasks.environment_task import environment_task
+from purehr.tasks.environment_task import environment_task, package_versions
 from purehr.tasks.task import Task
 
 
@@ -56,6 +62,7 @@ def factory_task(name: str) -> Task:
     config = getattr(module, "PPO_CONFIG", None)
     if config is not None and not isinstance(config, get_algorithm("ppo").config_class()):
         raise TypeError(f"task {name!r}: {module_name}.PPO_CONFIG is a {type(config).__name__}; expected a PPOConfig")
+    packages = sorted({*imported_distributions(module), *_declared_packages(module, name)})
     return environment_task(
         name,
         make_env,
@@ -65,8 +72,52 @@ def factory_task(name: str) -> Task:
             "factory": name,
             "file": getattr(module, "__file__", None),
             "environment": f"{type(env).__module__}.{type(env).__name__}",
+            "versions": package_versions(packages),  # looked up when recorded: a baseline's key holds them
         },
     )
+
+
+def imported_distributions(module) -> list[str]:
+    """The installed distributions of the top-level packages ``module``'s source imports, an
+    import inside a function included (read from its import statements, not from what it holds
+    at the moment: a lazy import is still seen). The standard library and the user's own
+    modules are no distribution; purehr is left out (the run records its own revision)."""
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError, SyntaxError):  # no source to read (a compiled module): PACKAGES only
+        return []
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.partition(".")[0])
+    found = {dist for top in names for dist in _distributions_by_top_level().get(top, ())}
+    return sorted(found - {"purehr"})
+
+
+@functools.cache
+def _distributions_by_top_level() -> dict[str, list[str]]:
+    return metadata.packages_distributions()  # a scan of every installed package: once per process
+
+
+def _declared_packages(module, name: str) -> list[str]:
+    """The module's ``PACKAGES``, each an installed distribution, or refused naming it."""
+    declared = getattr(module, "PACKAGES", ())
+    if not isinstance(declared, (tuple, list)) or not all(isinstance(item, str) for item in declared):
+        raise TypeError(
+            f"task {name!r}: {module.__name__}.PACKAGES is {declared!r}; expected a tuple of distribution "
+            'names, e.g. PACKAGES = ("pgx",)'
+        )
+    for package in declared:
+        try:
+            metadata.version(package)
+        except metadata.PackageNotFoundError:
+            raise ValueError(
+                f"task {name!r}: {module.__name__}.PACKAGES names {package!r}, which is not an installed "
+                "distribution; expected the names pip installs them by, whose versions the run records"
+            ) from None
+    return list(declared)
 
 
 def _import(module_name: str, name: str):

@@ -200,7 +200,7 @@ def _budget_change(
         raise ValueError(
             f"--resume: --steps {after:,} is below the run's {task} budget of {before:,} steps "
             "per seed; a run cannot be shortened (restore an earlier checkpoint with "
-            "purehr.run.restoring(..., step=N) instead), omit --steps to continue it"
+            "purehr.run.restore(..., step=N) instead), omit --steps to continue it"
         )
     if after == before:
         return None
