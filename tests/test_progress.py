@@ -229,6 +229,33 @@ def test_a_success_rate_that_drops_a_quarter_is_noted():
     assert watch.add(0.6, 150_000) == "note: hrv held-out success fell from 0.9 at 50k steps to 0.6 at 150k"
 
 
+def test_a_resumed_run_prints_the_falls_an_uninterrupted_run_would():
+    """The watches of a resumed run start from the rows it kept, not afresh: its notes after the
+    resume are those of the uninterrupted run (no note of a fall measured from the resume)."""
+    plan = {"swing": TaskPlan(512, 60, 30_720, (), ())}
+    returns = [[float(v), float(v) + 1.0] for v in [0, 2, 4, 6, 8, 10] * 2 + list(range(10, -14, -1))]
+    returns += [[20.0, 20.0]] * 12 + [[18.7, 18.6], [18.6, 18.5]] * 6
+    seed_rows = {seed: [] for seed in (0, 1)}
+
+    def feed(progress: Progress, first: int, last: int) -> list[str]:
+        progress.start()
+        for update in range(first, last):
+            progress.on_update("swing", {"mean_episode_return": np.asarray(returns[update])})
+            for seed in (0, 1):
+                seed_rows[seed].append({"update": update + 1, "mean_episode_return": returns[update][seed]})
+        return [line for line in progress.file.getvalue().splitlines() if line.startswith("note:")]
+
+    whole = feed(Progress(plan, 2, file=io.StringIO(), clock=lambda: 0.0), 0, len(returns))
+    assert len(whole) == 1 and "fell from" in whole[0]  # the fall after the first best, not the wobble at 20
+    for resume_at in (14, 30, 45):
+        seed_rows = {seed: [] for seed in (0, 1)}
+        first = feed(Progress(plan, 2, file=io.StringIO(), clock=lambda: 0.0), 0, resume_at)
+        kept = {"swing": {seed: list(rows) for seed, rows in seed_rows.items()}}
+        resumed = Progress(plan, 2, done_updates={"swing": resume_at}, file=io.StringIO(), clock=lambda: 0.0)
+        resumed.seed_from_rows(kept, {"swing": {0: [], 1: []}})
+        assert first + feed(resumed, resume_at, len(returns)) == whole, resume_at
+
+
 # ------------------------------------------------------------------ the progress object
 
 

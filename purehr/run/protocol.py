@@ -302,6 +302,8 @@ def _recorder(
         if progress
         else None
     )
+    if bar is not None:  # a resume's notes are those of the run it continues
+        bar.seed_from_rows(start.update_rows, start.checkpoint_rows)
     return RunRecorder(
         run_dir,
         setups,

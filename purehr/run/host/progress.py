@@ -350,6 +350,23 @@ class Progress:
         bar = progress_bar(self.shown_fraction, unicode) if self.terminal else None
         return fit_line(self.shown_fraction, tasks, elapsed, remaining, settled, width, bar)
 
+    def seed_from_rows(self, update_rows: dict, checkpoint_rows: dict) -> None:
+        """A resumed run's watches go through the rows it kept (``{task: {seed: [row]}}``), silently:
+        their reference levels are those the uninterrupted run had, so the notes after the resume
+        are its notes, not falls measured from a level restarted at the resume."""
+        for task in self.plans:
+            batch_size = self.plans[task].batch_size
+            for update, values in _by_update(update_rows.get(task, {}), "mean_episode_return"):
+                self.return_watch[task].add(
+                    float(np.nanmean(values)) if np.isfinite(values).any() else math.nan, update * batch_size
+                )
+            full = {
+                seed: [row for row in rows if row.get("showcase_path")]  # a full evaluation writes its showcase
+                for seed, rows in checkpoint_rows.get(task, {}).items()
+            }
+            for update, values in _by_update(full, "eval_success_rate"):
+                self.success_watch[task].add(float(np.mean(values)), update * batch_size)
+
     # the callbacks ----------------------------------------------------------------------
     def start(self) -> None:
         """The line appears once compilation has ended, so its times are training times."""
@@ -417,6 +434,15 @@ class Progress:
             return
         self.last_refresh = now
         self.bar.show(self.line(self.bar.width()))
+
+
+def _by_update(seed_rows: dict, column: str) -> list[tuple[int, np.ndarray]]:
+    """``column`` of every seed's rows, grouped by update in order (what one callback carried)."""
+    grouped: dict[int, list[float]] = {}
+    for rows in seed_rows.values():
+        for row in rows:
+            grouped.setdefault(int(row["update"]), []).append(float(row.get(column, math.nan)))
+    return [(update, np.asarray(values, dtype=float)) for update, values in sorted(grouped.items())]
 
 
 def checkpoint_note(task: str, steps: int, success: np.ndarray, returns: np.ndarray) -> str:
