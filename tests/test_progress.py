@@ -12,6 +12,7 @@ import pytest
 from conftest import PROTOCOL_SMALL
 
 from purehr.algorithms.ppo.config import PPOConfig
+from purehr.population.settings import PBTSettings
 from purehr.protocol_settings import ProtocolSettings, split_settings
 from purehr.run.host.estimate import RunEstimate
 from purehr.run.host.progress import (
@@ -65,6 +66,17 @@ def test_the_start_banner_names_tasks_seeds_steps_per_task_and_the_run_directory
     ]
     assert start_banner("/runs/quick", ["hrv"], [3], configs, protocols, resume=True).startswith(
         "continuing the run in /runs/quick: hrv x seeds 3 (1 training"
+    )
+
+
+def test_the_start_banner_of_a_pbt_run_says_the_seeds_are_one_population():
+    configs, protocols = {"swing": SMALL}, {"swing": SMALL_PROTOCOL}
+    assert "PBT" not in start_banner("/runs/quick", ["swing"], [0, 1, 2, 3], configs, protocols)
+    pbt = PBTSettings(explore=("learning_rate",), interval=2)
+    banner = start_banner("/runs/quick", ["swing"], [0, 1, 2, 3], configs, protocols, pbt=pbt)
+    assert banner.splitlines()[1] == (
+        "  population-based training (PBT): the 4 seeds of each task are one population of 4 members, not "
+        "independent seeds; exploit and explore (learning_rate) at every 2nd checkpoint target"
     )
 
 

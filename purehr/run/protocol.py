@@ -179,7 +179,7 @@ def _train_locked(
     configs = {s.name: s.config for s in setups}
     protocols = {s.name: s.protocol for s in setups}
     print(
-        start_banner(run_dir.root, plan.tasks, plan.seeds, configs, protocols, resume=plan.resumed),
+        start_banner(run_dir.root, plan.tasks, plan.seeds, configs, protocols, resume=plan.resumed, pbt=plan.pbt),
         file=sys.stderr,
         flush=True,
     )
