@@ -244,6 +244,22 @@ def terminal_columns(file: TextIO) -> int:
     return shutil.get_terminal_size((80, 24)).columns
 
 
+def tell(text: str, file: TextIO) -> None:
+    """Writes and flushes ``text`` for the user. A reader gone away (``... | tee log``, tee ended by
+    the same Ctrl-C) points ``file`` at the null device instead of raising: a message nobody can
+    read must not turn a run's interruption into a failure, nor fail every later write."""
+    try:
+        file.write(text)
+        file.flush()
+    except (BrokenPipeError, ValueError):  # ValueError: the file is closed
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, file.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is an OSError
+            pass
+
+
 class LineWriter:
     """Writes the line and the notes. In a terminal the line is redrawn in place (a carriage
     return, then blanks over what is left of the previous one) within the width less one
@@ -261,26 +277,23 @@ class LineWriter:
     def show(self, line: str) -> None:
         self.last_line = line
         if self.terminal:
-            self.file.write("\r" + line + " " * max(0, self.drawn - len(line)))
+            tell("\r" + line + " " * max(0, self.drawn - len(line)), self.file)
             self.drawn = len(line)
         else:
-            self.file.write(line + "\n")
-        self.file.flush()
+            tell(line + "\n", self.file)
 
     def write(self, message: str, file: TextIO | None = None) -> None:
         """A note (also the recorder's warnings): its own line, never between copies of the line."""
         if self.terminal and self.drawn:
-            self.file.write("\r" + " " * self.drawn + "\r")
-            self.file.flush()
+            tell("\r" + " " * self.drawn + "\r", self.file)
             self.drawn = 0
-        print(message, file=file or self.file, flush=True)
+        tell(message + "\n", file or self.file)
         if self.terminal and self.last_line:
             self.show(self.last_line)
 
     def close(self) -> None:
         if self.terminal and self.drawn:
-            self.file.write("\n")
-            self.file.flush()
+            tell("\n", self.file)
             self.drawn = 0
 
 
@@ -422,7 +435,7 @@ class Progress:
         if message is None:
             return
         if self.bar is None:
-            print(message, file=self.file, flush=True)
+            tell(message + "\n", self.file)
         else:
             self.bar.write(message)
 
