@@ -217,15 +217,18 @@ def _stopped_by_ctrl_c(message: str, args, run_dir: Path, directory_option: str,
     import shlex
     import signal
 
+    from purehr.run.host.progress import tell
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # one more Ctrl-C would only cut this message short
     script = Path(__file__)
     relative = os.path.relpath(script)
     named = ["--run-dir", str(args.run_dir)] if directory_option == "--run-dir" else ["--run-name", args.run_name]
     command = [sys.executable, relative if not relative.startswith("..") else str(script), *named, "--resume"]
-    print(f"\n{message}", file=sys.stderr)
+    # `| tee log`: the Ctrl-C ended tee too; a closed pipe here still exits as an interruption
+    tell(f"\n{message}\n", sys.stderr)
     if Path(run_dir).is_dir():
-        print(f"continue it with:\n  {shlex.join(command)}", file=sys.stderr, flush=True)
-    sys.stdout.flush()
+        tell(f"continue it with:\n  {shlex.join(command)}\n", sys.stderr)
+    tell("", sys.stdout)
     if at_once:
         os._exit(130)
     return 130

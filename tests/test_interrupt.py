@@ -5,6 +5,7 @@ A run whose training ended (its manifest not yet "finished") resumes without com
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.util
 import io
@@ -181,3 +182,37 @@ def test_ctrl_c_in_the_python_api_raises_run_interrupted_after_marking_the_manif
     assert manifest["status"] == "interrupted" and manifest["interrupted"]["waited_for_the_program"]
     assert raised.value.resumes_from == manifest["interrupted"]["resumes_from_steps"]
     assert len(read_csv(run_dir / "swing" / "seed_0" / "updates.csv")) < UPDATES
+
+
+def test_ctrl_c_with_the_output_piped_to_a_reader_it_also_ended_is_an_interruption(monkeypatch, tmp_path):
+    """``train_all_seeds.py ... | tee log``, then Ctrl-C: the SIGINT ends tee too, and what the
+    interrupt handling writes meets a closed pipe. The stop is still asked for, the progress
+    line and its notes go nowhere without raising (an error there would mark the run failed),
+    and the command line exits as an interrupted run does (130), not with BrokenPipeError."""
+    from purehr.run.host.progress import Progress, TaskPlan
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone: every write to the pipe is a BrokenPipeError
+    stream = os.fdopen(write, "w")
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setattr(sys, "stdout", stream)
+    recorder = RunRecorder.__new__(RunRecorder)  # only what request_stop reads
+    recorder.progress, recorder.stop_requested = None, False
+    recorder.request_stop()
+    assert recorder.stop_requested
+    bar = Progress({"hrv": TaskPlan(512, 60, 30_720, (), ())}, 1, file=stream, clock=lambda: 0.0)
+    recorder.progress = bar
+    bar.start()
+    bar.on_update("hrv", {"mean_episode_return": np.asarray([1.0])})
+    recorder.say("a warning")
+    bar.close()
+    spec = importlib.util.spec_from_file_location("train_all_seeds_script", ROOT / "scripts" / "train_all_seeds.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        args = argparse.Namespace(run_dir=tmp_path, run_name=None)
+        assert script._stopped_by_ctrl_c("Ctrl-C: training stopped", args, tmp_path, "--run-dir", False) == 130
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    stream.close()  # its buffer flushes without raising

@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import jax
@@ -151,6 +152,41 @@ def test_the_spaces_build_as_docs_environments_writes_them():
         action = make_distribution(space, jnp.zeros(policy_output_size(space)), jnp.float32(0.0)).mode()
         assert action.dtype == dtype and action.shape == space.shape and bool(space.contains(action)), name
         assert bool(space.contains(space.sample(key))), name
+
+
+def test_the_seed_api_takes_the_defaults_of_the_module_or_factory_that_built_the_environment(tmp_path, monkeypatch):
+    """``train_hr_ppo(my_env.make_env())``: the environment was built directly, not through a
+    task, yet its module's ``PPO_CONFIG`` (or a resolved ``module:factory`` task's) is its
+    default; where nothing tells, the defaults for its action space, said in one line."""
+    from purehr.model.facade import default_config_of
+    from purehr.tasks.environment_task import CONTINUOUS_DEFAULTS
+
+    copy_example(tmp_path, "example_defaults")
+    plain = EXAMPLE.read_text().split("PPO_CONFIG = ")[0]  # the example without its PPO_CONFIG
+    (tmp_path / "example_plain.py").write_text(plain)
+    (tmp_path / "example_factory.py").write_text(
+        "from example_plain import make_env\n"
+        "from purehr.algorithms.ppo.config import PPOConfig\n"
+        "PPO_CONFIG = PPOConfig(num_envs=8, num_steps=32, minibatch_size=64)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import example_defaults
+    import example_factory
+    import example_plain
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the module's own defaults: nothing to say
+        assert default_config_of(example_defaults.make_env()) is example_defaults.PPO_CONFIG
+    with pytest.warns(UserWarning, match=r"belongs to no task.*defaults for a continuous action") as said:
+        assert default_config_of(example_plain.make_env()) is CONTINUOUS_DEFAULTS
+    assert "\n" not in str(said[0].message)
+    try:
+        get_task("example_factory:make_env")  # resolved (--tasks, restore): its PPO_CONFIG is the default
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert default_config_of(example_factory.make_env()) is example_factory.PPO_CONFIG
+    finally:
+        registry._RESOLVED.pop("example_factory:make_env", None)
 
 
 # --- (a) the command line, then restore in a fresh process ----------------------------------

@@ -12,6 +12,7 @@ import pytest
 from conftest import PROTOCOL_SMALL
 
 from purehr.algorithms.ppo.config import PPOConfig
+from purehr.population.settings import PBTSettings
 from purehr.protocol_settings import ProtocolSettings, split_settings
 from purehr.run.host.estimate import RunEstimate
 from purehr.run.host.progress import (
@@ -65,6 +66,17 @@ def test_the_start_banner_names_tasks_seeds_steps_per_task_and_the_run_directory
     ]
     assert start_banner("/runs/quick", ["hrv"], [3], configs, protocols, resume=True).startswith(
         "continuing the run in /runs/quick: hrv x seeds 3 (1 training"
+    )
+
+
+def test_the_start_banner_of_a_pbt_run_says_the_seeds_are_one_population():
+    configs, protocols = {"swing": SMALL}, {"swing": SMALL_PROTOCOL}
+    assert "PBT" not in start_banner("/runs/quick", ["swing"], [0, 1, 2, 3], configs, protocols)
+    pbt = PBTSettings(explore=("learning_rate",), interval=2)
+    banner = start_banner("/runs/quick", ["swing"], [0, 1, 2, 3], configs, protocols, pbt=pbt)
+    assert banner.splitlines()[1] == (
+        "  population-based training (PBT): the 4 seeds of each task are one population of 4 members, not "
+        "independent seeds; exploit and explore (learning_rate) at every 2nd checkpoint target"
     )
 
 
@@ -227,6 +239,33 @@ def test_a_success_rate_that_drops_a_quarter_is_noted():
     watch = FallWatch("hrv held-out success", window=1, fraction=0.0, min_drop=0.25)
     assert [watch.add(v, s) for v, s in [(0.0, 0), (0.9, 50_000), (0.7, 100_000)]] == [None, None, None]
     assert watch.add(0.6, 150_000) == "note: hrv held-out success fell from 0.9 at 50k steps to 0.6 at 150k"
+
+
+def test_a_resumed_run_prints_the_falls_an_uninterrupted_run_would():
+    """The watches of a resumed run start from the rows it kept, not afresh: its notes after the
+    resume are those of the uninterrupted run (no note of a fall measured from the resume)."""
+    plan = {"swing": TaskPlan(512, 60, 30_720, (), ())}
+    returns = [[float(v), float(v) + 1.0] for v in [0, 2, 4, 6, 8, 10] * 2 + list(range(10, -14, -1))]
+    returns += [[20.0, 20.0]] * 12 + [[18.7, 18.6], [18.6, 18.5]] * 6
+    seed_rows = {seed: [] for seed in (0, 1)}
+
+    def feed(progress: Progress, first: int, last: int) -> list[str]:
+        progress.start()
+        for update in range(first, last):
+            progress.on_update("swing", {"mean_episode_return": np.asarray(returns[update])})
+            for seed in (0, 1):
+                seed_rows[seed].append({"update": update + 1, "mean_episode_return": returns[update][seed]})
+        return [line for line in progress.file.getvalue().splitlines() if line.startswith("note:")]
+
+    whole = feed(Progress(plan, 2, file=io.StringIO(), clock=lambda: 0.0), 0, len(returns))
+    assert len(whole) == 1 and "fell from" in whole[0]  # the fall after the first best, not the wobble at 20
+    for resume_at in (14, 30, 45):
+        seed_rows = {seed: [] for seed in (0, 1)}
+        first = feed(Progress(plan, 2, file=io.StringIO(), clock=lambda: 0.0), 0, resume_at)
+        kept = {"swing": {seed: list(rows) for seed, rows in seed_rows.items()}}
+        resumed = Progress(plan, 2, done_updates={"swing": resume_at}, file=io.StringIO(), clock=lambda: 0.0)
+        resumed.seed_from_rows(kept, {"swing": {0: [], 1: []}})
+        assert first + feed(resumed, resume_at, len(returns)) == whole, resume_at
 
 
 # ------------------------------------------------------------------ the progress object

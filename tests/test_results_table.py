@@ -206,3 +206,16 @@ def test_every_divergence_the_manifest_records_is_under_the_table(tmp_path):
         "and at update 21 (10,752 env steps; PBT gave it seed 3's weights at update 25); hrv seed 2 at update 28 "
         "(14,336 env steps; frozen to the end)"
     ) in table
+
+
+def test_a_pbt_run_is_tabled_as_one_population_without_an_interval_over_members(tmp_path):
+    """PBT members copy each other's weights: they are not independent seeds, so the table names
+    the population and gives the members' mean and range, never a t interval over them."""
+    run = _write_run(tmp_path)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["pbt"] = {"interval": 1}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    table = results_table(run)
+    assert "| swing | PBT population of 5 members, 4,096 steps | 0.82 (members 0.14 to 1.00) |" in table
+    assert "PPO, 5 seeds" not in table and "[" not in table.split("\n\n")[0]  # no t interval anywhere
+    assert "not independent" in table

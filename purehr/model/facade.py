@@ -22,7 +22,7 @@ import jax
 import numpy as np
 
 from purehr.algorithms.base import Algorithm, AlgorithmConfig
-from purehr.algorithms.registry import make_algorithm
+from purehr.algorithms.registry import get_algorithm, make_algorithm
 from purehr.algorithms.trainer import TrainResult, make_train
 from purehr.engine.acting import Actor
 from purehr.engine.seeds import keys_for_seeds
@@ -36,7 +36,8 @@ from purehr.run.host.progress import Progress, TaskPlan
 from purehr.run.store.machine import environment_description
 from purehr.run.store.run_dir import environment_advice
 from purehr.tasks import curriculum_schedule, task_of_env
-from purehr.tasks.environment_task import default_config_for
+from purehr.tasks.environment_task import CONTINUOUS_DEFAULTS, default_config_for
+from purehr.tasks.registry import resolved_task_of_class
 from purehr.tracking import Tracking, TrackingSettings, start_tracking
 from purehr.tracking.claims import Owner
 from purehr.tracking.naming import run_label
@@ -114,10 +115,30 @@ def evaluation_of(env: Environment) -> Evaluation:
 
 
 def default_config_of(env: Environment) -> AlgorithmConfig:
-    """The PPO defaults of ``env``'s task (hrv: ``HRV_DEFAULTS``; gymnax:CartPole-v1: PureJaxRL's),
-    or those for its action space (``purehr.tasks.environment_task``) for an environment of no task."""
-    task = task_of_env(env)
-    return default_config_for(env) if task is None else task.default_config
+    """The PPO defaults of ``env``'s task (hrv: ``HRV_DEFAULTS``; gymnax:CartPole-v1: PureJaxRL's);
+    for an environment built directly by a user's factory (``my_env.make_env()``, no task made
+    it), those of the ``module:factory`` task resolved for its class, else its module's
+    ``PPO_CONFIG``; else those for its action space (``purehr.tasks.environment_task``), said in
+    one line: silently, a user's tuned defaults would be lost without a word."""
+    task = task_of_env(env) or resolved_task_of_class(env)
+    if task is not None:
+        return task.default_config
+    base = getattr(env, "unwrapped", env)
+    module_config = getattr(sys.modules.get(type(base).__module__), "PPO_CONFIG", None)
+    if isinstance(module_config, get_algorithm("ppo").config_class()):
+        return module_config
+    config = default_config_for(env)
+    kind = "continuous" if config is CONTINUOUS_DEFAULTS else "discrete"
+    hidden = " x ".join(map(str, config.actor_hidden))
+    warnings.warn(
+        f"{type(base).__name__} belongs to no task and its module {type(base).__module__} defines no PPO_CONFIG: "
+        f"training with the defaults for a {kind} action space ({config.num_envs} envs x {config.num_steps} steps, "
+        f"learning rate {config.learning_rate:g}, {hidden} hidden); pass them by name, or build the environment "
+        "through its task (get_task('module:factory').make_env(), register_task)",
+        UserWarning,
+        stacklevel=3,  # the caller of train_hr_ppo
+    )
+    return config
 
 
 def train_hr_ppo(

@@ -70,6 +70,10 @@ class PBTSettings:
         default_factory=dict, metadata={"help": "TASK=success|return (default: success where the task defines it)"}
     )
 
+    def schedule_text(self) -> str:
+        """What the step does and when, for the plan printed at a run's start."""
+        return f"exploit and explore ({', '.join(self.explore)}) at every {_ordinal(self.interval)} checkpoint target"
+
     def bounds_of(self, name: str) -> tuple[float, float]:
         return tuple(self.bounds.get(name, DEFAULT_BOUNDS[name]))
 

@@ -97,7 +97,7 @@ def results_table(run_dir: str | Path) -> str:
         ppo = final_checkpoint_metrics(run_dir, task, seeds)
         if not np.isfinite(ppo["success_rate"]).any():
             no_success.append(task)
-        lines.append(_ppo_row(task, ppo, len(seeds)))
+        lines.append(_ppo_row(task, ppo, len(seeds), population=manifest.get("pbt") is not None))
         entry = (manifest.get("baselines") or {}).get(task) or {}
         references = {} if entry.get("metrics") is None else {entry.get("name") or "baseline": entry["metrics"]}
         if not references:
@@ -115,6 +115,11 @@ def results_table(run_dir: str | Path) -> str:
         notes.append(f"no reference policy for {', '.join(no_reference)}: PPO against the floors only")
     if no_success:
         notes.append(f"success -: {', '.join(no_success)} defines no success (success_rate NaN); judged on the return")
+    if manifest.get("pbt") is not None:
+        notes.append(
+            "PBT: the members of a population copy each other's weights, so they are not independent seeds: "
+            "their mean and range, no confidence interval"
+        )
     if any("*" in line for line in lines):
         notes.append(UNINFORMATIVE_NOTE)
     if manifest.get("diverged"):  # a PBT member replaced after it diverged ends healthy: only this says so
@@ -125,20 +130,32 @@ def results_table(run_dir: str | Path) -> str:
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
-def _ppo_row(task: str, ppo: dict[str, np.ndarray], num_seeds: int) -> str:
+def _ppo_row(task: str, ppo: dict[str, np.ndarray], num_seeds: int, population: bool = False) -> str:
+    """PPO's row: mean [t interval] over independent seeds; a PBT population's members (which
+    copy each other's weights) get their mean and range instead."""
     metric, label, digits = _column_metric(task, ppo)
     steps = int(ppo["steps"][0])
-    success = _interval(ppo["success_rate"], "success_rate", 2)
+    summary = _members_range if population else _interval
+    success = summary(ppo["success_rate"], "success_rate", 2)
     if np.isfinite(ppo["success_rate"]).any():
         pairs = zip(ppo["success_rate"], ppo[metric])
         per_seed = ", ".join(f"{_number(success, 2)} ({_number(speed, digits)})" for success, speed in pairs)
     else:
         per_seed = "returns " + ", ".join(_number(value, 2) for value in ppo["return_mean"])
+    policy = f"PBT population of {num_seeds} members" if population else f"PPO, {num_seeds} seeds"
     return (
-        f"| {task} | PPO, {num_seeds} seeds, {steps:,} steps | {success} | "
-        f"{label}: {_interval(ppo[metric], metric, digits)} | {_interval(ppo['return_mean'], 'return_mean', 2)} | "
+        f"| {task} | {policy}, {steps:,} steps | {success} | "
+        f"{label}: {summary(ppo[metric], metric, digits)} | {summary(ppo['return_mean'], 'return_mean', 2)} | "
         f"{per_seed} |"
     )
+
+
+def _members_range(values: np.ndarray, metric: str, digits: int) -> str:
+    """``mean (members low to high)`` of a PBT population: no interval over members that are not independent."""
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return "-"
+    return f"{finite.mean():.{digits}f} (members {finite.min():.{digits}f} to {finite.max():.{digits}f})"
 
 
 def _number(value: float, digits: int) -> str:

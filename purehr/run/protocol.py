@@ -185,7 +185,7 @@ def _train_locked(
     configs = {s.name: s.config for s in setups}
     protocols = {s.name: s.protocol for s in setups}
     print(
-        start_banner(run_dir.root, plan.tasks, plan.seeds, configs, protocols, resume=plan.resumed),
+        start_banner(run_dir.root, plan.tasks, plan.seeds, configs, protocols, resume=plan.resumed, pbt=plan.pbt),
         file=sys.stderr,
         flush=True,
     )
@@ -308,6 +308,8 @@ def _recorder(
         if progress
         else None
     )
+    if bar is not None:  # a resume's notes are those of the run it continues
+        bar.seed_from_rows(start.update_rows, start.checkpoint_rows)
     return RunRecorder(
         run_dir,
         setups,

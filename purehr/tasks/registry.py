@@ -107,6 +107,15 @@ def task_of_env(env: Environment) -> Task | None:
     return next((task for task in TASKS.values() if isinstance(base, task.env_class) and task.owns(base)), None)
 
 
+def resolved_task_of_class(env: Environment) -> Task | None:
+    """The one ``module:factory`` or suite task resolved in this process (``--tasks``, ``get_task``)
+    whose environment class ``env`` is, for an environment built directly by its factory rather
+    than through the task; None if none is, or several are (which one built it cannot be told)."""
+    base: Any = getattr(env, "unwrapped", env)
+    found = [task for task in _RESOLVED.values() if type(base) is task.env_class and task.owns(base)]
+    return found[0] if len(found) == 1 else None
+
+
 def task_of_env_class(class_name: str) -> Task | None:
     """The task whose environment class is named ``class_name`` (a saved model's record), or None."""
     return next((task for task in TASKS.values() if task.env_class.__name__ == class_name), None)

@@ -244,6 +244,22 @@ def terminal_columns(file: TextIO) -> int:
     return shutil.get_terminal_size((80, 24)).columns
 
 
+def tell(text: str, file: TextIO) -> None:
+    """Writes and flushes ``text`` for the user. A reader gone away (``... | tee log``, tee ended by
+    the same Ctrl-C) points ``file`` at the null device instead of raising: a message nobody can
+    read must not turn a run's interruption into a failure, nor fail every later write."""
+    try:
+        file.write(text)
+        file.flush()
+    except (BrokenPipeError, ValueError):  # ValueError: the file is closed
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, file.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is an OSError
+            pass
+
+
 class LineWriter:
     """Writes the line and the notes. In a terminal the line is redrawn in place (a carriage
     return, then blanks over what is left of the previous one) within the width less one
@@ -261,26 +277,23 @@ class LineWriter:
     def show(self, line: str) -> None:
         self.last_line = line
         if self.terminal:
-            self.file.write("\r" + line + " " * max(0, self.drawn - len(line)))
+            tell("\r" + line + " " * max(0, self.drawn - len(line)), self.file)
             self.drawn = len(line)
         else:
-            self.file.write(line + "\n")
-        self.file.flush()
+            tell(line + "\n", self.file)
 
     def write(self, message: str, file: TextIO | None = None) -> None:
         """A note (also the recorder's warnings): its own line, never between copies of the line."""
         if self.terminal and self.drawn:
-            self.file.write("\r" + " " * self.drawn + "\r")
-            self.file.flush()
+            tell("\r" + " " * self.drawn + "\r", self.file)
             self.drawn = 0
-        print(message, file=file or self.file, flush=True)
+        tell(message + "\n", file or self.file)
         if self.terminal and self.last_line:
             self.show(self.last_line)
 
     def close(self) -> None:
         if self.terminal and self.drawn:
-            self.file.write("\n")
-            self.file.flush()
+            tell("\n", self.file)
             self.drawn = 0
 
 
@@ -350,6 +363,23 @@ class Progress:
         bar = progress_bar(self.shown_fraction, unicode) if self.terminal else None
         return fit_line(self.shown_fraction, tasks, elapsed, remaining, settled, width, bar)
 
+    def seed_from_rows(self, update_rows: dict, checkpoint_rows: dict) -> None:
+        """A resumed run's watches go through the rows it kept (``{task: {seed: [row]}}``), silently:
+        their reference levels are those the uninterrupted run had, so the notes after the resume
+        are its notes, not falls measured from a level restarted at the resume."""
+        for task in self.plans:
+            batch_size = self.plans[task].batch_size
+            for update, values in _by_update(update_rows.get(task, {}), "mean_episode_return"):
+                self.return_watch[task].add(
+                    float(np.nanmean(values)) if np.isfinite(values).any() else math.nan, update * batch_size
+                )
+            full = {
+                seed: [row for row in rows if row.get("showcase_path")]  # a full evaluation writes its showcase
+                for seed, rows in checkpoint_rows.get(task, {}).items()
+            }
+            for update, values in _by_update(full, "eval_success_rate"):
+                self.success_watch[task].add(float(np.mean(values)), update * batch_size)
+
     # the callbacks ----------------------------------------------------------------------
     def start(self) -> None:
         """The line appears once compilation has ended, so its times are training times."""
@@ -405,7 +435,7 @@ class Progress:
         if message is None:
             return
         if self.bar is None:
-            print(message, file=self.file, flush=True)
+            tell(message + "\n", self.file)
         else:
             self.bar.write(message)
 
@@ -417,6 +447,15 @@ class Progress:
             return
         self.last_refresh = now
         self.bar.show(self.line(self.bar.width()))
+
+
+def _by_update(seed_rows: dict, column: str) -> list[tuple[int, np.ndarray]]:
+    """``column`` of every seed's rows, grouped by update in order (what one callback carried)."""
+    grouped: dict[int, list[float]] = {}
+    for rows in seed_rows.values():
+        for row in rows:
+            grouped.setdefault(int(row["update"]), []).append(float(row.get(column, math.nan)))
+    return [(update, np.asarray(values, dtype=float)) for update, values in sorted(grouped.items())]
 
 
 def checkpoint_note(task: str, steps: int, success: np.ndarray, returns: np.ndarray) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from purehr.run.host.progress import tell
 from purehr.run.host.writer import BackgroundWriter
 from purehr.run.store.checkpoints import SeedCheckpoints, tree_digest
 from purehr.run.store.columns import PBT_PREFIX, checkpoint_columns, update_columns
@@ -156,7 +157,7 @@ class RunRecorder:
         if self.progress is not None and self.progress.bar is not None:
             self.progress.bar.write(message, file=sys.stderr)
         else:
-            print(message, file=sys.stderr, flush=True)
+            tell(message + "\n", sys.stderr)  # a closed pipe (Ctrl-C ended `| tee`) is no failure
 
     # --- callbacks --------------------------------------------------------------------------
     def on_update(self, task: str, metrics: dict) -> bool:

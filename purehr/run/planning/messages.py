@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from purehr.algorithms.base import AlgorithmConfig
+from purehr.population.settings import PBTSettings
 from purehr.protocol_settings import ProtocolSettings
 
 
@@ -34,12 +35,19 @@ def start_banner(
     configs: dict[str, AlgorithmConfig],
     protocols: dict[str, ProtocolSettings],
     resume: bool = False,
+    pbt: PBTSettings | None = None,
 ) -> str:
-    """Printed before anything slow (baselines, compilation): what is about to happen."""
+    """Printed before anything slow (baselines, compilation): what is about to happen; a PBT
+    run says its seeds are one population (they copy each other's weights)."""
     lines = [
         f"{'continuing the run' if resume else 'new run'} in {run_dir}: {', '.join(tasks)} x seeds "
         f"{', '.join(map(str, seeds))} ({_count(len(tasks) * len(seeds), 'training')} in one compiled program)"
     ]
+    if pbt is not None:
+        lines.append(
+            f"  population-based training (PBT): the {len(seeds)} seeds of each task are one population of "
+            f"{_count(len(seeds), 'member')}, not independent seeds; {pbt.schedule_text()}"
+        )
     width = max(len(task) for task in tasks)
     for task in tasks:
         config = configs[task]
