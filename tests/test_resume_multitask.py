@@ -164,10 +164,10 @@ def test_a_failed_checkpoint_save_stops_the_run_and_marks_it_failed(reference, t
             truncate_index(run, task, seed, 3072)
     original = SeedCheckpoints.save
 
-    def save(self, steps, state):
+    def save(self, steps, state, **options):
         if steps == 9216 and "hrv" in self.directory.parts:
             raise OSError(28, "No space left on device (simulated)")
-        return original(self, steps, state)
+        return original(self, steps, state, **options)
 
     monkeypatch.setattr(SeedCheckpoints, "save", save)
     sys.path.insert(0, str(ROOT / "scripts"))
