@@ -121,7 +121,7 @@ class PPOConfig:
     """The protocol's settings (``purehr.protocol_settings.ProtocolSettings``) were fields here
     before they had an owner of their own; a config written with them still builds, and keeps
     what it was given in ``legacy_protocol``, which a run applies over the task's protocol
-    settings (``purehr.tasks.Task.protocol_for``). They are not fields: not compared, not in
+    settings (``purehr.tasks.Task.settings_for``). They are not fields: not compared, not in
     ``to_dict``, no flag of the algorithm's."""
 
     def __post_init__(self, checkpoint_interval, eval_episodes, full_eval_interval, quick_eval_episodes) -> None:
