@@ -15,12 +15,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _protocol_defaults(name: str) -> str:
-    from purehr.tasks import HRV_DEFAULTS, SWING_DEFAULTS
+    """Each built-in task's default of ``name``: its algorithm config's, or its protocol settings'."""
+    from purehr.protocol_settings import PROTOCOL_FIELDS
+    from purehr.tasks import get_task
 
     def show(value):
         return " ".join(map(str, value)) if isinstance(value, tuple) else str(value)
 
-    return f"swing {show(getattr(SWING_DEFAULTS, name))}, hrv {show(getattr(HRV_DEFAULTS, name))}"
+    def default(task: str):
+        task = get_task(task)
+        return getattr(task.default_protocol if name in PROTOCOL_FIELDS else task.default_config, name)
+
+    return f"swing {show(default('swing'))}, hrv {show(default('hrv'))}"
 
 
 def build_parser() -> argparse.ArgumentParser:
