@@ -94,6 +94,8 @@ def train_all_seeds(
     log=None,
     keep_dashboards_open: bool = False,
     pbt=None,
+    task_overrides: dict[str, dict[str, Any]] | None = None,
+    run_config: dict[str, Any] | None = None,
 ) -> RunSummary:
     """Train every task x seed in one compiled call; see docs/protocol.md for what it leaves.
 
@@ -111,6 +113,9 @@ def train_all_seeds(
     ``purehr.tracking.TrackingSettings``); a resume continues the recorded ones and may add more.
     ``pbt`` (a ``purehr.population.PBTSettings``): the seeds of each task are one population
     trained by population-based training (docs/pbt.md); recorded, and kept on a resume.
+    ``task_overrides`` maps a task to field values for it alone, applied over ``overrides``.
+    ``run_config`` (JSON: the script's resolved settings, the config file's path and SHA-256)
+    is recorded in the manifest as ``run_config`` (a resume's: in its ``resumes`` entry).
     ``keep_dashboards_open``: a finished run's dashboards stay open in ``RunSummary.tracking``
     (the script adds the rendered figures to the same runs, then closes them); else closed here.
 
@@ -125,7 +130,7 @@ def train_all_seeds(
     started = time.perf_counter()
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
-    request = RunRequest.checked(tasks, seeds, configs, overrides, curricula, env_kwargs, log, pbt)
+    request = RunRequest.checked(tasks, seeds, configs, overrides, curricula, env_kwargs, log, pbt, task_overrides)
     # a bad --devices, or too few CPU pool threads for the devices, is refused before the run
     # directory is touched
     check_host_callback_threads(select_devices(devices))
@@ -138,7 +143,8 @@ def train_all_seeds(
         lock = run.lock()
         try:
             claim_log_dir(plan)
-            return _train_locked(run, plan, started, progress, command, devices, followers, keep_dashboards_open)
+            invocation = {"command": command, "run_config": run_config}
+            return _train_locked(run, plan, started, progress, invocation, devices, followers, keep_dashboards_open)
         finally:
             lock.release()
     except BaseException as error:
@@ -173,13 +179,14 @@ def _train_locked(
     plan: RunPlan,
     started: float,
     progress: bool,
-    command: list[str] | None,
+    invocation: dict[str, Any],
     devices,
     followers: Followers,
     keep_dashboards_open: bool = False,
 ) -> RunSummary:
     """``train_all_seeds`` once this process holds the run directory; the dashboards are
-    closed on every way out but a finished run's with ``keep_dashboards_open``."""
+    closed on every way out but a finished run's with ``keep_dashboards_open``. ``invocation``:
+    the command and the resolved run config the manifest records."""
     compile_counts = COMPILE_CACHE_COUNTS.snapshot()
     setups = plan.setups()
     configs = {s.name: s.config for s in setups}
@@ -195,7 +202,7 @@ def _train_locked(
     runners = start.runners
     if jax.process_count() > 1:  # every process places the same (restored) states on the mesh
         runners = broadcast_tree({name: jax.tree.map(np.asarray, runner) for name, runner in runners.items()})
-    mark_running(run_dir, plan, setups, start.resumed_from, start.quarantined, command, mesh)
+    mark_running(run_dir, plan, setups, start.resumed_from, start.quarantined, invocation, mesh)
     recorder = _recorder(run_dir, plan, setups, start, runners, progress)
     kept_rows = (start.update_rows, start.checkpoint_rows)
     recorder.tracking = open_run_tracking(run_dir, plan, setups, start.resumed_from, kept_rows, recorder.say)

@@ -32,7 +32,7 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
     extends the run where that can be bit-identical (``extension_problem``)."""
     where = f"(manifest.json of {run_dir.root})"
     tasks, seeds = _recorded_tasks_and_seeds(manifest, request, where)
-    unknown = set(request.configs) - set(tasks)
+    unknown = (set(request.configs) | set(request.task_overrides)) - set(tasks)
     if unknown:
         raise ValueError(f"--resume: configs given for tasks {sorted(unknown)} that the run does not train ({tasks})")
     records = {task: task_record(manifest, task) for task in tasks}

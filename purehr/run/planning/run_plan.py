@@ -62,10 +62,21 @@ class RunRequest:
     """The dashboards it logs to (``--log``); a resume adds them to the recorded ones."""
     pbt: PBTSettings | None = None
     """Population-based training over the seeds (``--pbt``); None: independent seeds."""
+    task_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """task -> field values for that task alone (a config file's ``[task.NAME]``), over ``overrides``."""
 
     @classmethod
     def checked(
-        cls, tasks=None, seeds=None, configs=None, overrides=None, curricula=None, env_kwargs=None, log=None, pbt=None
+        cls,
+        tasks=None,
+        seeds=None,
+        configs=None,
+        overrides=None,
+        curricula=None,
+        env_kwargs=None,
+        log=None,
+        pbt=None,
+        task_overrides=None,
     ) -> RunRequest:
         if pbt is not None and not isinstance(pbt, PBTSettings):
             raise ValueError(f"pbt={pbt!r}: expected a purehr.population.PBTSettings (or None)")
@@ -82,6 +93,7 @@ class RunRequest:
             validate_env_kwargs(env_kwargs),
             TrackingSettings.checked(log),
             pbt,
+            {task: dict(values) for task, values in (task_overrides or {}).items()},
         )
 
 
@@ -151,7 +163,7 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     before anything is touched."""
     tasks = request.tasks or list(DEFAULT_TASKS)
     curricula = validate_curricula(tasks, request.curricula)
-    unknown = set(request.configs) - set(tasks)
+    unknown = (set(request.configs) | set(request.task_overrides)) - set(tasks)
     if unknown:
         raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
     defaults = {task: get_task(task).settings_for(None) for task in tasks}
@@ -254,12 +266,13 @@ def merged_settings(
 ) -> tuple[dict[str, AlgorithmConfig], dict[str, ProtocolSettings]]:
     """Each task's config and protocol settings: the config given for it (with the protocol
     settings a config written when they were its fields carries), else ``base_*`` (the task's
-    defaults for a new run, the recorded ones on a resume), with the overrides applied, each to
-    its owner. A GRU field given to a task that trains the feed-forward policy is refused: it
-    would be recorded and change nothing."""
-    algorithm_overrides, protocol_overrides = split_settings(request.overrides)
+    defaults for a new run, the recorded ones on a resume), with the overrides and then the task's
+    own overrides applied, each to its owner. A GRU field given to a task that trains the
+    feed-forward policy is refused: it would be recorded and change nothing."""
     configs, protocols = {}, {}
     for task in tasks:
+        given_overrides = {**request.overrides, **request.task_overrides.get(task, {})}
+        algorithm_overrides, protocol_overrides = split_settings(given_overrides)
         config, protocol = base_configs[task], base_protocols[task]
         if task in request.configs:
             config, legacy = without_legacy_settings(request.configs[task])
@@ -270,7 +283,7 @@ def merged_settings(
         if given and getattr(configs[task], "policy", None) != "gru":
             name = given[0]
             raise ValueError(
-                f"{name}={request.overrides[name]!r} applies to policy='gru'; task {task!r} trains "
+                f"{name}={given_overrides[name]!r} applies to policy='gru'; task {task!r} trains "
                 f"policy={configs[task].policy!r} (add --policy gru, or leave out --{name.replace('_', '-')})"
             )
     return configs, protocols

@@ -34,21 +34,22 @@ def mark_running(
     setups: list[TaskSetup],
     resumed_from: dict[str, int],
     quarantined: list[dict[str, str]],
-    command: list[str] | None,
+    invocation: dict[str, Any],
     mesh,
 ) -> None:
     """The manifest says "running" before anything trains; ``resumed_from`` and ``quarantined``
-    (a resume: where each task continues, what was set aside) go into the resume's entry."""
+    (a resume: where each task continues, what was set aside) go into the resume's entry, as
+    do ``invocation``'s command and run config (a new run's go at the top level)."""
     if plan.manifest is None:
-        manifest = _new_manifest(plan, setups, command)
+        manifest = _new_manifest(plan, setups, invocation)
     else:
-        manifest = _resumed_manifest(plan, resumed_from, quarantined, command)
+        manifest = _resumed_manifest(plan, resumed_from, quarantined, invocation)
     manifest.update(status="running", tracking=plan.tracking.to_json())
     manifest["mesh"] = None if mesh is None else describe_mesh(mesh)
     run_dir.write_manifest(manifest)
 
 
-def _new_manifest(plan: RunPlan, setups: list[TaskSetup], command: list[str] | None) -> dict[str, Any]:
+def _new_manifest(plan: RunPlan, setups: list[TaskSetup], invocation: dict[str, Any]) -> dict[str, Any]:
     print("evaluating the baselines and floor policies on the held-out set ...", file=sys.stderr, flush=True)
     baselines_started = time.perf_counter()
     baselines = evaluate_baselines(setups, lambda message: print(f"  {message}", file=sys.stderr, flush=True))
@@ -58,7 +59,8 @@ def _new_manifest(plan: RunPlan, setups: list[TaskSetup], command: list[str] | N
         status="running",
         tasks=plan.tasks,
         seeds=plan.seeds,
-        command=command,
+        command=invocation["command"],
+        run_config=invocation["run_config"],
         configs={s.name: s.config.to_dict() for s in setups},
         algorithms={s.name: s.algorithm.name for s in setups},
         protocol_settings={s.name: s.protocol.to_dict() for s in setups},
@@ -75,7 +77,7 @@ def _new_manifest(plan: RunPlan, setups: list[TaskSetup], command: list[str] | N
 
 
 def _resumed_manifest(
-    plan: RunPlan, resumed_from: dict[str, int], quarantined: list[dict[str, str]], command: list[str] | None
+    plan: RunPlan, resumed_from: dict[str, int], quarantined: list[dict[str, str]], invocation: dict[str, Any]
 ) -> dict[str, Any]:
     manifest = copy.deepcopy(plan.manifest)  # the plan keeps the record it was made from
     manifest.setdefault("precision", current_precision())  # plan_resume checked it
@@ -83,7 +85,8 @@ def _resumed_manifest(
         {
             "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "status_before": manifest["status"],
-            "command": command,
+            "command": invocation["command"],
+            "run_config": invocation["run_config"],
             "from_steps": {name: resumed_from.get(name, 0) for name in plan.tasks},
             "extended": {name: {"from_steps": old, "to_steps": new} for name, (old, new) in plan.extended.items()},
             "quarantined": quarantined,
