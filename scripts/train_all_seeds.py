@@ -3,6 +3,8 @@
 python scripts/train_all_seeds.py                      # the full protocol (docs/protocol.md)
 python scripts/train_all_seeds.py --steps 100000 --seeds 0 1 --run-name quick
 python scripts/train_all_seeds.py --run-name quick --resume
+python scripts/train_all_seeds.py --config run.toml --learning-rate 1e-3   # docs/config_files.md
+python scripts/train_all_seeds.py --config artifacts/quick/manifest.json --run-name again   # repeat a run
 """
 
 from __future__ import annotations
@@ -39,6 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.tracking_flags import add_tracking_flags
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="take the flags from a TOML file (any long flag by name, [task.NAME] sections per task; "
+        "flags given beside it override it) or from a run's manifest.json to repeat that run "
+        "(docs/config_files.md)",
+    )
     parser.add_argument(
         "--tasks",
         nargs="+",
@@ -152,8 +163,14 @@ def recorded_precision(run_dir: Path) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from purehr.cli.config_file import parse_with_config
+
     parser = build_parser()
-    args = parser.parse_args(argv)
+    resolved = parse_with_config(parser, argv)
+    args = resolved.args
+    args.task_overrides, args.run_config = resolved.task_overrides, resolved.record
+    if resolved.source_line is not None:
+        print(resolved.source_line, file=sys.stderr)
     run_dir = args.run_dir or ROOT / "artifacts" / args.run_name
     directory_option = "--run-dir" if args.run_dir is not None else "--run-name"
     _start_jax(args, parser, run_dir)
@@ -194,6 +211,7 @@ def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: 
             curricula=_curricula_from_args(args),
             directory_option=directory_option,
             keep_dashboards_open=True,  # the figures rendered next go to the same runs
+            run_config=getattr(args, "run_config", None),
         )
         try:
             if not args.no_render:
@@ -282,6 +300,7 @@ def _run_request(args) -> dict:
         pbt=pbt,
         env_kwargs=env_kwargs_from_args(args.env_arg, args.tasks, args.brax_backend),
         overrides=overrides_from_args(args),
+        task_overrides=getattr(args, "task_overrides", None),
         resume=args.resume,
         devices=args.devices,
         log=tracking_from_args(args),

@@ -205,8 +205,36 @@ def edit_line(relative: str, line: int, edit) -> callable:
     return build
 
 
+def config_file(text: str):
+    """A run directory not yet there, and ``TMP/run.toml`` holding ``text`` (``--config``, issue 52)."""
+
+    def build(root: Path) -> Path:
+        (root.parent / "run.toml").write_text(text)
+        return root
+
+    return build
+
+
 # (id, build the directory from a tmp path, arguments after --run-dir DIR, message fragments)
 ROWS = [
+    (
+        "--config, unknown key",
+        config_file('tasks = ["hrv"]\nlearning_rat = 0.1\n'),
+        ["--config", "TMP/run.toml"],
+        ["TMP/run.toml: unknown key 'learning_rat'; expected one of:", "learning_rate,", "[task.NAME]"],
+    ),
+    (
+        "--config, bad value",
+        config_file("learning_rate = 'fast'\n"),
+        ["--config", "TMP/run.toml"],
+        ["TMP/run.toml: argument --learning-rate: invalid float value: 'fast'"],
+    ),
+    (
+        "--config, a manifest without run_config",
+        lambda p: write_run(p.parent / "old") and p,
+        ["--config", "TMP/old/manifest.json"],
+        ["TMP/old/manifest.json: records no run_config"],
+    ),
     ("run-dir is a file", a_file, [], ["is a file, not a directory"]),
     ("run-dir below a file", lambda p: a_file(p) / "run", [], ["is a file, not a directory"]),
     ("run-dir unwritable", unwritable, [], ["cannot be written"]),

@@ -1,0 +1,98 @@
+"""Issue 52, "runs from a file": ``scripts/train_all_seeds.py --config run.toml`` trains what the
+same flags train, records the file, and ``--config RUN/manifest.json`` repeats the run.
+(Bad files are rows of tests/test_bad_inputs_run_dir.py.)"""
+
+import csv
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from purehr.cli.config_file import parse_with_config
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAGS = ["--tasks", "hrv", "--steps", "4096", "--num-envs", "8", "--num-steps", "64"]
+FLAGS += ["--minibatch-size", "128", "--seeds", "0", "--no-render", "--no-progress"]
+TOML = """\
+tasks = ["hrv"]
+steps = 4096
+num_envs = 8
+num-steps = 64
+minibatch_size = 128
+seeds = [0]
+no_render = true
+no_progress = true
+"""
+
+
+def _script():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import train_all_seeds as script
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return script
+
+
+def _digests(run_dir: Path) -> list[str]:
+    with open(run_dir / "hrv" / "seed_0" / "checkpoints.csv") as rows:
+        return [row["state_digest"] for row in csv.DictReader(rows)]
+
+
+def test_a_run_from_a_toml_file_is_the_run_of_the_same_flags(tmp_path, capsys):
+    config = tmp_path / "run.toml"
+    config.write_text(TOML)
+    script = _script()
+    assert script.main([*FLAGS, "--run-dir", str(tmp_path / "flags")]) == 0
+    assert script.main(["--config", str(config), "--run-dir", str(tmp_path / "file")]) == 0
+    assert f"from {config}" in capsys.readouterr().err
+    by_flags, by_file = (json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("flags", "file"))
+    for key in ("configs", "protocol_settings", "environments"):
+        assert by_file[key] == by_flags[key], key
+    assert _digests(tmp_path / "file") == _digests(tmp_path / "flags") and _digests(tmp_path / "flags")
+    record = by_file["run_config"]
+    assert record["path"] == str(config.resolve())
+    assert record["sha256"] == hashlib.sha256(config.read_bytes()).hexdigest()
+    assert record["values"] == by_flags["run_config"]["values"] and record["values"]["steps"] == 4096
+    assert by_flags["run_config"]["path"] is None
+    # the manifest repeats the run: the same resolved flags (a new directory given beside it)
+    repeated = parse_with_config(script.build_parser(), ["--config", str(tmp_path / "file" / "manifest.json")])
+    direct = script.build_parser().parse_args(FLAGS)
+    assert script._run_request(repeated.args) == script._run_request(direct)
+
+
+def test_flags_beside_the_file_override_it_and_task_sections_apply_to_their_task(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text(
+        TOML + "learning_rate = 0.01\n[task.hrv]\nnum_epochs = 2\ngamma = 0.9\n[task.hrv.env]\ndifficulty = 0.5\n"
+    )
+    script = _script()
+    resolved = parse_with_config(script.build_parser(), ["--config", str(config), "--learning-rate", "1e-3"])
+    assert resolved.source_line == f"from {config}; --learning-rate 1e-3 given on the command line overrides it"
+    request = script._run_request(resolved.args)
+    assert request["overrides"]["learning_rate"] == 1e-3 and request["overrides"]["total_timesteps"] == 4096
+    assert resolved.task_overrides == {"hrv": {"num_epochs": 2, "gamma": 0.9}}
+    assert request["env_kwargs"] == {"hrv": {"difficulty": 0.5}}
+    resolved = parse_with_config(script.build_parser(), ["--config", str(config), "--gamma", "0.95"])
+    assert resolved.task_overrides == {"hrv": {"num_epochs": 2}}  # the command line applies to every task
+    assert resolved.record["values"]["task"] == {"hrv": {"num_epochs": 2, "env": {"difficulty": 0.5}}}
+
+
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("[task.hrv]\nnum_epoch = 2\n", "unknown key 'num_epoch'"),
+        ("[task.hrv]\nnum_epochs = 'two'\n", "argument --num-epochs: invalid int value: 'two'"),
+        ("no_render = 'yes'\n", "no_render = 'yes': expected true or false"),
+        ("seeds = [0\n", "not valid TOML"),
+    ],
+)
+def test_a_bad_file_is_one_usage_error(tmp_path, capsys, text, fragment):
+    config = tmp_path / "run.toml"
+    config.write_text(text)
+    with pytest.raises(SystemExit) as stopped:
+        parse_with_config(_script().build_parser(), ["--config", str(config)])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and fragment in " ".join(err.split()) and "Traceback" not in err
