@@ -81,11 +81,11 @@ def test_the_default_update_program_is_the_one_without_the_options(cartpole, mon
     ppo = make_ppo(TINY, cartpole)
     state = ppo.init(KEY)
     with_defaults = jax.jit(ppo.update).lower(state).as_text()
+    scaled = make_ppo(TINY.replace(reward_scaling=2.0), cartpole)
+    assert jax.jit(scaled.update).lower(state).as_text() != with_defaults  # the comparison can fail
     monkeypatch.setattr(ppo_algorithm, "training_rewards", lambda rewards, done, statistics, *_: (rewards, statistics))
     without_options = jax.jit(make_ppo(TINY, cartpole).update).lower(state).as_text()
     assert with_defaults == without_options
-    scaled = make_ppo(TINY.replace(reward_scaling=2.0), cartpole)
-    assert jax.jit(scaled.update).lower(state).as_text() != with_defaults  # the comparison can fail
 
 
 def test_the_return_statistics_are_a_state_leaf_only_when_normalising(cartpole):
@@ -99,7 +99,8 @@ def test_the_return_statistics_are_a_state_leaf_only_when_normalising(cartpole):
 
 @pytest.mark.slow
 def test_cartpole_learns_far_above_its_random_floor_with_normalised_returns():
-    """The CartPole task's defaults with ``normalize_returns`` at 60k of its 500k steps."""
+    """The CartPole task's defaults with ``normalize_returns`` at 60k of its 500k steps: seeds 0
+    and 1 held 458 and 490 (random: 20.5)."""
     task = get_task("gymnax:CartPole-v1")
     env = task.make_env()
     config = task.default_config.replace(total_timesteps=60_000, normalize_returns=True)
@@ -116,4 +117,4 @@ def test_cartpole_learns_far_above_its_random_floor_with_normalised_returns():
     random = task.floors[0].make_policy(env, env.default_params)
     floor = float(jax.jit(lambda: task.heldout_evaluation(env, env.default_params, random)["return_mean"])())
     print("held-out returns", returns, "random floor", floor)
-    assert floor < 30 and np.all(returns >= 4 * floor), (returns, floor)
+    assert floor < 30 and np.all(returns >= 200), (returns, floor)
