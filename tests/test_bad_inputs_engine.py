@@ -57,6 +57,13 @@ CONFIG_ROWS = [
     # issue 27: held-out episodes all run at once on the device (10^8 ran out of memory)
     (dict(eval_episodes=10**8), "eval_episodes=100000000: expected at most 100,000 (every held-out episode"),
     (dict(quick_eval_episodes=10**8), "quick_eval_episodes=100000000: expected at most 100,000"),
+    # issue 52: the rewards' scale and normalisation
+    (dict(reward_scaling=0.0), "reward_scaling=0.0: expected a finite number > 0"),
+    (dict(reward_scaling=-10), "reward_scaling=-10.0: expected a finite number > 0"),
+    (dict(reward_scaling=math.inf), "reward_scaling=inf: expected a finite number"),
+    (dict(reward_scaling=math.nan), "reward_scaling=nan: expected a finite number"),
+    (dict(reward_scaling="10"), "reward_scaling='10': expected a finite real number (int or float), got str"),
+    (dict(normalize_returns="yes"), "normalize_returns='yes': expected True or False, got str"),
 ]
 
 

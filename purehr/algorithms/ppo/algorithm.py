@@ -25,6 +25,7 @@ from purehr.algorithms.ppo.loss import Batch, ppo_loss
 from purehr.algorithms.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, METRIC_NAMES, ROLLOUT_METRICS
 from purehr.algorithms.ppo.policy_core import FeedForwardCore
 from purehr.algorithms.ppo.recurrent import RecurrentCore
+from purehr.algorithms.ppo.rewards import initial_return_statistics, training_rewards
 from purehr.engine.distributions import make_distribution, policy_output_size, sampling_noise
 from purehr.engine.gae import generalized_advantages
 from purehr.engine.networks import ActorCritic, RecurrentActorCritic, update_observation_statistics
@@ -48,6 +49,9 @@ class RunnerState:
     policy_state: Any = ()
     """A recurrent policy's carry into the next rollout (``purehr.algorithms.ppo.recurrent``); ``()`` for
     the feed-forward one, which adds no leaf: its checkpoints keep their layout and digests."""
+    return_statistics: Any = ()
+    """The running statistics of the discounted return with ``normalize_returns``
+    (``purehr.algorithms.ppo.rewards.ReturnStatistics``); ``()`` without: no leaf, as above."""
 
 
 class Transition(NamedTuple):
@@ -241,6 +245,7 @@ def make_ppo(
             jnp.int32(0),
             hparams,
             core.initial_carry(),
+            initial_return_statistics(config.normalize_returns, num_envs),
         )
 
     def rollout_randomness(key: jax.Array, step_params) -> RolloutRandomness:
@@ -316,9 +321,14 @@ def make_ppo(
         optimizer = make_optimizer(hparams)
         env_state, observation, trajectory, next_values, key, policy_carry = rollout(runner)
 
+        # --- the rewards trained on: scaled, normalised by the return's std (rewards.py) ---
+        rewards, return_statistics = training_rewards(
+            trajectory.reward, trajectory.done, runner.return_statistics, hparams.gamma, config.reward_scaling
+        )
+
         # --- GAE: V(final observation) bootstraps truncations; terminations get 0 ---
         advantages, targets = generalized_advantages(
-            trajectory.reward,
+            rewards,
             trajectory.value,
             next_values,
             trajectory.terminated,
@@ -377,7 +387,15 @@ def make_ppo(
         metrics.update(_rollout_metrics(trajectory))
         metrics["update"] = runner.update_index + 1
         next_runner = RunnerState(
-            params, opt_state, env_state, observation, key, runner.update_index + 1, hparams, policy_carry
+            params,
+            opt_state,
+            env_state,
+            observation,
+            key,
+            runner.update_index + 1,
+            hparams,
+            policy_carry,
+            return_statistics,
         )
         metrics["diverged_at_update"] = diverged_at_update(next_runner, config)
         return next_runner, metrics

@@ -39,8 +39,9 @@ FLOAT_FIELDS = (
     "ent_coef",
     "max_grad_norm",
     "log_std_init",
+    "reward_scaling",
 )
-BOOL_FIELDS = ("anneal_lr", "normalize_observations", "elementwise_grad_clip", "recurrent_skip")
+BOOL_FIELDS = ("anneal_lr", "normalize_observations", "elementwise_grad_clip", "recurrent_skip", "normalize_returns")
 SIZES_FIELDS = ("actor_hidden", "critic_hidden")
 RETIRED_FIELDS = ("progress_interval",)
 """Fields older manifests hold that nothing reads any more: ``from_dict`` drops them."""
@@ -114,6 +115,20 @@ class PPOConfig:
     """Normalise the networks' inputs by the running mean and variance of every observation
     trained on so far (all environments of the batch), updated after each update's epochs and
     kept with the network parameters (``purehr.engine.networks``); rejax's Pendulum setting."""
+    reward_scaling: float = with_help(
+        1.0, "multiply the rewards GAE trains on by this (Brax's reward_scaling); logged returns stay unscaled"
+    )
+    """Brax's ``reward_scaling``: the rewards are multiplied before GAE (and before
+    ``normalize_returns``), so the value targets and advantages are in scaled units; the
+    logged rewards and returns stay in the environment's (``purehr.algorithms.ppo.rewards``)."""
+    normalize_returns: bool = with_help(
+        False, "divide the rewards trained on by the running std of the discounted return (true/false)"
+    )
+    """SB3's ``VecNormalize`` reward normalisation (PureJaxRL's ``NormalizeVecReward``): rewards
+    divided by the running standard deviation of each environment's discounted return, the
+    statistics carried in the training state (checkpoints, resume) and updated once per
+    rollout (the order: ``purehr.algorithms.ppo.rewards``); for rewards whose scale is unknown
+    or far from 1. Logged returns stay in the environment's units."""
     checkpoint_interval: dataclasses.InitVar[int | None] = None
     eval_episodes: dataclasses.InitVar[int | None] = None
     full_eval_interval: dataclasses.InitVar[int | None] = None
@@ -146,7 +161,7 @@ class PPOConfig:
                 f"num_envs * num_steps = {self.num_envs} * {self.num_steps} = {self.batch_size}; "
                 f"expected a divisor of {self.batch_size}"
             )
-        for name in ("learning_rate", "clip_range", "max_grad_norm"):
+        for name in ("learning_rate", "clip_range", "max_grad_norm", "reward_scaling"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected a finite number > 0")
         for name in ("vf_coef", "ent_coef"):

@@ -67,8 +67,9 @@ batch_size * num_minibatches / num_envs = 16 unrolls of 5 = 80 steps and cuts th
 minibatches, so here num_steps 80, minibatch_size = 128 * 80 / 32; 128 environments instead of
 2048 (16x smaller batches, 16x more updates per step), 200k steps instead of 2M
 (both seeds of the measured run held 1,000, the most an episode pays, from 100k steps on). Not mapped:
-``reward_scaling`` (purehr has none; with separate actor and critic networks under Adam it
-mostly rescales the value targets), Brax's GAE over each 5-step unroll (purehr's runs over the
+``reward_scaling`` (``PPOConfig.reward_scaling`` exists, kept at 1 here so this task's runs
+stay as measured; with separate actor and critic networks under Adam it mostly rescales the
+value targets), Brax's GAE over each 5-step unroll (purehr's runs over the
 80-step rollout) and its per-minibatch advantage normalisation; Brax clips no gradient, purehr
 keeps its global-norm clip at 0.5."""
 
