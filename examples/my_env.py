@@ -23,9 +23,10 @@ or from Python::
 
 What purehr reads of this file: ``make_env`` (any callable returning an ``Environment``; the
 keyword arguments a run gives it are recorded in the run's manifest, so resume and restore
-call it again with the same ones) and ``PPO_CONFIG`` (optional: the task's default PPO
+call it again with the same ones), ``PPO_CONFIG`` (optional: the task's default PPO
 configuration; without it, the default for the action space of
-``purehr.tasks.environment_task``).
+``purehr.tasks.environment_task``) and ``BASELINES`` with ``REFERENCE_BASELINE`` (optional, at
+the end: your own reference policies, evaluated beside the floors; uncomment them to try).
 """
 
 from __future__ import annotations
@@ -200,3 +201,21 @@ PPO_CONFIG = PPOConfig(
 )
 """The task's default PPO configuration (optional; every flag of train_all_seeds.py overrides
 its fields): a small budget, since the task is small."""
+
+
+# --- optional: your own reference policies (docs/environments.md, "Your own baselines") ------
+
+
+def make_straight_policy(env: PointReach, env_params: PointParams):
+    """Full speed straight at the goal: the hand-written controller PPO is compared with.
+    ``make_policy(env, env_params)`` returns ``policy(observation, t, key) -> action``, pure and
+    jittable (the held-out evaluation scans it over every episode)."""
+
+    def policy(observation: jax.Array, t: jax.Array, key: jax.Array) -> jax.Array:
+        return jnp.clip(observation[:2] / env_params.max_speed, -1.0, 1.0)
+
+    return policy
+
+
+# BASELINES = {"straight": make_straight_policy}  # name (also --policy's) -> make_policy
+# REFERENCE_BASELINE = "straight"  # the task's reference; a baseline not named here is a floor

@@ -8,7 +8,8 @@
 
 Policies by task (the baselines of purehr.tasks): swing {structured, zero, random}; hrv
 {oracle, no-op, random}; any other task (a suite's, <suite>:<environment>, or your own,
-module:factory) its floors {random} and, for continuous actions, {zero}; or ``ppo``, the trained
+module:factory) its floors {random} and, for continuous actions, {zero}, and a module's own
+``BASELINES`` by name (docs/environments.md); or ``ppo``, the trained
 policy restored from a run directory's checkpoint (--run-dir, or its older name --checkpoint;
 deterministic: the mode of the policy); the output names the checkpoint's seed and step (with
 --json, under "checkpoint"). With a run directory, a baseline is evaluated on the environment

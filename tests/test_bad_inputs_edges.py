@@ -707,6 +707,26 @@ CASES = [
         [],
         "PACKAGES is 'numpy'; expected a tuple of distribution names, e.g. PACKAGES = (\"pgx\",)",
     ),
+    # issue 52, friction 3: the reference policies a factory module names
+    own_env_case(
+        "own env BASELINES entry not callable",
+        {"# BASELINES = {": "BASELINES = {'greedy': 1, "},
+        [],
+        "BASELINES['greedy'] is 1, which is not callable; expected make_policy(env, env_params) returning "
+        "policy(obs, t, key) -> action",
+    ),
+    own_env_case(
+        "own env BASELINES entry named as a floor",
+        {'# BASELINES = {"straight"': 'BASELINES = {"random"'},
+        [],
+        "baseline 'random' clashes with a floor or another baseline",
+    ),
+    own_env_case(
+        "own env REFERENCE_BASELINE not in BASELINES",
+        {"# BASELINES = ": "BASELINES = ", '# REFERENCE_BASELINE = "straight"': 'REFERENCE_BASELINE = "greedy"'},
+        [],
+        "the reference baseline 'greedy' is none of its baselines ['straight']",
+    ),
     own_env_case(
         "own env max_steps 1e9",
         {},

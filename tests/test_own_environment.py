@@ -126,6 +126,94 @@ def test_a_factory_records_its_packages_versions_and_the_baselines_are_kept_by_t
     assert baseline_key(baseline_definition(setup)) != key
 
 
+USER_BASELINES = """
+REFERENCE_BASELINE = "straight"
+BASELINES["stay_left"] = lambda env, params: lambda observation, t, key: jnp.array([-1.0, 0.0])
+"""
+
+
+def test_a_modules_baselines_are_evaluated_recorded_tabled_and_evaluable(tmp_path, monkeypatch, capsys):
+    """Issue 52, friction 3: the example's ``BASELINES`` (uncommented) and one more entry train
+    through the script in-process: the reference (``REFERENCE_BASELINE``) and the other
+    entry (a floor) are in the manifest, with numbers equal to evaluating the policies
+    directly with the task's held-out evaluation, in the results table, and
+    ``scripts/evaluate.py --policy`` takes them. About 15 s (one tiny training program)."""
+    from purehr.reports.results_table import results_table
+
+    source = EXAMPLE.read_text().replace("# BASELINES = ", "BASELINES = ") + USER_BASELINES
+    (tmp_path / "example_baselines.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    task_name = "example_baselines:make_env"
+    flags = ["--tasks", task_name, "--seeds", "0", "--steps", "1024", "--checkpoint-interval", "1024"]
+    assert load_train_script().main([*flags, "--run-dir", "run", "--no-render", "--no-progress"]) == 0
+    entry = json.loads((tmp_path / "run" / "manifest.json").read_text())["baselines"][task_name]
+    assert entry["name"] == "straight" and set(entry["floors"]) == {"zero action", "random", "stay_left"}
+    import example_baselines
+
+    task = get_task(task_name)
+    env = task.make_env()
+    episodes = task.settings_for(None)[1].eval_episodes
+    for name, metrics in [("straight", entry["metrics"]), ("stay_left", entry["floors"]["stay_left"])]:
+        policy = example_baselines.BASELINES[name](env, env.default_params)
+        direct = jax.jit(lambda policy=policy: task.heldout_evaluation(env, env.default_params, policy, episodes))()
+        assert metrics == {key: float(value) for key, value in direct.items()}, name
+    assert entry["metrics"]["success_rate"] == 1.0 and entry["floors"]["stay_left"]["success_rate"] < 0.2
+    rows = results_table(tmp_path / "run")
+    assert f"| {task_name} | straight | 1.00 |" in rows and f"| {task_name} | stay_left |" in rows, rows
+    assert "no reference policy" not in rows, rows
+    evaluate = load_script(REPO / "scripts" / "evaluate.py")
+    capsys.readouterr()
+    argv = ["--task", task_name, "--run-dir", "run", "--policy", "stay_left", "--num-episodes", str(episodes)]
+    assert evaluate.main([*argv, "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert evaluated.pop("environment_of") == "run" and evaluated == entry["floors"]["stay_left"]
+
+
+BASELINES_MODULE = """
+from example_keyed_base import make_env
+
+
+def make_still_policy(env, env_params):
+    return lambda observation, t, key: 0.0 * observation[:2]
+
+
+BASELINES = {"still": make_still_policy}
+"""
+
+
+def test_editing_a_modules_baselines_changes_the_cache_key(tmp_path, monkeypatch):
+    """The policies live in a module of their own (the environment's file unchanged): an edit
+    of it is a new baseline definition, so the kept numbers of the old one are not reused."""
+    from purehr.run.baselines import baseline_definition, baseline_key
+    from purehr.run.compiled.task_setup import build_task_setup
+
+    copy_example(tmp_path, "example_keyed_base")
+    module = tmp_path / "example_keyed.py"
+    module.write_text(BASELINES_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    task = get_task("example_keyed:make_env")
+    assert [baseline.flag for baseline in task.baselines] == ["zero", "random", "still"] and not task.has_reference
+    key = baseline_key(baseline_definition(build_task_setup(task)))
+    module.write_text(BASELINES_MODULE.replace("0.0 * observation", "0.5 * observation"))
+    monkeypatch.delitem(sys.modules, "example_keyed")
+    monkeypatch.delitem(registry._RESOLVED, "example_keyed:make_env")
+    edited = get_task("example_keyed:make_env")
+    assert baseline_key(baseline_definition(build_task_setup(edited))) != key
+
+
+def load_script(path: Path):
+    import importlib.util
+
+    name = f"_purehr_script_{path.stem}"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def test_the_spaces_build_as_docs_environments_writes_them():
     """Issue 52, friction 10: the constructors of ``purehr.envs.spaces`` are documented in
     docs/environments.md; its snippet runs as written and each space holds what the table

@@ -2,7 +2,8 @@
 through the whole protocol (checkpoints, resume, held-out evaluation, floors, figures,
 restore) like swing and hrv. Its held-out evaluation is the generic one
 (``purehr.envs.rollout``), its floors acting at random and, for continuous actions, the zero
-action; it has no reference policy."""
+action; it has no reference policy unless its maker names one of the policies it gives
+(``baselines``, ``reference``: a ``module:factory`` task's ``BASELINES``)."""
 
 from __future__ import annotations
 
@@ -100,6 +101,35 @@ def floors_for(env: Environment) -> tuple[Baseline, ...]:
     return (zero, random)
 
 
+RESERVED_POLICY_NAMES = ("random", "zero", "zero action", "ppo")
+"""The floors' names and flags, and ``scripts/evaluate.py --policy ppo`` (a run's checkpoint):
+no user baseline may take one."""
+
+
+def with_user_baselines(
+    name: str, floors: tuple[Baseline, ...], baselines: Sequence[Baseline], reference: str | None
+) -> tuple[Baseline, ...]:
+    """The task's baselines: the reference first (when named), then the floors, then the user's
+    other policies (floors too). ``ValueError`` for a name a floor or another baseline holds, or
+    a reference that names none of them."""
+    seen = set(RESERVED_POLICY_NAMES)
+    for baseline in baselines:
+        for label in dict.fromkeys((baseline.name, baseline.flag)):
+            if label in seen:
+                raise ValueError(
+                    f"task {name!r}: baseline {label!r} clashes with a floor or another baseline "
+                    f"(taken: {sorted(seen)}); expected a name of its own"
+                )
+            seen.add(label)
+    chosen = [baseline for baseline in baselines if baseline.flag == reference]
+    if reference is not None and not chosen:
+        raise ValueError(
+            f"task {name!r}: the reference baseline {reference!r} is none of its baselines "
+            f"{[baseline.flag for baseline in baselines]}; expected one of them or None"
+        )
+    return (*chosen, *floors, *(baseline for baseline in baselines if baseline.flag != reference))
+
+
 def built_with(env: Environment) -> dict[str, Any]:
     """The keyword arguments ``env`` was built with by its task's ``make_env`` ({} if none)."""
     return dict(BUILT_WITH.get(getattr(env, "unwrapped", env), {}))
@@ -119,13 +149,16 @@ def environment_task(
     env_kwargs: Callable[[Environment], dict[str, Any]] | None = None,
     source: Callable[[Environment], dict[str, Any]] | None = None,
     env_class: type | None = None,
+    baselines: Sequence[Baseline] = (),
+    reference: str | None = None,
 ) -> Task:
     """A ``Task`` named ``name`` for the environments ``make_env(**kwargs)`` builds. The default
     environment is built once here, so a missing attribute or an unsupported space is named now
     (``check_environment``, ``check_spaces``). ``env_kwargs(env)`` is what a manifest records to
     rebuild ``env`` (resume, restore; default: the keywords ``make_env`` was called with);
     ``source(env)`` where it comes from; ``default_protocol`` its checkpoint and evaluation
-    cadence (default: ``ProtocolSettings()``)."""
+    cadence (default: ``ProtocolSettings()``). ``baselines``: the user's policies, evaluated like
+    the floors; the one whose flag is ``reference`` is the task's reference, the others floors."""
 
     def make_named_env(**kwargs: Any) -> Environment:
         env = make_env(**kwargs)
@@ -141,12 +174,12 @@ def environment_task(
         env_class=type(env) if env_class is None else env_class,
         make_env=make_named_env,
         default_config=default_config_for(env) if default_config is None else default_config,
-        baselines=floors_for(env),
+        baselines=with_user_baselines(name, floors_for(env), baselines, reference),
         heldout_evaluation=heldout_evaluation,
         env_evaluation=heldout_evaluation,
         record_showcase=record_episode,
         env_kwargs=built_with if env_kwargs is None else env_kwargs,
-        has_reference=False,
+        has_reference=reference is not None,
         source=source or python_source,
     )
 

@@ -6,24 +6,32 @@ them, so a resume or a restore in a fresh process calls it again with the same o
 The module may define ``PPO_CONFIG`` (a ``PPOConfig``): the task's default configuration
 (else the default for its action space, ``purehr.tasks.environment_task``), and ``PACKAGES``
 (distribution names): packages whose versions the run records besides those of the packages
-the module imports itself (``imported_distributions``). The current directory is importable,
+the module imports itself (``imported_distributions``), and ``BASELINES`` (a dict: policy name ->
+``make_policy(env, env_params)`` returning ``policy(obs, t, key) -> action``): reference
+policies evaluated beside the floors, cached by their file's SHA-256, and
+``REFERENCE_BASELINE`` (one of those names): the task's reference; the others are floors
+(docs/environments.md). The current directory is importable,
 as with ``python -m``: a file ``my_env.py`` there is ``my_env``."""
 
 from __future__ import annotations
 
 import ast
 import functools
+import hashlib
 import importlib
 import inspect
 import os
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from purehr.algorithms.registry import get_algorithm
 from purehr.envs.base import Environment
 from purehr.tasks.environment_task import environment_task, package_versions
-from purehr.tasks.task import Task
+from purehr.tasks.task import Baseline, Task
+
+POLICY_SIGNATURE = "make_policy(env, env_params) returning policy(obs, t, key) -> action"
 
 
 def is_factory_name(name: str) -> bool:
@@ -67,6 +75,8 @@ def factory_task(name: str) -> Task:
         name,
         make_env,
         default_config=config,
+        baselines=_declared_baselines(module, name),
+        reference=_declared_reference(module, name),
         source=lambda env: {
             "suite": "factory",
             "factory": name,
@@ -118,6 +128,52 @@ def _declared_packages(module, name: str) -> list[str]:
                 "distribution; expected the names pip installs them by, whose versions the run records"
             ) from None
     return list(declared)
+
+
+def _declared_baselines(module, name: str) -> list[Baseline]:
+    """The module's ``BASELINES``, each a callable under a name ``--policy`` can take, or refused
+    naming the entry. A baseline's definition holds the SHA-256 of the file defining its
+    ``make_policy``: an edit of it is a new baseline definition (a new cache key)."""
+    declared = getattr(module, "BASELINES", {})
+    where = f"task {name!r}: {module.__name__}.BASELINES"
+    if not isinstance(declared, dict):
+        raise TypeError(
+            f"{where} is a {type(declared).__name__}; expected a dict of name -> {POLICY_SIGNATURE}, "
+            'e.g. BASELINES = {"greedy": make_greedy_policy}'
+        )
+    baselines = []
+    for policy_name, make_policy in declared.items():
+        if not isinstance(policy_name, str) or not policy_name.replace("-", "_").isidentifier():
+            raise ValueError(f"{where} names {policy_name!r}; expected a name of letters, digits, _ and -")
+        if not callable(make_policy):
+            raise TypeError(
+                f"{where}[{policy_name!r}] is {make_policy!r}, which is not callable; expected {POLICY_SIGNATURE}"
+            )
+        definition = f"{module.__name__}.BASELINES[{policy_name!r}]: {_code_digest(make_policy, module)}"
+        baselines.append(Baseline(policy_name, policy_name, make_policy, definition))
+    return baselines
+
+
+def _declared_reference(module, name: str) -> str | None:
+    reference = getattr(module, "REFERENCE_BASELINE", None)
+    if reference is not None and not isinstance(reference, str):
+        raise TypeError(
+            f"task {name!r}: {module.__name__}.REFERENCE_BASELINE is {reference!r}; expected one of the names "
+            "in BASELINES, or None"
+        )
+    return reference
+
+
+def _code_digest(make_policy, module) -> str:
+    """``sha256:<hex>`` of the file defining ``make_policy`` (else the module's), or ``unread``."""
+    try:
+        path = inspect.getsourcefile(make_policy)
+    except TypeError:  # a partial or a callable object: the module's file
+        path = None
+    try:
+        return "sha256:" + hashlib.sha256(Path(path or module.__file__).read_bytes()).hexdigest()
+    except (OSError, TypeError):
+        return "unread"
 
 
 def _import(module_name: str, name: str):
