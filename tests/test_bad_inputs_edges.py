@@ -228,10 +228,10 @@ def a_finished_run(last_row: str = "64,64,hrv/seed_0/checkpoints/64,,", folders:
     return setup
 
 
-def own_env_case(name, changes, argv, message, exit_code=2):
+def own_env_case(name, changes, argv, message, exit_code=2, example="my_env.py"):
     """``scripts/train_all_seeds.py --tasks <module>:make_env argv`` on a copy of
-    examples/my_env.py with ``changes`` (old line -> new line) made, as a user's own module in
-    ``{tmp}/mods`` (no bytecode written: the row checks nothing was)."""
+    examples/my_env.py (or another ``example``) with ``changes`` (old line -> new line) made, as
+    a user's own module in ``{tmp}/mods`` (no bytecode written: the row checks nothing was)."""
     module = "own_" + "".join(c if c.isalnum() else "_" for c in name)
     task = f"{module}:make_env"
     argv = [arg.replace("{task}", task) for arg in argv]
@@ -250,7 +250,7 @@ def own_env_case(name, changes, argv, message, exit_code=2):
     )
 
     def setup(tmp: Path, model: PPOModel) -> None:
-        source = (ROOT / "examples" / "my_env.py").read_text()
+        source = (ROOT / "examples" / example).read_text()
         for old, new in changes.items():
             assert old in source, old
             source = source.replace(old, new)
@@ -657,6 +657,15 @@ CASES = [
         "HalfEnv does not implement ['action_space', 'observation_space', 'reset', 'step']",
     ),
     # issue 48: a user's environment's step outputs, checked by name when the task is resolved
+    # issue 52, item 1: an "action_mask" observation entry that is not one 0/1 per choice
+    own_env_case(
+        "own env action mask of the wrong width",
+        {"return spaces.Discrete((self._params if params is None else params).cells)": "return spaces.Discrete(8)"},
+        [],
+        "task '{task}': observation entry 'action_mask' has shape (9,); expected (8,): one 0/1 per choice of "
+        "Discrete(n=8)",
+        example="masked_game.py",
+    ),
     own_env_case(
         "own env terminated float",
         {"        terminated = success\n": "        terminated = success * 0.5\n"},

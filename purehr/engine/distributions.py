@@ -9,6 +9,8 @@ in a row and draws what distrax's own ``sample`` draws from the same key."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import distrax
 import jax
 import jax.numpy as jnp
@@ -140,7 +142,46 @@ def policy_output_size(action_space) -> int:
     raise TypeError(f"unsupported action space {action_space!r}; expected Box, Discrete or MultiDiscrete")
 
 
-def make_distribution(action_space, actor_output: jax.Array, log_std: jax.Array | None):
+def masked_logits(logits: jax.Array, action_mask: jax.Array) -> jax.Array:
+    """Illegal actions' logits set to -1e9: probability exactly 0, never sampled nor the mode,
+    yet finite (0 * log p stays 0 in the entropy) and without gradient."""
+    return jnp.where(action_mask, logits, _PADDING_LOGIT)
+
+
+def action_mask_reader(observation_space, action_space) -> Callable[[jax.Array], jax.Array] | None:
+    """``flat observation [..., obs] -> bool mask [..., policy outputs]`` for an observation
+    with an ``"action_mask"`` entry (one 0/1 per Discrete action, or the MultiDiscrete
+    components' masks concatenated: the actor's outputs' layout); None without one, so an
+    environment without a mask compiles the program it compiled before masks existed.
+    ``TypeError`` (a space PPO cannot take) for a mask of another shape or beside a continuous
+    action."""
+    where = spaces.action_mask_slice(observation_space)
+    if where is None:
+        return None
+    mask_shape = tuple(observation_space.spaces[spaces.ACTION_MASK].shape)
+    if isinstance(action_space, spaces.Box):
+        raise TypeError(
+            f"observation entry 'action_mask' beside the continuous action space {action_space!r}; "
+            "expected a Discrete or MultiDiscrete action space (a mask marks legal choices)"
+        )
+    expected = (policy_output_size(action_space),)
+    if mask_shape != expected:
+        raise TypeError(
+            f"observation entry 'action_mask' has shape {mask_shape}; expected {expected}: one 0/1 per "
+            f"choice of {action_space!r} (MultiDiscrete: the components' masks concatenated)"
+        )
+    return lambda flat_observation: flat_observation[..., where] > 0.5
+
+
+def make_distribution(
+    action_space, actor_output: jax.Array, log_std: jax.Array | None, action_mask: jax.Array | None = None
+):
+    """The policy's distribution; ``action_mask`` (bool, the actor output's shape) restricts a
+    categorical one to the legal actions (``masked_logits``)."""
+    if action_mask is not None:
+        if isinstance(action_space, spaces.Box):
+            raise TypeError(f"an action mask needs a Discrete or MultiDiscrete action space, not {action_space!r}")
+        actor_output = masked_logits(actor_output, action_mask)
     if isinstance(action_space, spaces.Box):
         low = jnp.broadcast_to(jnp.asarray(action_space.low, actor_output.dtype), action_space.shape)
         high = jnp.broadcast_to(jnp.asarray(action_space.high, actor_output.dtype), action_space.shape)

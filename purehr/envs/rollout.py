@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from purehr.envs import spaces
 from purehr.envs.base import Environment
@@ -117,9 +118,23 @@ def record_episode(env: Environment, env_params, policy: Policy | RecurrentPolic
     return rows
 
 
-def random_policy(action_space) -> Policy:
-    """A fresh uniform draw from ``action_space`` every step (the random floor)."""
-    return lambda observation, t, key: action_space.sample(key)
+def random_policy(action_space, observation_space=None) -> Policy:
+    """A fresh uniform draw from ``action_space`` every step (the random floor); for an
+    observation with an ``"action_mask"`` (``observation_space`` a ``Dict`` with one), a
+    uniform draw among the legal actions ("random-among-legal")."""
+    if spaces.action_mask_slice(observation_space) is None:
+        return lambda observation, t, key: action_space.sample(key)
+    widths = (action_space.n,) if isinstance(action_space, spaces.Discrete) else tuple(action_space.nvec)
+    bounds = np.cumsum(widths)[:-1].tolist()
+
+    def among_legal(observation, t, key):
+        legal = jnp.asarray(observation[spaces.ACTION_MASK]) > 0.5
+        logits = jnp.split(jnp.where(legal, 0.0, -1e9), bounds, axis=-1)  # one per component
+        keys = jax.random.split(key, len(widths))
+        choices = jnp.stack([jax.random.categorical(k, component) for k, component in zip(keys, logits)], axis=-1)
+        return choices[..., 0] if isinstance(action_space, spaces.Discrete) else choices
+
+    return among_legal
 
 
 def zero_policy(action_space: spaces.Box) -> Policy:

@@ -87,6 +87,19 @@ def flatten_observation(observation) -> jax.Array:
     return jnp.concatenate([jnp.ravel(leaf) for leaf in jax.tree.leaves(observation)])
 
 
+ACTION_MASK = "action_mask"
+"""The ``Dict`` observation entry that marks the legal actions (docs/environments.md)."""
+
+
+def action_mask_slice(space) -> slice | None:
+    """Where a ``Dict`` observation's ``"action_mask"`` lies in the flat observation (dict
+    leaves flatten in sorted-key order); None for an observation without one."""
+    if not isinstance(space, Dict) or ACTION_MASK not in space.spaces:
+        return None
+    start = sum(space.spaces[name].flat_dim for name in sorted(space.spaces) if name < ACTION_MASK)
+    return slice(start, start + space.spaces[ACTION_MASK].flat_dim)
+
+
 def observation_batch_size(observation, space) -> int | None:
     """None for one observation of ``space``, N for a batch of N (a leading axis of length N on
     every leaf), so a policy can take either; anything else (a missing key, a wrong length, leaves

@@ -16,6 +16,7 @@ import numpy as np
 
 from purehr.algorithms.base import AlgorithmConfig
 from purehr.algorithms.registry import default_config
+from purehr.engine.distributions import action_mask_reader
 from purehr.envs import spaces
 from purehr.envs.base import Environment, check_environment
 from purehr.envs.rollout import heldout_evaluation, random_policy, record_episode, zero_policy
@@ -85,6 +86,10 @@ def check_spaces(env: Environment, name: str) -> None:
             f"task {name!r}: action space {action!r} has infinite bounds; expected finite low and high "
             "(the tanh-squashed Gaussian policy maps onto [low, high])"
         )
+    try:
+        action_mask_reader(observation, action)  # an "action_mask" entry: one 0/1 per choice
+    except TypeError as error:
+        raise TypeError(f"task {name!r}: {error}") from None
 
 
 def default_config_for(env: Environment) -> AlgorithmConfig:
@@ -93,8 +98,11 @@ def default_config_for(env: Environment) -> AlgorithmConfig:
 
 
 def floors_for(env: Environment) -> tuple[Baseline, ...]:
-    """Acting at random; for a continuous action, doing nothing (the zero action) first."""
-    random = Baseline("random", "random", lambda env, params: random_policy(env.action_space(params)))
+    """Acting at random (among the legal actions, where the observation marks them); for a
+    continuous action, doing nothing (the zero action) first."""
+    random = Baseline(
+        "random", "random", lambda env, params: random_policy(env.action_space(params), env.observation_space(params))
+    )
     if not isinstance(env.action_space(env.default_params), spaces.Box):
         return (random,)
     zero = Baseline("zero action", "zero", lambda env, params: zero_policy(env.action_space(params)))

@@ -26,7 +26,13 @@ from purehr.algorithms.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, 
 from purehr.algorithms.ppo.policy_core import FeedForwardCore
 from purehr.algorithms.ppo.recurrent import RecurrentCore
 from purehr.algorithms.ppo.rewards import initial_return_statistics, training_rewards
-from purehr.engine.distributions import make_distribution, policy_output_size, sampling_noise
+from purehr.engine.distributions import (
+    action_mask_reader,
+    make_distribution,
+    masked_logits,
+    policy_output_size,
+    sampling_noise,
+)
 from purehr.engine.gae import generalized_advantages
 from purehr.engine.networks import ActorCritic, RecurrentActorCritic, update_observation_statistics
 from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
@@ -137,8 +143,11 @@ class PPO:
 
     def policy(self, network_params, deterministic: bool = True):
         """A policy ``policy(obs, t, key) -> env action`` for one unbatched observation; for a
-        recurrent config a ``purehr.envs.policies.RecurrentPolicy`` (it carries its memory)."""
-        return self.core.policy(network_params, self.env.action_space(self.env_params), deterministic)
+        recurrent config a ``purehr.envs.policies.RecurrentPolicy`` (it carries its memory).
+        An observation's ``"action_mask"`` restricts it to the legal actions."""
+        action_space = self.env.action_space(self.env_params)
+        read_mask = action_mask_reader(self.env.observation_space(self.env_params), action_space)
+        return self.core.policy(network_params, action_space, deterministic, read_mask)
 
 
 PolicyCore = FeedForwardCore | RecurrentCore
@@ -205,9 +214,22 @@ def make_ppo(
     num_minibatches = config.num_minibatches
     num_updates = config.num_updates
     flatten_batch = jax.vmap(flatten_observation)
+    # an observation's "action_mask" (None without one: the program of an unmasked environment)
+    read_mask = action_mask_reader(env.observation_space(env_params), action_space)
 
-    def distribution(actor_output, log_std):
-        return make_distribution(action_space, actor_output, log_std)
+    def distribution(actor_output, log_std, action_mask=None):
+        return make_distribution(action_space, actor_output, log_std, action_mask)
+
+    def legal_actions(flat_observation):
+        return None if read_mask is None else read_mask(flat_observation)
+
+    def masked_apply(params, inputs):
+        """``core.apply`` with the illegal actions' logits masked (so the loss's ``distribution``
+        needs no mask): its log-probs and entropy are those of the policy that acted."""
+        actor_output, log_std, value = core.apply(params, inputs)
+        return masked_logits(actor_output, read_mask(core.flat_observations(inputs))), log_std, value
+
+    loss_apply = core.apply if read_mask is None else masked_apply
 
     def make_optimizer(hparams: PPOHyperparams) -> optax.GradientTransformation:
         # Built again at every update (same state layout) because the learning rate and the
@@ -274,7 +296,7 @@ def make_ppo(
             env_state, observation, previous_final_observation, policy_carry = carry
             flat_observation = flatten_batch(observation)  # [E, obs]
             outputs = core.step(runner.params, policy_carry, flat_observation, previous_final_observation)
-            policy = distribution(outputs.actor_output, outputs.log_std)
+            policy = distribution(outputs.actor_output, outputs.log_std, legal_actions(flat_observation))
             action = policy.sample_from_noise(randomness.sampling_noise)
             next_observation, env_state, reward, terminated, truncated, info = jax.vmap(
                 train_env.step_with_reset, in_axes=(0, 0, 0, 0, None)
@@ -348,7 +370,7 @@ def make_ppo(
         def minibatch_step(carry, minibatch: Batch):
             params, opt_state, stat_sums = carry
             (_, stats), grads = jax.value_and_grad(ppo_loss, has_aux=True)(
-                params, core.apply, distribution, minibatch, hparams
+                params, loss_apply, distribution, minibatch, hparams
             )
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)

@@ -127,12 +127,19 @@ class FeedForwardCore:
         """(actor output, log std, value) of a minibatch's observations, for the loss."""
         return self.network.apply(params, observation)
 
-    def policy(self, params, action_space, deterministic: bool):
-        """``policy(observation, t, key) -> env action`` for one unbatched observation."""
+    def flat_observations(self, observation):
+        """The flat observations [..., obs] of what ``apply`` takes (the action mask's source)."""
+        return observation
+
+    def policy(self, params, action_space, deterministic: bool, read_mask=None):
+        """``policy(observation, t, key) -> env action`` for one unbatched observation;
+        ``read_mask`` (flat observation -> legal actions) restricts it to the legal ones."""
 
         def act(observation, t, key):
-            actor_output, log_std, _ = self.network.apply(params, flatten_observation(observation))
-            distribution = make_distribution(action_space, actor_output, log_std)
+            flat = flatten_observation(observation)
+            actor_output, log_std, _ = self.network.apply(params, flat)
+            action_mask = None if read_mask is None else read_mask(flat)
+            distribution = make_distribution(action_space, actor_output, log_std, action_mask)
             action = distribution.mode() if deterministic else distribution.sample(key)
             return distribution.to_env_action(action)
 

@@ -134,15 +134,20 @@ class RecurrentCore:
         actor_output, log_std = self.network.apply(params, readout, method=RecurrentActorCritic.policy)
         return actor_output, log_std, self.network.apply(params, readout, method=RecurrentActorCritic.value)
 
-    def policy(self, params, action_space, deterministic: bool) -> RecurrentPolicy:
-        """A ``RecurrentPolicy``: each episode starts from the zero memory, as in training."""
+    def flat_observations(self, sequences: Sequences):
+        """The flat observations [E', T, obs] of what ``apply`` takes (the action mask's source)."""
+        return sequences.observation
+
+    def policy(self, params, action_space, deterministic: bool, read_mask=None) -> RecurrentPolicy:
+        """A ``RecurrentPolicy``: each episode starts from the zero memory, as in training;
+        ``read_mask`` (flat observation -> legal actions) restricts it to the legal ones."""
 
         def step(hidden, observation, t, key):
-            hidden, readout = self.network.apply(
-                params, hidden, flatten_observation(observation), method=RecurrentActorCritic.memory
-            )
+            flat = flatten_observation(observation)
+            hidden, readout = self.network.apply(params, hidden, flat, method=RecurrentActorCritic.memory)
             actor_output, log_std = self.network.apply(params, readout, method=RecurrentActorCritic.policy)
-            distribution = make_distribution(action_space, actor_output, log_std)
+            action_mask = None if read_mask is None else read_mask(flat)
+            distribution = make_distribution(action_space, actor_output, log_std, action_mask)
             action = distribution.mode() if deterministic else distribution.sample(key)
             return distribution.to_env_action(action), hidden
 
