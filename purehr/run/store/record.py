@@ -10,7 +10,7 @@ from purehr.algorithms.base import AlgorithmConfig
 from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
 from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
-from purehr.protocol_settings import ProtocolSettings, split_settings, without_legacy_settings
+from purehr.protocol_settings import ProtocolSettings, split_settings
 from purehr.tasks import Task, get_task
 
 
@@ -40,8 +40,8 @@ def recorded_config(manifest: dict, task: str) -> AlgorithmConfig:
     """The config ``task`` trained with, as its algorithm reads it back (a run recorded before
     ``manifest["algorithms"]`` existed trained PPO)."""
     algorithm = (manifest.get("algorithms") or {}).get(task, DEFAULT_ALGORITHM)
-    fields, _ = split_settings(manifest["configs"][task])
-    return without_legacy_settings(get_algorithm(algorithm).config_from_dict(fields))[0]
+    fields, _ = split_settings(manifest["configs"][task])  # an older run's protocol settings: recorded_protocol
+    return get_algorithm(algorithm).config_from_dict(fields)
 
 
 def recorded_protocol(manifest: dict, task: str) -> ProtocolSettings:
