@@ -18,8 +18,9 @@ from pathlib import Path
 
 from purehr.cli.arguments import HelpFormatter, positive_int
 
-SOURCE_TABLES = re.compile(r'^\d+ (\{file_name_id.*|"[^"]*")$', re.M)
-"""The trailing tables of file and location names the HLO text ends with."""
+SOURCE_TABLES = re.compile(r'^\d+ (\{file_name_id.*|"[^"]*")$\n?', re.M)
+"""The trailing tables of file and location names the HLO text ends with (with their line ends: a
+table's length is the number of source files, which moving code changes)."""
 
 
 def normalised_hlo(text: str) -> str:

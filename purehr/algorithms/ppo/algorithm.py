@@ -22,7 +22,7 @@ from flax import struct
 
 from purehr.algorithms.ppo.config import PPOConfig, PPOHyperparams
 from purehr.algorithms.ppo.loss import Batch, ppo_loss
-from purehr.algorithms.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, METRIC_NAMES, ROLLOUT_METRICS
+from purehr.algorithms.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, METRIC_NAMES
 from purehr.algorithms.ppo.policy_core import FeedForwardCore
 from purehr.algorithms.ppo.recurrent import RecurrentCore
 from purehr.algorithms.ppo.rewards import initial_return_statistics, training_rewards
@@ -35,6 +35,7 @@ from purehr.engine.distributions import (
 )
 from purehr.engine.gae import generalized_advantages
 from purehr.engine.networks import ActorCritic, RecurrentActorCritic, update_observation_statistics
+from purehr.engine.rollout_metrics import rollout_metrics
 from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
@@ -406,7 +407,7 @@ def make_ppo(
         )
 
         metrics = dict(stats, explained_variance=explained_variance(trajectory.value, targets))
-        metrics.update(_rollout_metrics(trajectory))
+        metrics.update(rollout_metrics(trajectory))
         metrics["update"] = runner.update_index + 1
         next_runner = RunnerState(
             params,
@@ -453,26 +454,3 @@ def explained_variance(values: jax.Array, targets: jax.Array) -> jax.Array:
     targets do not vary (no variance to explain)."""
     variance = targets.var()
     return jnp.where(variance > 0, 1.0 - (targets - values).var() / jnp.where(variance > 0, variance, 1.0), jnp.nan)
-
-
-def _rollout_metrics(trajectory: Transition) -> dict[str, jax.Array]:
-    """Per-update scalars only: never whole trajectories (they would stack across updates)."""
-    episodes = trajectory.episode_done.sum()
-    safe = jnp.maximum(episodes, 1)
-    no_episode = episodes == 0
-    metrics = {
-        "mean_step_reward": trajectory.reward.mean(),
-        "mean_episode_return": jnp.where(no_episode, jnp.nan, trajectory.episode_return.sum() / safe),
-        "episodes_completed": episodes,
-        "train_success_rate": jnp.where(no_episode, jnp.nan, trajectory.episode_success.sum() / safe),
-    }
-    assert tuple(metrics) == ROLLOUT_METRICS  # the names updates.csv has, in its order
-    metrics["nan_actions"] = trajectory.nan_action.sum()
-    metrics["invalid_actions"] = trajectory.invalid_action.sum()
-    metrics["nonfinite_states"] = trajectory.nonfinite_state.sum()
-    for name, values in trajectory.diagnostics.items():
-        if name.startswith("min_"):
-            metrics[name] = values.min()
-        else:
-            metrics[f"mean_{name}"] = values.mean()
-    return metrics

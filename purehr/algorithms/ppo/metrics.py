@@ -4,11 +4,8 @@ these names without importing the algorithm."""
 
 from __future__ import annotations
 
-from purehr.algorithms.base import MetricNames
+from purehr.algorithms.base import ROLLOUT_METRICS, MetricNames
 
-ROLLOUT_METRICS = ("mean_step_reward", "mean_episode_return", "episodes_completed", "train_success_rate")
-"""What every rollout reports (``purehr.algorithms.ppo.algorithm``); its counters of bad actions and
-states and the environment's diagnostics follow them, as a task's own columns."""
 LOSS_STATISTICS = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
 """The statistics ``purehr.algorithms.ppo.loss.ppo_loss`` returns beside the loss, in order."""
 GRADIENT_STATISTICS = ("grad_norm",)
