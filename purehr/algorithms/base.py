@@ -69,6 +69,9 @@ class Algorithm(Protocol):
     ``network_params(state)``: what ``policy`` takes from a state.
     ``diverged_at_update(state)``: the first update (1-based) whose losses or parameters were not
     finite, 0 for a healthy seed; traced or numpy, one seed or a leading seed axis.
+    ``population_fields``: the fields of a state that a PBT member copies from its parent when it
+    exploits (what was learned: networks, optimisers); it keeps the rest (environments, key,
+    update counter) and explores the copied ``hparams``.
     """
 
     name: str
@@ -77,6 +80,7 @@ class Algorithm(Protocol):
     env_params: Any
     metric_names: MetricNames
     recurrent: bool
+    population_fields: tuple[str, ...]
     init: Callable[..., Any]
     update: Callable[[Any], tuple[Any, dict]]
     env_params_at: Callable[[Any, Any], Any]

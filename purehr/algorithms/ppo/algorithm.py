@@ -126,6 +126,7 @@ class PPO:
 
     name = "ppo"
     metric_names = METRIC_NAMES
+    population_fields = ("params", "opt_state")  # observation statistics live in params
 
     @property
     def num_updates(self) -> int:
