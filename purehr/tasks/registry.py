@@ -31,6 +31,7 @@ SUITES: dict[str, str] = {
     "gymnax": "purehr.tasks.suites.gymnax",
     "brax": "purehr.tasks.suites.brax",
     "xminigrid": "purehr.tasks.suites.xminigrid",
+    "pgx": "purehr.tasks.suites.pgx",
 }
 """Suite prefix -> the module that builds its tasks (imported when a task of it is asked for)."""
 _RESOLVED: dict[str, Task] = {}  # suite and factory tasks, built once per process
