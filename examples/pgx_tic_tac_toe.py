@@ -15,9 +15,9 @@ illegal moves training made::
     pip install -e '.[pgx]'
     python examples/pgx_tic_tac_toe.py --seeds 0 1 2 --run-dir runs/tic_tac_toe
 
-Measured (2-core CPU, other jobs running): at 12,288 steps the held-out return of seeds 0-2 is
-0.72, 0.67 and 0.53 (win rates 0.85, 0.81, 0.73) against the floor's 0.04 (win rate 0.45), no
-illegal move; the default budget is 100,000 steps.
+Measured (2-core CPU, other jobs running; ``--steps 12288 --seeds 0 1 2 --no-render``, 30 s of
+CPU): the held-out return of seeds 0-2 is 0.72, 0.67 and 0.53 (win rates 0.84, 0.81, 0.73)
+against the floor's 0.04 (win rate 0.45), no illegal move; the default budget is 100,000 steps.
 """
 
 from __future__ import annotations

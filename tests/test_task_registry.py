@@ -127,7 +127,7 @@ def test_a_suite_task_rebuilds_the_same_environment_and_records_its_source():
         ("no_such_module:make_env", r"module 'no_such_module' does not import"),
         ("purehr.envs:no_factory", r"purehr.envs has no function 'no_factory'"),
         ("purehr.envs.spaces:flat_dim", r"flat_dim\(\) missing|returned"),
-        ("pendulum", r"<suite>:<environment> with a suite of \['brax', 'gymnax', 'xminigrid'\]"),
+        ("pendulum", r"<suite>:<environment> with a suite of \['brax', 'gymnax', 'pgx', 'xminigrid'\]"),
     ],
 )
 def test_a_bad_task_name_says_what_is_wrong_and_what_is_expected(name, message):
@@ -139,6 +139,9 @@ def test_a_suite_whose_package_is_missing_names_the_pip_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "gymnax", None)  # import gymnax now raises ImportError
     with pytest.raises(ValueError, match=r"needs the gymnax package .*pip install 'purehr\[gymnax\]'"):
         get_task("gymnax:Acrobot-v1")
+    monkeypatch.setitem(sys.modules, "pgx", None)
+    with pytest.raises(ValueError, match=r"needs the pgx package .*: pip install 'purehr\[pgx\]'$"):
+        get_task("pgx:othello")
 
 
 def test_an_unsupported_space_is_named_with_why():

@@ -139,8 +139,9 @@ class PgxEnv(Environment):
             game = move(game, move_key)
             return game, reward + game.rewards[agent], key
 
-        game, reward, _ = jax.lax.while_loop(lambda carry: opponent_to_move(carry[0]), body, (game, jnp.float32(0.0), key))
-        return game, jnp.asarray(reward, jnp.float32)
+        start = (game, jnp.float32(0.0), key)
+        game, reward, _ = jax.lax.while_loop(lambda carry: opponent_to_move(carry[0]), body, start)
+        return game, reward
 
     def reset(self, key, params: PgxParams | None = None):
         init_key, opponent_key = jax.random.split(key)
