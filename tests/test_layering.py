@@ -6,7 +6,7 @@ allow-list says why the import must be lazy. The map of the folders is docs/inte
     leaf         purehr.types, purehr.protocol_settings, purehr.devices.host, purehr.reports.stats   anywhere
     envs         purehr.envs...         environments, spaces, wrappers, adapters
     engine       purehr.engine...       what algorithms are built from: loop, seeds, gae, networks   envs
-    algorithms   purehr.algorithms.{base,registry,trainer}   the interface, the registry, make_train   envs, engine
+    algorithms   purehr.algorithms.{base,registry,trainer,rollout_metrics}   what all share   envs, engine
     algorithm    purehr.algorithms.<name>...   one algorithm's own folder (PPO)   envs, engine, algorithms
     tasks        purehr.tasks...        the registry and each task             envs, engine, algorithms
     devices      purehr.devices...      sharding, jax.distributed              envs, engine, algorithms

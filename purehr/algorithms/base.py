@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 ROLLOUT_METRICS = ("mean_step_reward", "mean_episode_return", "episodes_completed", "train_success_rate")
-"""What every algorithm's rollout reports (``purehr.engine.rollout_metrics``), first in updates.csv;
+"""What every algorithm's rollout reports (``purehr.algorithms.rollout_metrics``), first in updates.csv;
 its counters of bad actions and states and the environment's diagnostics follow them, as a task's
 own columns."""
 
