@@ -34,7 +34,7 @@ while [ $# -gt 0 ]; do
     --issue12) ISSUE12=1 ;;
     --out) OUT="$2"; shift ;;
     --purejaxrl) PUREJAXRL="$2"; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "error: unknown argument $1; expected --quick, --issue12, --out DIR or --purejaxrl PATH" >&2; exit 2 ;;
   esac
   shift

@@ -104,7 +104,8 @@ def issue49_goals(
 
     cold_wall = wall(cold)
     both_met = None if not goals_met else all(verdict["met"] for verdict in goals_met.values())
-    cost = (checkpoint_cost or {}).get("ratio_sparse_over_default", {}).get("training_s")
+    ratios = (checkpoint_cost or {}).get("ratio_sparse_over_default", {})
+    cost = ratios.get("program_s", ratios.get("training_s"))  # the program's own time where recorded
     comparisons = {}
     for width, record in peers.items():
         found = [r for r in (record or {}).get("records", []) if r.get("config", "").startswith("purejaxrl:")]

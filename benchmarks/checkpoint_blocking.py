@@ -13,11 +13,16 @@ python benchmarks/checkpoint_blocking.py --json benchmarks/results/checkpoint_bl
 python benchmarks/checkpoint_blocking.py --steps 40960 --interval 8192 --sleep 0.2   # small
 
 Printed per variant: the training time (the manifest's wall time less compilation), the
-checkpoints written, the seconds spent inside the checkpoint callbacks and in the writer."""
+checkpoints written, the seconds spent inside the checkpoint callbacks and in the writer, and
+``checkpoint_gap_s``: the median time from the update row of a checkpoint's update to the next
+update's row, less the median of the other updates' gaps (read from ``updates.csv``'s
+``elapsed_s``; the evaluation and whatever held the program there). On a shared machine whose
+load drifts between runs this is the steadier measure: it compares neighbouring updates."""
 
 from __future__ import annotations
 
 import argparse
+import csv
 import functools
 import json
 import os
@@ -77,8 +82,10 @@ def run_variant(variant: str, args, scratch: Path) -> dict:
             setattr(RunRecorder, name, original)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     timing = manifest.get("timing", manifest)
-    rows = (run_dir / args.task / f"seed_{args.seeds[0]}" / "checkpoints.csv").read_text().splitlines()
+    seed_dir = run_dir / args.task / f"seed_{args.seeds[0]}"
+    rows = (seed_dir / "checkpoints.csv").read_text().splitlines()
     return {
+        "checkpoint_gap_s": checkpoint_gap(seed_dir),
         "variant": variant,
         "training_s": manifest["wall_time_s"] - manifest["compile_s"],
         "compile_s": manifest["compile_s"],
@@ -86,6 +93,19 @@ def run_variant(variant: str, args, scratch: Path) -> dict:
         "seconds_in_checkpoint_callbacks": _find(timing, "seconds_in_checkpoint_callbacks"),
         "seconds_writing_checkpoints": _find(timing, "seconds_writing_checkpoints_in_background"),
     }
+
+
+def checkpoint_gap(seed_dir: Path) -> float:
+    """Median gap after a checkpoint's update less the median gap after the other updates (s)."""
+    import numpy as np
+
+    with open(seed_dir / "updates.csv") as updates, open(seed_dir / "checkpoints.csv") as checkpoints:
+        elapsed = {int(row["update"]): float(row["elapsed_s"]) for row in csv.DictReader(updates)}
+        saved = {int(row["update"]) for row in csv.DictReader(checkpoints)}
+    gaps = {u: elapsed[u + 1] - elapsed[u] for u in elapsed if u + 1 in elapsed}
+    at = [gap for u, gap in gaps.items() if u in saved]
+    between = [gap for u, gap in gaps.items() if u not in saved]
+    return float(np.median(at) - np.median(between)) if at and between else float("nan")
 
 
 def _find(record, key: str):
@@ -108,7 +128,11 @@ def summarize(runs: list[dict], sleep: float) -> dict:
     for run in runs:
         if run["variant"] != "none":
             extra = run["training_s"] - reference["training_s"]
-            summary[run["variant"]] = {"extra_s": extra, "held_fraction": extra / (run["checkpoint_events"] * sleep)}
+            summary[run["variant"]] = {
+                "extra_s": extra,
+                "held_fraction": extra / (run["checkpoint_events"] * sleep),
+                "gap_over_reference_s": run["checkpoint_gap_s"] - reference["checkpoint_gap_s"],
+            }
     return summary
 
 

@@ -71,7 +71,7 @@ def _peers(seeds, steps_ratio, compile_ratio, no_worse=True):
 def test_issue49_goals_by_hand():
     goals49 = _summary_module().issue49_goals
     met = {"swing": {"met": True}, "hrv": {"met": True}}
-    cost = {"ratio_sparse_over_default": {"training_s": 0.92}}
+    cost = {"ratio_sparse_over_default": {"training_s": 0.5, "program_s": 0.92}}  # the program's time counts
     peers = {"narrow": _peers(5, 1.3, 0.9), "wide": _peers(256, 1.25, 1.0)}
     goals = goals49({"wall_time_s": 19.5, "compile_s": 9.0}, {"wall_time_s": 12.0}, met, cost, peers)
     assert goals["main_job_at_most_20s_with_goals"] is True
