@@ -1,7 +1,9 @@
 """What a flag costs the protocol: the same ``scripts/train_all_seeds.py`` run with and without
 it, alternated (A B B A ...) in one session so that the machine's load falls on both. Each run
 is a fresh process (``--no-render``); recorded per run: the process's wall and CPU time and the
-manifest's compile and training time (wall time less compilation). Used by
+manifest's compile and training time (wall time less compilation, so the baselines' evaluation
+too where the persistent baseline cache misses), and the program's own time (``program_s``: the
+last update row's ``elapsed_s``, from the program's start). Used by
 tracking_overhead.py (``--log``) and pbt_cost.py (``--pbt``)."""
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from _common import load_averages, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
-MEASURES = ("process_wall_s", "process_cpu_s", "training_s", "compile_s")
+MEASURES = ("process_wall_s", "process_cpu_s", "training_s", "compile_s", "program_s")
 
 
 def run_once(run_dir: Path, flags: list[str]) -> dict:
@@ -35,7 +37,20 @@ def run_once(run_dir: Path, flags: list[str]) -> dict:
         "process_cpu_s": cpu,  # user + system of the trainer and the children it waited for (wandb's service)
         "training_s": manifest["wall_time_s"] - manifest["compile_s"],
         "compile_s": manifest["compile_s"],
+        "program_s": program_seconds(run_dir),
     }
+
+
+def program_seconds(run_dir: Path) -> float:
+    """The compiled program's run time: the largest last ``elapsed_s`` of any updates.csv (the
+    recorder's clock starts when the program starts; compilation and baselines are outside)."""
+    last = 0.0
+    for path in run_dir.glob("*/seed_*/updates.csv"):
+        lines = path.read_text().splitlines()
+        if len(lines) > 1:
+            header, final = lines[0].split(","), lines[-1].split(",")
+            last = max(last, float(final[header.index("elapsed_s")]))
+    return last
 
 
 def alternate(with_flags: list[str], common: list[str], repeats: int) -> tuple[list[dict], dict[str, float]]:

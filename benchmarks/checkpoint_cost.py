@@ -1,0 +1,46 @@
+"""What a run's checkpoints cost (issue 49): the same ``scripts/train_all_seeds.py`` run with its
+default checkpoint interval and with ``--checkpoint-interval 100000000`` (checkpoints at the
+start and the end only), alternated in one session (``_protocol_ab``). The training states are
+the same; the difference in training time (wall time less compilation) is the checkpoints':
+their held-out evaluations, showcases, saves, digests and rows.
+
+python benchmarks/checkpoint_cost.py --json benchmarks/results/checkpoint_cost.json   # swing alone, 5 seeds
+python benchmarks/checkpoint_cost.py --steps 500000 --repeats 1                       # shorter
+
+``ratio_sparse_over_default`` < 1: the checkpoints' share of the default run is 1 - ratio."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _protocol_ab import measure_and_record  # noqa: E402
+
+from purehr.cli.arguments import HelpFormatter, output_file, positive_int  # noqa: E402
+
+SPARSE = ["--checkpoint-interval", "100000000"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=["swing"], help="--tasks of every run")
+    parser.add_argument("--repeats", type=positive_int, default=1, help="pairs of runs, alternated")
+    parser.add_argument("--steps", type=positive_int, default=None, help="--steps (default: the task's)")
+    parser.add_argument("--seeds", nargs="+", default=None, help="--seeds (default: the protocol's)")
+    parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags for every run (last)")
+    parser.add_argument("--json", type=output_file, default=None, help="where to write the record (default: nowhere)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    common = ["--tasks", *args.tasks] + (["--steps", str(args.steps)] if args.steps else [])
+    common += (["--seeds", *args.seeds] if args.seeds else []) + list(args.extra)
+    measure_and_record(SPARSE, common, args.repeats, "ratio_sparse_over_default", args.json, with_key="sparse")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""The sequential loop iterations of a default run's checkpoints, per task (issue 49): what
+decides their cost on an accelerator, where a loop costs its length, not its width.
+
+python benchmarks/evaluation_steps.py                        # swing and hrv, 5 seeds
+python benchmarks/evaluation_steps.py --tasks hrv --json out.json
+
+Read from the traced program (``purehr.run.compiled.evaluation_steps``); nothing is compiled
+or run. ``grouped_total`` is a projection, not the program: the quick checkpoints between two
+full ones evaluated together (vmapped over the checkpoints, one evaluation's length) at the
+full one, each group then costing one quick evaluation, one full one and one showcase."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import write_json  # noqa: E402
+
+from purehr.cli.arguments import HelpFormatter, output_file, positive_int  # noqa: E402
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--tasks", nargs="+", default=["swing", "hrv"], help="tasks, with their default settings")
+    parser.add_argument("--seeds", type=positive_int, default=5, help="seeds vmapped, as the run does")
+    parser.add_argument("--json", type=output_file, default=None, help="where to write the record (default: nowhere)")
+    return parser
+
+
+def grouped_total(counts: dict[str, int]) -> int:
+    """The projection of the module docstring: the first checkpoint alone, then one group per
+    later full checkpoint (with no quick checkpoints the run's own total)."""
+    if counts["quick_checkpoints"] == 0:
+        return counts["run_total"]
+    groups = counts["full_checkpoints"] - 1
+    first = counts["full_evaluation"] + counts["showcase"]
+    return first + groups * (counts["quick_evaluation"] + counts["full_evaluation"] + counts["showcase"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from purehr.run.compiled.evaluation_steps import evaluation_steps
+    from purehr.run.compiled.task_setup import build_task_setup
+
+    record = {}
+    for task in args.tasks:
+        counts = evaluation_steps(build_task_setup(task), args.seeds)
+        counts["grouped_total"] = grouped_total(counts)
+        record[task] = counts
+        print(
+            f"{task}: {counts['checkpoints']} checkpoints ({counts['full_checkpoints']} full, "
+            f"{counts['quick_checkpoints']} quick); sequential iterations: full evaluation "
+            f"{counts['full_evaluation']:,}, quick {counts['quick_evaluation']:,}, showcase {counts['showcase']:,}; "
+            f"the run's checkpoints {counts['run_total']:,} (grouped: {counts['grouped_total']:,}) against "
+            f"{counts['training_total']:,} for its {counts['updates']} updates"
+        )
+    write_json(args.json, {"command": [sys.executable, *sys.argv], "tasks": record})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
