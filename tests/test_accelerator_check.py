@@ -85,7 +85,7 @@ def test_issue49_goals_by_hand():
     assert unmet["main_job_at_most_20s_with_goals"] is False and unmet["checkpoint_share_of_training"] is None
 
 
-@pytest.mark.slow
+@pytest.mark.device_script
 def test_accelerator_check_quick_runs_every_step_and_writes_one_json(tmp_path):
     """``accelerator_check.sh --quick`` on this CPU: every issue-49 step exits 0 and the one JSON
     holds the main job (cold and warm), the checkpoint-cost pair and the iteration count."""
