@@ -71,7 +71,13 @@ class Algorithm(Protocol):
     finite, 0 for a healthy seed; traced or numpy, one seed or a leading seed axis.
     ``population_fields``: the fields of a state that a PBT member copies from its parent when it
     exploits (what was learned: networks, optimisers); it keeps the rest (environments, key,
-    update counter) and explores the copied ``hparams``.
+    update counter, a replay buffer) and explores the copied ``hparams``.
+
+    Optional: ``working_set_bytes(state_shapes, observation_size) -> int``, the bytes one seed's
+    ``update`` holds beyond its state (gradients, a rollout, a minibatch's activations), given
+    ``jax.eval_shape(init, key)``; the memory check before compiling
+    (``purehr.run.host.estimate.TrainingMemory``) adds it to the state's bytes, and assumes a
+    gradient's copy of the network and one batch of transitions where an algorithm has none.
     """
 
     name: str
