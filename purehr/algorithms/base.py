@@ -55,6 +55,12 @@ class AlgorithmConfig(Protocol):
 
     def to_dict(self) -> dict: ...
 
+    # Optional: ``budget_dependence() -> str | None``, why the first steps of a longer run would
+    # differ from this run's (a schedule over ``total_timesteps``: "its epsilon decays over the
+    # budget"), None where nothing depends on the budget; a resume that extends the budget is
+    # then refused with it (``purehr.run.planning.resume.extension_problem``). PPO's is its
+    # ``anneal_lr``.
+
 
 class Algorithm(Protocol):
     """The per-seed pieces of an algorithm on one environment, unbatched (vmap them over seeds).
