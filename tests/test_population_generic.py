@@ -15,6 +15,7 @@ import pytest
 from flax import struct
 
 from purehr.algorithms import registry
+from purehr.experiments.sweep import validate_axes  # before the stand-in registers: its metrics are not read
 from purehr.population.exploit_explore import exploit_and_explore, explore, pbt_record
 from purehr.population.settings import PBTSettings, default_bounds, in_complement_scale
 from purehr.protocol_settings import ProtocolSettings
@@ -151,3 +152,10 @@ def test_explore_names_are_checked_against_each_tasks_algorithm(stand_in):
     with pytest.raises(ValueError, match=r"exclude swing's starting value polyak_tau=0.005"):
         settings = PBTSettings.checked(explore=["polyak_tau"], bounds={"polyak_tau": (0.01, 0.1)})
         settings.check_run(8, {"swing": configs["swing"]}, **run)
+
+
+def test_sweep_axes_are_the_configs_algorithms_hyperparameters(stand_in):
+    assert validate_axes({"polyak_tau": [0.01, 0.005]}, "stand_in") == {"polyak_tau": (0.01, 0.005)}
+    with pytest.raises(ValueError, match=r"sweep axis 'clip_range' is not a continuous hyperparameter of stand_in; "):
+        validate_axes({"clip_range": [0.1, 0.2]}, "stand_in")
+    assert validate_axes({"clip_range": [0.1, 0.2]}) == {"clip_range": (0.1, 0.2)}  # PPO's, the default
