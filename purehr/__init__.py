@@ -20,6 +20,8 @@ _EXPORTS = {
     "HRPPOModel": "purehr.model.facade",
     "PPOModel": "purehr.model.facade",
     "train_hr_ppo": "purehr.model.facade",
+    "train": "purehr.model.facade",
+    "Model": "purehr.model.facade",
     "TrainingDiverged": "purehr.model.facade",
     "HRWritingEnv": "purehr.envs.hrv",
     "SwingEnv": "purehr.envs.swing",
@@ -40,6 +42,8 @@ __all__ = [
     "make_ppo",
     "make_train",
     "train_hr_ppo",
+    "train",
+    "Model",
     "TrainingDiverged",
     "use_compile_cache",
 ]

@@ -11,6 +11,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 
 from purehr.run.store.files import read_csv
+from purehr.tracking.naming import update_tag
 from purehr.tracking.weights_and_biases import history_records, transaction_logs
 
 UPDATE_TAGS = {
@@ -31,9 +32,12 @@ def scalars(folder: Path, tag: str) -> list[tuple[int, float]]:
     return [(event.step, event.value) for event in accumulator.Scalars(tag)]
 
 
-def assert_tensorboard_exact(run_dir: Path, reference: Path, task: str, seed: int, pieces: int) -> None:
+def assert_tensorboard_exact(
+    run_dir: Path, reference: Path, task: str, seed: int, pieces: int, columns: tuple[str, ...] | None = None
+) -> None:
     """``pieces`` event files (one per process that logged); no (tag, step) written twice in
-    the raw files; each series equal (float32, as TensorBoard stores it) to both CSVs."""
+    the raw files; each series equal (float32, as TensorBoard stores it) to both CSVs.
+    ``columns``: the updates.csv columns compared (default: PPO's ``UPDATE_TAGS``)."""
     folder = run_dir / "tensorboard" / task / f"seed_{seed}"
     files = sorted(folder.glob("events.out.tfevents.*"))
     assert len(files) == pieces, files
@@ -44,7 +48,8 @@ def assert_tensorboard_exact(run_dir: Path, reference: Path, task: str, seed: in
         for value in event.summary.value
     ]
     assert len(written) == len(set(written))
-    for tag, column in UPDATE_TAGS.items():
+    tags = UPDATE_TAGS if columns is None else {update_tag(column): column for column in columns}
+    for tag, column in tags.items():
         logged = scalars(folder, tag)
         expected, uninterrupted = csv_series(run_dir, task, seed, column), csv_series(reference, task, seed, column)
         assert [step for step, _ in logged] == [step for step, _ in expected] == [step for step, _ in uninterrupted]

@@ -55,6 +55,12 @@ class AlgorithmConfig(Protocol):
 
     def to_dict(self) -> dict: ...
 
+    # Optional: ``budget_dependence() -> str | None``, why the first steps of a longer run would
+    # differ from this run's (a schedule over ``total_timesteps``: "its epsilon decays over the
+    # budget"), None where nothing depends on the budget; a resume that extends the budget is
+    # then refused with it (``purehr.run.planning.resume.extension_problem``). PPO's is its
+    # ``anneal_lr``.
+
 
 class Algorithm(Protocol):
     """The per-seed pieces of an algorithm on one environment, unbatched (vmap them over seeds).
@@ -71,7 +77,13 @@ class Algorithm(Protocol):
     finite, 0 for a healthy seed; traced or numpy, one seed or a leading seed axis.
     ``population_fields``: the fields of a state that a PBT member copies from its parent when it
     exploits (what was learned: networks, optimisers); it keeps the rest (environments, key,
-    update counter) and explores the copied ``hparams``.
+    update counter, a replay buffer) and explores the copied ``hparams``.
+
+    Optional: ``working_set_bytes(state_shapes, observation_size) -> int``, the bytes one seed's
+    ``update`` holds beyond its state (gradients, a rollout, a minibatch's activations), given
+    ``jax.eval_shape(init, key)``; the memory check before compiling
+    (``purehr.run.host.estimate.TrainingMemory``) adds it to the state's bytes, and assumes a
+    gradient's copy of the network and one batch of transitions where an algorithm has none.
     """
 
     name: str

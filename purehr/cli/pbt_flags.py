@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import argparse
 
-from purehr.population.settings import DEFAULT_BOUNDS, DEFAULT_EXPLORE, FITNESS_RULES, PBTSettings
+from purehr.population.settings import (
+    DEFAULT_BOUNDS,
+    DEFAULT_EXPLORE,
+    FITNESS_RULES,
+    NAMED_BOUNDS,
+    PBTSettings,
+    explorable,
+)
 
 DEFAULTS = PBTSettings()
 
@@ -27,7 +34,9 @@ def add_pbt_flags(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=None,
         metavar="NAME",
-        help=f"hyperparameters to explore (default: {' '.join(DEFAULT_EXPLORE)}; any of {', '.join(DEFAULT_BOUNDS)})",
+        help=f"hyperparameters to explore, each task those its algorithm has (default: {' '.join(DEFAULT_EXPLORE)}; "
+        + "; ".join(f"{name}: {', '.join(names)}" for name, names in explorable().items())
+        + ")",
     )
     group.add_argument(
         "--pbt-bounds",
@@ -36,6 +45,8 @@ def add_pbt_flags(parser: argparse.ArgumentParser) -> None:
         metavar="NAME=LOW:HIGH",
         help="bounds of an explored hyperparameter (defaults: "
         + ", ".join(f"{n}={lo:g}:{hi:g}" for n, (lo, hi) in DEFAULT_BOUNDS.items())
+        + "; another algorithm's by the end of its name: "
+        + ", ".join(f"*{'/*'.join(ends)}={lo:g}:{hi:g}" for ends, (lo, hi) in NAMED_BOUNDS)
         + ")",
     )
     group.add_argument(

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purehr.algorithms.base import AlgorithmConfig
-from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of, get_algorithm
 from purehr.algorithms.trainer import make_train
 from purehr.engine.seeds import keys_for_seeds, validate_seeds
 from purehr.envs.base import Environment
@@ -51,6 +51,18 @@ SHAPE_FIELDS = (
     "recurrent_skip",
 )
 """AlgorithmConfig fields that change the compiled program: one group (one compile) per choice."""
+
+
+def shape_fields(config: AlgorithmConfig) -> tuple[str, ...]:
+    """What makes groups for ``config``'s algorithm: PPO's ``SHAPE_FIELDS``; another algorithm's
+    config fields that are not its continuous hyperparameters (nor the budget)."""
+    entry = algorithm_of(config)
+    if entry.name == DEFAULT_ALGORITHM:
+        return SHAPE_FIELDS
+    swept = set(entry.hyperparameter_names()) | {"total_timesteps"}
+    return tuple(name for name in config.to_dict() if name not in swept)
+
+
 SWEEP_MARKER = "sweep.json"
 RANKING_CSV = "ranking.csv"
 RUNS_CSV = "runs.csv"
@@ -60,20 +72,25 @@ HEATMAP_STEM = "heatmap"
 # --- the grid ---------------------------------------------------------------------------------
 
 
-def grid_settings(axes: Mapping[str, Sequence[float]]) -> list[dict[str, float]]:
+def grid_settings(axes: Mapping[str, Sequence[float]], algorithm: str = DEFAULT_ALGORITHM) -> list[dict[str, float]]:
     """Every combination of the axes' values, the first axis varying slowest."""
-    axes = validate_axes(axes)
+    axes = validate_axes(axes, algorithm)
     names = list(axes)
     return [dict(zip(names, values)) for values in itertools.product(*(axes[n] for n in names))]
 
 
-def validate_axes(axes: Mapping[str, Sequence[float]]) -> dict[str, tuple[float, ...]]:
+def validate_axes(
+    axes: Mapping[str, Sequence[float]], algorithm: str = DEFAULT_ALGORITHM
+) -> dict[str, tuple[float, ...]]:
+    """The axes checked against ``algorithm``'s continuous hyperparameters (what its state
+    carries, so a grid is a vmap), each with distinct values."""
+    names = get_algorithm(algorithm).hyperparameter_names()
     checked = {}
     for name, values in axes.items():
-        if name not in HYPERPARAMETERS:
+        if name not in names:
             raise ValueError(
-                f"sweep axis {name!r} is not a PPOHyperparams field; expected one of "
-                f"{HYPERPARAMETERS} (shape choices such as {SHAPE_FIELDS} make groups)"
+                f"sweep axis {name!r} is not a continuous hyperparameter of {algorithm}; expected one of "
+                f"{names} (other config fields make groups: one compiled call per choice)"
             )
         values = tuple(float(v) for v in values)
         if not values:
@@ -119,7 +136,7 @@ def train_group(
     ``evaluate(ppo, network_params, hparams) -> metrics`` (one run, pure) is vmapped over
     every run and jitted as one more call; omit it to skip evaluation. Timing records the
     compile and run seconds of both calls; ``diverged_at`` the first non-finite update of each run."""
-    settings = grid_settings(axes)
+    settings = grid_settings(axes, algorithm_of(config).name)
     keys, hparams = flatten_grid(config, settings, seeds)
     train = make_train(config, env, env_params, env_params_schedule=env_params_schedule, hparams=hparams)
     timing = {}
@@ -183,11 +200,11 @@ def run_task_sweep(
     each trained and evaluated as one compiled call on the task's held-out protocol."""
     task = get_task(task_name)
     env = task.make_env()
-    axes = validate_axes(axes)
+    axes = validate_axes(axes, algorithm_of(base_config).name)
     shape_choices = dict(shape_choices or {})
     for name in shape_choices:
-        if name not in SHAPE_FIELDS:
-            raise ValueError(f"shape choice {name!r}: expected one of {SHAPE_FIELDS}")
+        if name not in shape_fields(base_config):
+            raise ValueError(f"shape choice {name!r}: expected one of {shape_fields(base_config)}")
     base_config, protocol = task.settings_for(base_config)  # the held-out episodes: the protocol's
     configs = [(group_name(c), base_config.replace(**c)) for c in shape_combinations(shape_choices)]  # validates all
     if curriculum is not None:

@@ -1,4 +1,5 @@
-"""The seed API: ``train_hr_ppo(HRWritingEnv(hrv_dim=8), timesteps=50_000)`` returns a model.
+"""The seed API: ``train_hr_ppo(HRWritingEnv(hrv_dim=8), timesteps=50_000)`` returns a model;
+``train(env, algorithm="sac", timesteps=..., **config_fields)`` any registered algorithm's.
 
 A thin, Stable-Baselines-shaped layer over ``make_train``: keyword names follow SB3
 (``batch_size`` is the minibatch size, ``clip_range``), the work is one jitted scan. Any
@@ -22,7 +23,7 @@ import jax
 import numpy as np
 
 from purehr.algorithms.base import Algorithm, AlgorithmConfig
-from purehr.algorithms.registry import get_algorithm, make_algorithm
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of, default_config, get_algorithm, make_algorithm
 from purehr.algorithms.trainer import TrainResult, make_train
 from purehr.engine.acting import Actor
 from purehr.engine.seeds import keys_for_seeds
@@ -32,6 +33,7 @@ from purehr.envs.rollout import heldout_evaluation
 from purehr.model.saved import ModelContents, read_model, write_model
 from purehr.protocol_settings import MAX_HELDOUT_EPISODES
 from purehr.run.host.dashboards import run_identity
+from purehr.run.host.estimate import network_text
 from purehr.run.host.progress import Progress, TaskPlan
 from purehr.run.store.machine import environment_description
 from purehr.run.store.run_dir import environment_advice
@@ -44,8 +46,10 @@ from purehr.tracking.naming import run_label
 from purehr.types import Evaluation
 
 
-class PPOModel:
-    """A trained policy with its environment, config and training metrics."""
+class Model:
+    """A trained policy of any registered algorithm with its environment, config and training
+    metrics (``PPOModel``, the name it had when PPO was the only one, is this class). Its
+    algorithm is its config's (``purehr.algorithms.registry.algorithm_of``)."""
 
     def __init__(
         self, env: Environment, env_params, config: AlgorithmConfig, params, metrics: dict[str, np.ndarray], seed: int
@@ -100,12 +104,21 @@ class PPOModel:
         contents = ModelContents(self.env, self.env_params, self.config, self.params, self.metrics, self.seed)
         return write_model(path, contents, overwrite)
 
+    @property
+    def algorithm(self) -> str:
+        """The registered name of the algorithm that trained it (``"ppo"``)."""
+        return self._algorithm.name
+
     @classmethod
-    def load(cls, path: str | Path) -> PPOModel:
+    def load(cls, path: str | Path) -> Model:
         """A model written by ``save``, checked as a checkpoint is (``purehr.model.saved.read_model``:
         digests, model.json's fields, environment parameters, array shapes); anything wrong raises
-        ``ValueError`` (a ``DamagedModelError`` for changed files) naming the file and the value."""
+        ``ValueError`` (a ``DamagedModelError`` for changed files) naming the file and the value.
+        The algorithm is the one model.json records, rebuilt through the registry."""
         return cls(*read_model(path))
+
+
+PPOModel = Model
 
 
 def evaluation_of(env: Environment) -> Evaluation:
@@ -114,31 +127,58 @@ def evaluation_of(env: Environment) -> Evaluation:
     return heldout_evaluation if task is None else task.env_evaluation
 
 
-def default_config_of(env: Environment) -> AlgorithmConfig:
-    """The PPO defaults of ``env``'s task (hrv: ``HRV_DEFAULTS``; gymnax:CartPole-v1: PureJaxRL's);
-    for an environment built directly by a user's factory (``my_env.make_env()``, no task made
-    it), those of the ``module:factory`` task resolved for its class, else its module's
-    ``PPO_CONFIG``; else those for its action space (``purehr.tasks.environment_task``), said in
-    one line: silently, a user's tuned defaults would be lost without a word."""
+def default_config_of(env: Environment, algorithm: str = DEFAULT_ALGORITHM) -> AlgorithmConfig:
+    """``algorithm``'s defaults for ``env``. PPO: those of ``env``'s task (hrv: ``HRV_DEFAULTS``;
+    gymnax:CartPole-v1: PureJaxRL's); for an environment built directly by a user's factory
+    (``my_env.make_env()``, no task made it), those of the ``module:factory`` task resolved for
+    its class, else its module's ``PPO_CONFIG``; else those for its action space
+    (``purehr.tasks.environment_task``). Another algorithm: its task's defaults for it where the
+    task records them (``Task.default_configs``), else the algorithm's own. Defaults not a
+    task's are said in one line: silently, a user's tuned defaults would be lost without a word."""
+    get_algorithm(algorithm)  # an unknown name, refused naming the known ones
     task = task_of_env(env) or resolved_task_of_class(env)
+    base = getattr(env, "unwrapped", env)
+    if algorithm != DEFAULT_ALGORITHM:
+        recorded = getattr(task, "default_configs", None) or {}
+        if algorithm in recorded:
+            return recorded[algorithm]
+        config = default_config(algorithm)
+        _warn_defaults(
+            base, f"the defaults of {algorithm}" + (f" (task {task.name} records none)" if task else ""), config
+        )
+        return config
     if task is not None:
         return task.default_config
-    base = getattr(env, "unwrapped", env)
     module_config = getattr(sys.modules.get(type(base).__module__), "PPO_CONFIG", None)
-    if isinstance(module_config, get_algorithm("ppo").config_class()):
+    if isinstance(module_config, get_algorithm(DEFAULT_ALGORITHM).config_class()):
         return module_config
     config = default_config_for(env)
     kind = "continuous" if config is CONTINUOUS_DEFAULTS else "discrete"
-    hidden = " x ".join(map(str, config.actor_hidden))
-    warnings.warn(
-        f"{type(base).__name__} belongs to no task and its module {type(base).__module__} defines no PPO_CONFIG: "
-        f"training with the defaults for a {kind} action space ({config.num_envs} envs x {config.num_steps} steps, "
-        f"learning rate {config.learning_rate:g}, {hidden} hidden); pass them by name, or build the environment "
-        "through its task (get_task('module:factory').make_env(), register_task)",
-        UserWarning,
-        stacklevel=3,  # the caller of train_hr_ppo
+    _warn_defaults(
+        base,
+        f"the defaults for a {kind} action space, as its module {type(base).__module__} defines no PPO_CONFIG",
+        config,
     )
     return config
+
+
+def _warn_defaults(base: Any, which: str, config: AlgorithmConfig) -> None:
+    """The one line that says which defaults an environment of no task trains with."""
+    warnings.warn(
+        f"{type(base).__name__} belongs to no task: training with {which} ({config.batch_size} environment steps "
+        f"per update, {hyperparameter_text(config)}, {network_text(config)}); pass them by name, or build the "
+        "environment through its task (get_task('module:factory').make_env(), register_task)",
+        UserWarning,
+        stacklevel=4,  # the caller of train_hr_ppo / train
+    )
+
+
+def hyperparameter_text(config: AlgorithmConfig) -> str:
+    """``learning_rate=0.0003, ...``: ``config``'s learning rates (all its continuous
+    hyperparameters where none is named so), for a message about any algorithm."""
+    names = algorithm_of(config).hyperparameter_names()
+    rates = [name for name in names if "learning_rate" in name or name.endswith("lr")] or list(names)
+    return ", ".join(f"{name}={getattr(config, name):g}" for name in rates)
 
 
 def train_hr_ppo(
@@ -159,7 +199,7 @@ def train_hr_ppo(
     log=None,
     log_dir: str | Path | None = None,
     **config_overrides,
-) -> PPOModel:
+) -> Model:
     """Train PPO on ``env`` with its task's defaults (an argument left None takes the task's
     value: the HRV defaults of docs/protocol.md for an ``HRWritingEnv``; an environment of no
     task, those for its action space). ``callback(metrics)`` runs on the host
@@ -173,11 +213,7 @@ def train_hr_ppo(
     ``log`` (``"tensorboard"``, ``"wandb"``, a list, or a ``purehr.tracking.TrackingSettings``)
     logs every update there as it trains, into ``log_dir`` (default
     ``runs/<environment>-<UTC time>``; TensorBoard's run ``<environment>/seed_<k>``, W&B offline)."""
-    _refuse_non_environment(env)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed={seed!r}: expected a non-negative integer")
-    if progress is not None and not isinstance(progress, bool):
-        raise TypeError(f"progress={progress!r}: expected True, False or None (None: when stderr is a terminal)")
+    _check_call(env, seed, progress)
     config = _seed_api_config(
         default_config_of(env),
         timesteps,
@@ -189,6 +225,49 @@ def train_hr_ppo(
         vf_coef,
         config_overrides,
     )
+    return _train_seed(env, config, seed, callback, progress, env_params, curriculum, log, log_dir)
+
+
+def train(
+    env: Environment,
+    algorithm: str = DEFAULT_ALGORITHM,
+    timesteps: int | None = None,
+    *,
+    seed: int = 0,
+    callback: Callable[[dict[str, float]], Any] | None = None,
+    progress: bool | None = None,
+    env_params=None,
+    curriculum=None,
+    log=None,
+    log_dir: str | Path | None = None,
+    **config_fields,
+) -> Model:
+    """Train any registered algorithm (``"ppo"``, ``purehr.algorithms.registry.ALGORITHMS``) on
+    ``env`` from its defaults for ``env`` (``default_config_of``) with ``config_fields`` over them,
+    each under its config's own name (``learning_rate``, ``num_envs``, ``minibatch_size``);
+    ``timesteps`` is ``total_timesteps``. Everything else as ``train_hr_ppo``: one seed, one
+    jitted scan, the same callback, progress, curriculum and dashboards; the model predicts,
+    evaluates, saves and loads whatever its algorithm."""
+    _check_call(env, seed, progress)
+    if "total_timesteps" in config_fields:
+        raise TypeError("train got total_timesteps=...; pass timesteps= (its name in this API) instead")
+    given = dict(config_fields, **({} if timesteps is None else {"total_timesteps": timesteps}))
+    config = default_config_of(env, algorithm).replace(**given)
+    return _train_seed(env, config, seed, callback, progress, env_params, curriculum, log, log_dir)
+
+
+def _check_call(env: Any, seed: Any, progress: Any) -> None:
+    _refuse_non_environment(env)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed={seed!r}: expected a non-negative integer")
+    if progress is not None and not isinstance(progress, bool):
+        raise TypeError(f"progress={progress!r}: expected True, False or None (None: when stderr is a terminal)")
+
+
+def _train_seed(
+    env: Environment, config: AlgorithmConfig, seed: int, callback, progress, env_params, curriculum, log, log_dir
+) -> Model:
+    """One seed of ``config`` on ``env`` in one jitted call, as ``train_hr_ppo`` and ``train`` describe."""
     env_params = env.default_params if env_params is None else env_params
     check_env_params(env, env_params)
     if curriculum is not None:
@@ -293,7 +372,7 @@ def _seed_callback(
     return on_update
 
 
-def _warn_if_no_episode_ended(model: PPOModel) -> None:
+def _warn_if_no_episode_ended(model: Model) -> None:
     """A ``UserWarning`` naming the numbers when the whole budget trained and no episode ended
     (every training return NaN): too few steps per environment for one episode."""
     config, returns = model.config, model.metrics["mean_episode_return"]
@@ -314,7 +393,7 @@ def _warn_if_no_episode_ended(model: PPOModel) -> None:
         f"mean_episode_return and train_success_rate are NaN and the policy has hardly trained; give a larger "
         f"timesteps{enough}",
         UserWarning,
-        stacklevel=3,  # the caller of train_hr_ppo
+        stacklevel=4,  # the caller of train_hr_ppo / train
     )
 
 
@@ -339,14 +418,14 @@ def _trained_model(
     config: AlgorithmConfig,
     seed: int,
     curriculum: Curriculum | None,
-) -> PPOModel:
+) -> Model:
     """The one seed's model out of a training result, the metrics of the updates it completed
     (a callback may have stopped it early); ``TrainingDiverged`` when it diverged."""
     params = jax.tree.map(lambda x: x[0], algorithm.network_params(result.runner))
     metrics = {name: np.asarray(value[0]) for name, value in result.metrics.items()}
     completed = metrics["update"] > 0
     metrics = {name: value[completed] for name, value in metrics.items()}
-    model = PPOModel(env, env_params, config, params, metrics, seed)
+    model = Model(env, env_params, config, params, metrics, seed)
     model.curriculum = curriculum
     first_diverged = int(np.asarray(algorithm.diverged_at_update(result.runner))[0])
     if first_diverged:
@@ -354,7 +433,7 @@ def _trained_model(
         advice = environment_advice(int(nonfinite[metrics["update"] <= first_diverged].sum()))
         raise TrainingDiverged(
             f"training diverged at update {first_diverged} ({first_diverged * config.batch_size:,} env steps): a "
-            f"loss or parameter became NaN or infinite (learning_rate={config.learning_rate}); the parameters "
+            f"loss or parameter became NaN or infinite ({hyperparameter_text(config)}); the parameters "
             f"stayed frozen at update {first_diverged - 1}. The frozen model is this error's .model; "
             + (f"{advice}, then train again" if advice else "train again")
             + " with a smaller learning rate or other settings",
@@ -369,10 +448,10 @@ class TrainingDiverged(RuntimeError):
     model frozen at the last finite update is kept in ``.model`` for inspection, and
     ``.update`` is the first update that diverged."""
 
-    def __init__(self, message: str, model: PPOModel, update: int):
+    def __init__(self, message: str, model: Model, update: int):
         super().__init__(message)
         self.model = model
         self.update = update
 
 
-HRPPOModel = PPOModel
+HRPPOModel = Model

@@ -1,5 +1,6 @@
 """The saved-model format: a folder of ``model.json`` (format tag, environment class, kwargs and
-task name, config, seed, a SHA-256 per file and one of its own content), ``params.msgpack``,
+task name, the algorithm's registered name and its config, seed, a SHA-256 per file and one of
+its own content), ``params.msgpack``,
 ``env_params.msgpack`` and ``metrics.npz``; no pickle. ``write_model`` writes one, ``read_model``
 reads one back checked as a checkpoint is (docs/interfaces.md, "Saved models"). Environments are
 found through the task registry: ``load`` rebuilds ``get_task(task).make_env(**kwargs)``, so a
@@ -22,8 +23,9 @@ import numpy as np
 from flax import serialization
 
 from purehr.algorithms.base import AlgorithmConfig
-from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm, make_algorithm
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of, get_algorithm, make_algorithm
 from purehr.envs.base import Environment
+from purehr.run.host.estimate import network_text
 from purehr.run.store.files import (
     atomic_write_bytes,
     atomic_write_text,
@@ -49,7 +51,7 @@ class DamagedModelError(ValueError):
 
 
 class ModelContents(NamedTuple):
-    """What a saved model holds, in ``PPOModel``'s constructor order."""
+    """What a saved model holds, in ``Model``'s constructor order (the algorithm: its config's)."""
 
     env: Environment
     env_params: Any
@@ -75,6 +77,7 @@ def write_model(path: str | Path, contents: ModelContents, overwrite: bool = Fal
         {
             "format": MODEL_FORMAT,
             "env": {"class": type(contents.env).__name__, "kwargs": task.env_kwargs(contents.env), "task": task.name},
+            "algorithm": algorithm_of(contents.config).name,
             "config": contents.config.to_dict(),
             "seed": contents.seed,
             "digests": {name: file_digest(path / name) for name in MODEL_FILES},
@@ -139,10 +142,15 @@ def read_model(path: str | Path) -> ModelContents:
     task = _recorded_task(description["env"], where)
     env_kwargs = task.recorded_kwargs(dict(description["env"]["kwargs"]))  # keywords newer than the saved model
     env = _make_env(task, description["env"]["class"], env_kwargs, where)
+    name = description.get("algorithm", DEFAULT_ALGORITHM)  # a model saved before it was recorded: PPO's
     try:
-        config = get_algorithm(description.get("algorithm", DEFAULT_ALGORITHM)).config_from_dict(description["config"])
+        entry = get_algorithm(name)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"{where}: config is not a valid PPOConfig: {error}") from None
+        raise ValueError(f"{where}: {error}") from None
+    try:
+        config = entry.config_from_dict(description["config"])
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: config is not a valid {entry.config_class().__name__}: {error}") from None
     env_params = _load_tree(
         path / "env_params.msgpack",
         env.default_params,
@@ -154,8 +162,7 @@ def read_model(path: str | Path) -> ModelContents:
     params = _load_tree(
         path / "params.msgpack",
         template,
-        f"the network of {where} (actor_hidden={config.actor_hidden}, "
-        f"critic_hidden={config.critic_hidden}, {_describe_kwargs(env_kwargs)})",
+        f"the network of {where} ({name}: {network_text(config)}, {_describe_kwargs(env_kwargs)})",
     )
     try:
         with np.load(path / "metrics.npz", allow_pickle=False) as data:
@@ -191,7 +198,7 @@ def _read_description(path: Path) -> dict[str, Any]:
         raise ValueError(f'{where}: env is {env!r}; expected {{"class": name, "kwargs": {{...}}, "task": name}}')
     if not isinstance(description.get("config"), dict):
         raise ValueError(
-            f"{where}: config is {description.get('config')!r}; expected a JSON object of PPOConfig fields"
+            f"{where}: config is {description.get('config')!r}; expected a JSON object of its algorithm's config fields"
         )
     seed = description.get("seed")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:

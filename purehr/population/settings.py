@@ -16,10 +16,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from purehr.algorithms.base import AlgorithmConfig
-from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
+from purehr.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
 
 HYPERPARAMETERS = get_algorithm(DEFAULT_ALGORITHM).hyperparameter_names()
-"""What PBT may explore: the continuous hyperparameters the training state carries."""
+"""The default algorithm's (PPO's) continuous hyperparameters; what a task may explore is its own
+algorithm's (``explorable``)."""
+
+
+def explorable() -> dict[str, tuple[str, ...]]:
+    """Each registered algorithm's continuous hyperparameters (what its state carries: PBT may
+    explore them), by algorithm name."""
+    return {name: entry.hyperparameter_names() for name, entry in ALGORITHMS.items()}
+
+
+def _explorable_text() -> str:
+    return "; ".join(f"{name}: {list(names)}" for name, names in explorable().items())
+
+
 FITNESS_RULES = ("success", "return")
 """``success``: held-out success rate, ties broken by held-out mean return; ``return``: held-out
 mean return. Any tie left goes to the lower member index (docs/pbt.md)."""
@@ -37,9 +50,40 @@ DEFAULT_BOUNDS: dict[str, tuple[float, float]] = {
 
 COMPLEMENT_SCALE = ("gae_lambda", "gamma")
 """Explored through 1 - x in log scale (the horizon 1 / (1 - x) is what matters: 0.99 -> 0.995
-halves what 0.9 -> 0.95 halves); every other hyperparameter is explored in log scale of x."""
+halves what 0.9 -> 0.95 halves); every other hyperparameter is explored in log scale of x. Any
+algorithm's discount or lambda is too, by its name (``in_complement_scale``)."""
 
 DEFAULT_EXPLORE = ("learning_rate", "ent_coef", "clip_range")
+"""What a population explores unless ``--pbt-explore`` says: each task those of these its
+algorithm carries (PPO: all three)."""
+
+NAMED_BOUNDS: tuple[tuple[tuple[str, ...], tuple[float, float]], ...] = (
+    (("learning_rate", "lr"), (1e-5, 1e-2)),
+    (("gamma",), (0.9, 0.9999)),
+    (("lambda",), (0.8, 0.999)),
+    (("coef", "tau", "alpha", "temperature"), (1e-5, 10.0)),
+    (("epsilon", "eps"), (1e-4, 1.0)),
+)
+"""The default bounds of a hyperparameter outside ``DEFAULT_BOUNDS`` (another algorithm's), by
+what its name ends with (``actor_learning_rate``, ``q_lr``, ``td_lambda``, ``polyak_tau``,
+``epsilon_finish``): learning rates and coefficients in log scale, discounts and lambdas in
+1 - x (``in_complement_scale``). Wide on purpose: a run narrows them with ``--pbt-bounds``."""
+
+
+def in_complement_scale(name: str) -> bool:
+    """Explored through 1 - x: PPO's gamma and gae_lambda, any name ending in gamma or lambda."""
+    return name in COMPLEMENT_SCALE or name.endswith(("gamma", "lambda"))
+
+
+def default_bounds(name: str) -> tuple[float, float] | None:
+    """``name``'s default bounds (``DEFAULT_BOUNDS``, else by its name: ``NAMED_BOUNDS``), or None
+    where its name says nothing of its scale."""
+    if name in DEFAULT_BOUNDS:
+        return DEFAULT_BOUNDS[name]
+    for endings, bounds in NAMED_BOUNDS:
+        if name.endswith(endings):
+            return bounds
+    return None
 
 
 def _ordinal(number: int) -> str:
@@ -51,7 +95,8 @@ def _ordinal(number: int) -> str:
 @dataclass(frozen=True)
 class PBTSettings:
     explore: tuple[str, ...] = field(
-        default=DEFAULT_EXPLORE, metadata={"help": "the PPOHyperparams fields the population explores"}
+        default=DEFAULT_EXPLORE,
+        metadata={"help": "the hyperparameters the population explores (of each task's algorithm, those it carries)"},
     )
     bounds: dict[str, tuple[float, float]] = field(
         default_factory=dict, metadata={"help": "NAME=LOW:HIGH per explored hyperparameter (default: DEFAULT_BOUNDS)"}
@@ -75,7 +120,19 @@ class PBTSettings:
         return f"exploit and explore ({', '.join(self.explore)}) at every {_ordinal(self.interval)} checkpoint target"
 
     def bounds_of(self, name: str) -> tuple[float, float]:
-        return tuple(self.bounds.get(name, DEFAULT_BOUNDS[name]))
+        if name in self.bounds:
+            return tuple(self.bounds[name])
+        bounds = default_bounds(name)
+        if bounds is None:
+            raise ValueError(
+                f"--pbt-explore {name}: no default bounds for {name!r} (its name is no learning rate, coefficient, "
+                f"discount or lambda); expected --pbt-bounds {name}=LOW:HIGH"
+            )
+        return bounds
+
+    def explored_by(self, hyperparameters) -> tuple[str, ...]:
+        """What a task explores: those of ``explore`` its algorithm's ``hyperparameters`` hold."""
+        return tuple(name for name in self.explore if name in hyperparameters)
 
     def selected(self, population: int) -> int:
         """How many members copy (and how many are copied from) at each step."""
@@ -103,12 +160,13 @@ class PBTSettings:
 
     def _check_names(self) -> None:
         if not self.explore:
-            raise ValueError(f"--pbt-explore {list(self.explore)}: expected at least one of {list(HYPERPARAMETERS)}")
+            raise ValueError(f"--pbt-explore {list(self.explore)}: expected at least one of {_explorable_text()}")
+        known = {name for names in explorable().values() for name in names}
         for name in self.explore:
-            if name not in HYPERPARAMETERS:
+            if name not in known:
                 raise ValueError(
-                    f"--pbt-explore {name!r}: not a hyperparameter PBT can explore; expected some of "
-                    f"{list(HYPERPARAMETERS)} (shapes such as network width or batch size are out of scope)"
+                    f"--pbt-explore {name!r}: not a hyperparameter PBT can explore; expected some of each task's "
+                    f"algorithm's ({_explorable_text()}; shapes such as network width or batch size are out of scope)"
                 )
         if len(set(self.explore)) != len(self.explore):
             raise ValueError(f"--pbt-explore {list(self.explore)}: each hyperparameter may appear once")
@@ -117,7 +175,7 @@ class PBTSettings:
                 raise ValueError(f"--pbt-bounds {name}: {name!r} is not explored (--pbt-explore {list(self.explore)})")
             if not (math.isfinite(low) and math.isfinite(high) and 0 < low < high):
                 raise ValueError(f"--pbt-bounds {name}={low}:{high}: expected 0 < LOW < HIGH, both finite")
-            if name in COMPLEMENT_SCALE and not high < 1:
+            if in_complement_scale(name) and not high < 1:
                 raise ValueError(f"--pbt-bounds {name}={low}:{high}: expected HIGH < 1 ({name} is explored as 1 - x)")
 
     def _check_numbers(self) -> None:
@@ -153,8 +211,9 @@ class PBTSettings:
         unknown = set(self.fitness) - set(configs)
         if unknown:
             raise ValueError(f"--pbt-fitness for {sorted(unknown)}: not trained in this run ({sorted(configs)})")
+        self._check_algorithms(configs)
         for task, config in configs.items():
-            for name in self.explore:
+            for name in self.explored_by(algorithm_of(config).hyperparameter_names()):
                 low, high = self.bounds_of(name)
                 value = getattr(config, name)
                 if not low <= value <= high:
@@ -164,6 +223,29 @@ class PBTSettings:
                     )
             if not steps_between[task]:
                 raise ValueError(self._never_fires(task, config, protocols[task], len(checkpoints_between[task])))
+
+    def _check_algorithms(self, configs: dict[str, AlgorithmConfig]) -> None:
+        """Each task explores the names of ``explore`` its algorithm carries: at least one; a name
+        given that no task's algorithm carries is refused (the default set is each algorithm's part
+        of it)."""
+        carried = {task: algorithm_of(config).hyperparameter_names() for task, config in configs.items()}
+        for task, names in carried.items():
+            if not self.explored_by(names):
+                algorithm = algorithm_of(configs[task]).name
+                raise ValueError(
+                    f"--pbt-explore {' '.join(self.explore)}: {task}'s algorithm {algorithm} has none of them; "
+                    f"expected some of its hyperparameters {list(names)}"
+                )
+        if self.explore == DEFAULT_EXPLORE:
+            return
+        for name in self.explore:
+            if not any(name in names for names in carried.values()):
+                held = "; ".join(
+                    f"{task} ({algorithm_of(configs[task]).name}): {list(n)}" for task, n in carried.items()
+                )
+                raise ValueError(
+                    f"--pbt-explore {name!r}: no task of this run has it; expected each task's algorithm's ({held})"
+                )
 
     def _never_fires(self, task: str, config: AlgorithmConfig, protocol: Any, targets: int) -> str:
         """Why the step never fires within ``task``'s budget, in the numbers the run trains with:

@@ -47,10 +47,17 @@ class PopulationStep:
         """What the compiled program depends on (programs are kept per identity)."""
         return json.dumps([self.settings.to_dict(), self.rule, self.fire_at, self.first_seed, self.task])
 
-    def __call__(self, runner, evaluation: dict[str, jax.Array], diverged_at: jax.Array):
-        """Traced. ``runner``: the population's RunnerState [N, ...] after this checkpoint's
-        update; ``evaluation``: its held-out metrics [N]; ``diverged_at``: int32 [N], each
-        member's first diverged update (0: healthy), which the record keeps."""
+    def __call__(
+        self,
+        runner,
+        evaluation: dict[str, jax.Array],
+        diverged_at: jax.Array,
+        fields: tuple[str, ...] = ("params", "opt_state"),
+    ):
+        """Traced. ``runner``: the population's state [N, ...] after this checkpoint's update;
+        ``evaluation``: its held-out metrics [N]; ``diverged_at``: int32 [N], each member's first
+        diverged update (0: healthy), which the record keeps; ``fields``: what a member copies
+        from its parent, the algorithm's ``population_fields``."""
         update = runner.update_index[0]
         primary, tie_break = fitness(evaluation, diverged_at > 0, self.rule)
         population = primary.shape[0]
@@ -60,7 +67,7 @@ class PopulationStep:
             key = jax.random.fold_in(population_key(self.first_seed, self.task), update)
             parent_key, explore_key = jax.random.split(key)
             parent = choose_parents(rank_worst_first(primary, tie_break), parent_key, selected)
-            return exploit_and_explore(runner, parent, explore_key, self.settings), parent
+            return exploit_and_explore(runner, parent, explore_key, self.settings, fields), parent
 
         def keep(runner):
             return runner, jnp.arange(population, dtype=jnp.int32)

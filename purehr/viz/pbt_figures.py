@@ -35,8 +35,15 @@ from purehr.viz.learning_curves import (
 from purehr.viz.run_data import RunData, SeedLog, load_run
 
 COMPLEMENT_SCALE = ("gamma", "gae_lambda")
-"""Drawn as 1 - x, the scale PBT explores them in (purehr.population.settings.COMPLEMENT_SCALE;
-the viz layer may not import the population code, which imports JAX)."""
+"""Drawn as 1 - x, the scale PBT explores them in (purehr.population.settings.in_complement_scale:
+these and any name ending in gamma or lambda; the viz layer may not import the population code,
+which imports JAX)."""
+
+
+def _complement(name: str) -> bool:
+    return name in COMPLEMENT_SCALE or name.endswith(("gamma", "lambda"))
+
+
 FITNESS_COLORMAP = "viridis"
 REQUIRED = ("pbt_fitness", "pbt_parent")
 
@@ -83,11 +90,11 @@ def best_member(fitness: dict[int, float], returns: dict[int, float]) -> int:
 def to_plotted_scale(name: str, values: np.ndarray) -> np.ndarray:
     """1 - x for gamma and GAE lambda (a horizon), x for the others."""
     values = np.asarray(values, dtype=np.float64)
-    return 1.0 - values if name in COMPLEMENT_SCALE else values
+    return 1.0 - values if _complement(name) else values
 
 
 def hyperparameter_label(name: str) -> str:
-    return f"1 - {name} (log scale)" if name in COMPLEMENT_SCALE else f"{name} (log scale)"
+    return f"1 - {name} (log scale)" if _complement(name) else f"{name} (log scale)"
 
 
 # ---------------------------------------------------------------- the population's table

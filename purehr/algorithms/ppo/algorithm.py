@@ -22,6 +22,7 @@ from flax import struct
 
 from purehr.algorithms.ppo.config import PPOConfig, PPOHyperparams
 from purehr.algorithms.ppo.loss import Batch, ppo_loss
+from purehr.algorithms.ppo.memory import working_set_bytes
 from purehr.algorithms.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, METRIC_NAMES
 from purehr.algorithms.ppo.policy_core import FeedForwardCore
 from purehr.algorithms.ppo.recurrent import RecurrentCore
@@ -138,6 +139,10 @@ class PPO:
 
     def network_params(self, runner: RunnerState):
         return runner.params
+
+    def working_set_bytes(self, state_shapes: RunnerState, observation_size: int) -> int:
+        """What one seed's update holds beyond its state (``purehr.algorithms.ppo.memory``)."""
+        return working_set_bytes(self.config, state_shapes, observation_size)
 
     def diverged_at_update(self, runner: RunnerState) -> jax.Array:
         """See ``diverged_at_update`` below: read from Adam's step count, no field of its own."""

@@ -158,7 +158,12 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
                     setup.algorithm.network_params(runner),
                 )
             if setup.population is not None:  # the saved state is the one the population continues from
-                runner, record = setup.population(runner, evaluation, setup.algorithm.diverged_at_update(runner))
+                runner, record = setup.population(
+                    runner,
+                    evaluation,
+                    setup.algorithm.diverged_at_update(runner),
+                    setup.algorithm.population_fields,
+                )
                 evaluation = dict(evaluation, **record)
             call_host(save, runner, evaluation, showcase, recorded)
             return runner if setup.population is not None else None  # else nothing for the scan to stack

@@ -160,45 +160,46 @@ class RunEstimate:
 @dataclass(frozen=True)
 class TrainingMemory:
     """A lower bound of the bytes one task's training holds at once, for all its seeds: its
-    state as ``init`` builds it (parameters, Adam's two moments, environments: exact, from
-    ``jax.eval_shape``, nothing allocated), the gradients (one more copy of the parameters), a
-    rollout's transitions and one minibatch's layer activations with their gradients. XLA
-    needs more (temporaries, the evaluations), never less: what exceeds the machine's memory
-    cannot run, and used to hang at 0% CPU in the first allocation instead of failing."""
+    state as ``init`` builds it (every leaf: parameters, optimiser moments, environments, a
+    replay buffer: exact, from ``jax.eval_shape``, nothing allocated) and what an update holds
+    beyond it: the algorithm's own ``working_set_bytes`` where it has one (PPO: gradients, a
+    rollout's transitions, one minibatch's activations and their gradients), else one more copy
+    of the network (its gradients) and one batch of transitions. XLA needs more (temporaries,
+    the evaluations), never less: what exceeds the machine's memory cannot run, and used to hang
+    at 0% CPU in the first allocation instead of failing."""
 
     task: str
     seeds: int
     parameters: int
-    state: int  # parameters, Adam's moments, environment states and observations
-    activations: int  # gradients, a rollout's transitions, a minibatch's activations
+    state: int  # every leaf of the state: parameters, optimiser, environments, buffers
+    activations: int  # what an update holds beyond the state: gradients, transitions, activations
     network: str  # the config fields that size the parameters, as given
 
     @property
     def total(self) -> int:
         return self.state + self.activations
 
+    @property
+    def layers(self) -> str:
+        names = [part.partition("=")[0] for part in self.network.split(", ")]
+        return ", ".join(name for name in names if name.endswith(("_hidden", "_width"))) or "the networks"
+
     @classmethod
-    def of(cls, task: str, ppo, config, observation_size: int, num_seeds: int) -> TrainingMemory:
-        state = jax.eval_shape(ppo.init, jax.random.PRNGKey(0))
-        parameters = _bytes(state.params)
-        itemsize = _float_itemsize()
-        units = sum(config.actor_hidden) + sum(config.critic_hidden)
-        if config.policy == "gru":  # embedding, three gates and the state, per transition
-            units += 5 * config.recurrent_width
-        transitions = config.num_envs * config.num_steps
-        rollout = transitions * (observation_size + 8) * itemsize
-        minibatch = 2 * config.minibatch_size * units * itemsize  # activations and their gradients
-        network = f"actor_hidden={config.actor_hidden}, critic_hidden={config.critic_hidden}"
-        if config.policy == "gru":
-            network += f", policy='gru', recurrent_width={config.recurrent_width}"
-        per_seed_activations = parameters + rollout + minibatch
+    def of(cls, task: str, algorithm, config, observation_size: int, num_seeds: int) -> TrainingMemory:
+        state = jax.eval_shape(algorithm.init, jax.random.PRNGKey(0))
+        parameters = _bytes(algorithm.network_params(state))
+        working_set = getattr(algorithm, "working_set_bytes", None)
+        if working_set is not None:
+            per_seed = working_set(state, observation_size)
+        else:  # gradients of the network and one batch of transitions, no fewer
+            per_seed = parameters + config.batch_size * (observation_size + TRANSITION_SCALARS) * _float_itemsize()
         return cls(
             task,
             num_seeds,
             parameters * num_seeds,
             _bytes(state) * num_seeds,
-            per_seed_activations * num_seeds,
-            network,
+            per_seed * num_seeds,
+            network_text(config),
         )
 
     def refusal(self, available: int, where: str, together: int | None = None) -> str:
@@ -207,15 +208,29 @@ class TrainingMemory:
         seeds = f"{self.seeds} seed{'s' if self.seeds != 1 else ''}"
         message = (
             f"{self.task}: training {seeds} needs at least {byte_count(self.total)} of memory: parameters "
-            f"{byte_count(self.parameters)} ({self.network}), parameters with Adam's moments and the environments "
-            f"{byte_count(self.state)}, gradients and activations {byte_count(self.activations)}"
+            f"{byte_count(self.parameters)} ({self.network}), the training state (parameters, optimiser, "
+            f"environments, buffers) {byte_count(self.state)}, gradients and activations {byte_count(self.activations)}"
         )
         if together is not None:
             message += f"; every task of the run together {byte_count(together)}"
         return (
             f"{message}; this machine has {byte_count(available)} ({where}). Expected smaller layers "
-            "(actor_hidden, critic_hidden, recurrent_width), fewer environments or fewer seeds"
+            f"({self.layers}), fewer environments or fewer seeds"
         )
+
+
+TRANSITION_SCALARS = 8
+"""A stored transition's scalars besides its observation (action, reward, flags, ...)."""
+
+
+def network_text(config) -> str:
+    """The fields of ``config`` that size its networks, as given: every ``*_hidden`` field, and a
+    recurrent policy's width (``actor_hidden=(64, 64), critic_hidden=(64, 64)``)."""
+    fields = config.to_dict()
+    shown = [f"{name}={value}" for name, value in fields.items() if name.endswith("_hidden")]
+    if fields.get("policy") == "gru":
+        shown += ["policy='gru'", f"recurrent_width={fields.get('recurrent_width')}"]
+    return ", ".join(shown) or "its networks"
 
 
 def _float_itemsize() -> int:

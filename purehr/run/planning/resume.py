@@ -227,12 +227,17 @@ def extension_problem(
     """Why a run of ``before`` steps cannot be extended to ``after`` bit-identically, or None.
     An extended run must end exactly where an uninterrupted run of ``after`` steps ends, so
     nothing the first ``before`` steps computed may depend on the budget (docs/protocol.md)."""
-    if config.anneal_lr:
+    depends = getattr(config, "budget_dependence", None)  # another algorithm's schedule over the budget
+    reason = depends() if depends is not None else None
+    if getattr(config, "anneal_lr", False):
         why = (
             "its learning rate decays linearly to 0 over the budget (anneal_lr=True), so the first "
             f"{before:,} steps of a {after:,}-step run are not this run's"
         )
         fix = "; train a run you mean to extend with --anneal-lr false"
+    elif reason:
+        why = f"{reason}, so the first {before:,} steps of a {after:,}-step run are not this run's"
+        fix = ""
     elif curriculum is not None:
         why = (
             "its curriculum's stages are fractions of the budget, so the first "

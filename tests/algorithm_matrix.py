@@ -1,0 +1,108 @@
+"""The protocol tests' algorithm matrix: one row per registered algorithm, and
+tests/test_protocol_matrix.py runs every protocol guarantee over every row (checkpoints at every
+target with held-out evaluation and baselines, SIGKILL and Ctrl-C resumes bit-identical,
+dashboards exactly once, the divergence guard, PBT in the call, restore, evaluate, render,
+publish). Adding an algorithm adds one row here:
+
+    "sac": AlgorithmRow(
+        "sac",
+        tasks={"swing": dict(num_envs=4, num_steps=8, batch_size=64, actor_hidden=(16,), ...)},
+        diverging=("learning_rate", 1e30),
+        explore=("learning_rate",),
+    ),
+
+A row's ``tasks`` are the tasks it serves, one per action-space kind it takes (swing: Box; hrv:
+MultiDiscrete; gymnax:CartPole-v1: Discrete), each with config fields over that task's defaults
+for the algorithm that make a tiny run (a few dozen updates of a few hundred steps; the protocol's
+cadence is ``PROTOCOL`` for every row). Its first task is the one the runs are watched on (the
+kill after its third checkpoint, the Ctrl-C at its update 7) and the population trains on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+PROTOCOL = dict(checkpoint_interval=3000, eval_episodes=4, full_eval_interval=2, quick_eval_episodes=2)
+"""Every row's checkpoint and evaluation cadence (``ProtocolSettings``): targets every 3,000 steps,
+every second one and the last with the full evaluation."""
+SEEDS = [0, 1]
+POPULATION = [0, 1, 2, 3]
+
+PPO_SMALL = dict(
+    total_timesteps=16384,
+    num_envs=4,
+    num_steps=128,
+    minibatch_size=128,
+    num_epochs=2,
+    actor_hidden=(16,),
+    critic_hidden=(16,),
+    anneal_lr=False,
+)
+"""conftest.PROTOCOL_SMALL's algorithm fields: 32 updates of 512 steps (a constant learning rate, so
+a resumed or extended run is bit-identical)."""
+
+
+@dataclass(frozen=True)
+class AlgorithmRow:
+    """What the matrix needs of one algorithm: its registered ``name``; ``tasks``: task -> config
+    fields over the task's defaults for it; ``diverging``: a continuous hyperparameter and a value
+    that makes its losses or parameters non-finite within an update (the divergence guard);
+    ``explore``: what its population explores; ``shared_reference``: the name of a conftest
+    fixture that already trains exactly this row's run (its uninterrupted reference is then
+    shared, not trained twice)."""
+
+    name: str
+    tasks: dict[str, dict[str, Any]]
+    diverging: tuple[str, float]
+    explore: tuple[str, ...]
+    shared_reference: str | None = None
+    population_task: str | None = field(default=None)  # default: the first task
+
+    @property
+    def task_names(self) -> list[str]:
+        return list(self.tasks)
+
+    @property
+    def watched(self) -> str:
+        return self.task_names[0]
+
+    @property
+    def pbt_task(self) -> str:
+        return self.population_task or self.watched
+
+    def configs(self, tasks: list[str] | None = None) -> dict[str, Any]:
+        """Each task's config: its defaults for this algorithm (``Task.default_configs`` where the
+        task records them, PPO's ``default_config``, else the algorithm's own) with the row's fields."""
+        from purehr.algorithms.registry import DEFAULT_ALGORITHM, default_config
+        from purehr.tasks import get_task
+
+        configs = {}
+        for task in tasks or self.task_names:
+            definition = get_task(task)
+            recorded = getattr(definition, "default_configs", None) or {}
+            if self.name in recorded:
+                base = recorded[self.name]
+            elif self.name == DEFAULT_ALGORITHM:
+                base = definition.default_config
+            else:
+                base = default_config(self.name)
+            configs[task] = base.replace(**self.tasks[task])
+        return configs
+
+    def run_arguments(self, tasks: list[str] | None = None) -> dict[str, Any]:
+        """``train_all_seeds``' keywords for this row's run (the tests' and the killed child's)."""
+        return dict(tasks=tasks or self.task_names, configs=self.configs(tasks), overrides=dict(PROTOCOL))
+
+
+MATRIX: dict[str, AlgorithmRow] = {
+    "ppo": AlgorithmRow(
+        "ppo",
+        tasks={"swing": PPO_SMALL, "hrv": PPO_SMALL, "gymnax:CartPole-v1": PPO_SMALL},
+        diverging=("learning_rate", 1e30),
+        explore=("learning_rate", "ent_coef"),
+        shared_reference="protocol_reference",
+        population_task="hrv",
+    ),
+}
+"""The rows, by algorithm name; tests/test_protocol_matrix.py checks that every registered
+algorithm has one."""
