@@ -381,11 +381,14 @@ def _curricula_from_args(args) -> dict | None:
     """None when --curriculum is not given (a resume then uses the recorded one)."""
     if args.curriculum is None:
         return None
+    from purehr.algorithms.registry import split_entry
     from purehr.envs.curriculum import Curriculum
 
-    if args.tasks is not None and "hrv" not in args.tasks:
+    entries = ["hrv"] if args.tasks is None else [task for task in args.tasks if split_entry(task)[0] == "hrv"]
+    if not entries:
         raise ValueError(f"--curriculum applies to the hrv task, which is not in --tasks {args.tasks}")
-    return {"hrv": Curriculum.parse(args.curriculum)}
+    curriculum = Curriculum.parse(args.curriculum)
+    return dict.fromkeys(entries, curriculum)  # every entry of hrv (hrv, hrv@pqn)
 
 
 if __name__ == "__main__":
