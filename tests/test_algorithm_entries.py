@@ -161,3 +161,16 @@ def test_a_toml_file_with_an_entry_plans_the_manifest_the_flags_recorded(two_ent
     assert plan["configs"]["swing"] == recorded["configs"]["swing"]
     assert plan["configs"]["swing@ppo"] == {**recorded["configs"]["swing@ppo"], "gamma": 0.9}
     assert recorded["configs"]["swing@ppo"]["gamma"] != 0.9
+
+
+def test_the_flags_are_the_union_of_the_algorithms_fields_each_saying_whom_it_applies_to(fake_algorithm, monkeypatch):
+    from purehr.cli import ppo_flags
+
+    fields, owners = ppo_flags._union_of_fields()
+    names = [field.name for field in fields]
+    assert len(names) == len(set(names))  # a field several configs share is one flag
+    assert owners["num_envs"] == ("ppo", "fake") and owners["tau"] == ("fake",) and owners["gamma"] == ("ppo",)
+    assert "checkpoint_interval" in names and "checkpoint_interval" not in owners  # the protocol's: every algorithm
+    monkeypatch.setattr(ppo_flags, "FIELD_ALGORITHMS", owners)
+    assert ppo_flags.applies_to("tau") == " [fake only]" and ppo_flags.applies_to("gamma") == " [ppo only]"
+    assert ppo_flags.applies_to("num_envs") == "" and ppo_flags.applies_to("eval_episodes") == ""
