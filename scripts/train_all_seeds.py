@@ -26,9 +26,11 @@ def _protocol_defaults(name: str) -> str:
 
     def default(task: str):
         task = get_task(task)
-        return getattr(task.default_protocol if name in PROTOCOL_FIELDS else task.default_config, name)
+        return getattr(task.default_protocol if name in PROTOCOL_FIELDS else task.default_config, name, None)
 
-    return f"swing {show(default('swing'))}, hrv {show(default('hrv'))}"
+    if default("swing") is None:  # a field of another algorithm: its defaults
+        return "the algorithm's"
+    return f"the protocol's, swing {show(default('swing'))}, hrv {show(default('hrv'))}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,15 +58,17 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="tasks to train: swing, hrv (default: both; on --resume: the run's), <suite>:<environment> "
         "(gymnax:CartPole-v1, brax:inverted_pendulum, xminigrid:MiniGrid-Empty-5x5) or module:factory for "
-        "your own environment (docs/environments.md)",
+        "your own environment (docs/environments.md); TASK@ALGORITHM trains the task by that algorithm "
+        "(swing@sac beside swing: two entries of one run, keyed so)",
     )
     add_environment_flags(parser)
     parser.add_argument(
         "--algorithm",
         choices=sorted(ALGORITHMS),
-        default=DEFAULT_ALGORITHM,
-        help="the algorithm every task trains with, by its registry name (purehr.algorithms.registry; "
-        "docs/interfaces.md, 'Algorithms')",
+        default=None,
+        help=f"the algorithm every task without an @ALGORITHM suffix trains with, by its registry name "
+        f"(purehr.algorithms.registry; docs/interfaces.md, 'Algorithms'; default: {DEFAULT_ALGORITHM}; on "
+        "--resume: the run's)",
     )
     parser.add_argument(
         "--seeds", nargs="+", type=int, default=None, help="seeds (default: 0 1 2 3 4; on --resume: the run's)"
@@ -132,11 +136,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_tracking_flags(parser, directory_note="the run directory")
     add_pbt_flags(parser)
-    group = parser.add_argument_group("PPO fields (applied to every task; protocol defaults per task otherwise)")
+    group = parser.add_argument_group(
+        "algorithm fields (applied to every task entry, each refused where its algorithm lacks it; [task.NAME] "
+        "sections of --config per entry; protocol defaults per task otherwise)"
+    )
     add_config_flags(
         group,
         [name for name in FIELDS if name != "total_timesteps"],
-        default_note=lambda name: f" (default: the protocol's, {_protocol_defaults(name)})",
+        default_note=lambda name: f" (default: {_protocol_defaults(name)})",
     )
     return parser
 
@@ -301,6 +308,7 @@ def _run_request(args) -> dict:
         env_kwargs=env_kwargs_from_args(args.env_arg, args.tasks, args.brax_backend),
         overrides=overrides_from_args(args),
         task_overrides=getattr(args, "task_overrides", None),
+        algorithm=args.algorithm,
         resume=args.resume,
         devices=args.devices,
         log=tracking_from_args(args),
@@ -373,11 +381,14 @@ def _curricula_from_args(args) -> dict | None:
     """None when --curriculum is not given (a resume then uses the recorded one)."""
     if args.curriculum is None:
         return None
+    from purehr.algorithms.registry import split_entry
     from purehr.envs.curriculum import Curriculum
 
-    if args.tasks is not None and "hrv" not in args.tasks:
+    entries = ["hrv"] if args.tasks is None else [task for task in args.tasks if split_entry(task)[0] == "hrv"]
+    if not entries:
         raise ValueError(f"--curriculum applies to the hrv task, which is not in --tasks {args.tasks}")
-    return {"hrv": Curriculum.parse(args.curriculum)}
+    curriculum = Curriculum.parse(args.curriculum)
+    return dict.fromkeys(entries, curriculum)  # every entry of hrv (hrv, hrv@pqn)
 
 
 if __name__ == "__main__":

@@ -8,14 +8,14 @@ line in ``ALGORITHMS`` (docs/interfaces.md, "Adding an algorithm")."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
-from dataclasses import dataclass
 from typing import Any
 
 from purehr.algorithms.base import Algorithm, AlgorithmConfig, MetricNames
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class AlgorithmEntry:
     name: str
     summary: str
@@ -23,6 +23,28 @@ class AlgorithmEntry:
     make: str  # "module:make_<name>"
     metrics: str  # "module:METRIC_NAMES"
     hyperparameters: str  # "module:HYPERPARAMETERS": the continuous fields the state carries (sweeps, PBT)
+    action_spaces: tuple[str, ...] = ("Discrete", "MultiDiscrete", "Box")  # the spaces it can act in
+    defaults: str | None = None  # "module:function": function(action_space) -> its config for such a task
+
+    def serves(self, action_space) -> bool:
+        """Whether it can act in ``action_space`` (a ``purehr.envs.spaces`` space)."""
+        return type(action_space).__name__ in self.action_spaces
+
+    def check_serves(self, entry: str, task: str, action_space) -> None:
+        """``ValueError`` naming the entry, this algorithm and the spaces it supports when it
+        cannot act in ``task``'s ``action_space`` (before anything is built)."""
+        if not self.serves(action_space):
+            raise ValueError(
+                f"{entry}: {self.name} needs {' or '.join(self.action_spaces)} actions; {task}'s are "
+                f"{space_text(action_space)}"
+            )
+
+    def defaults_for(self, action_space) -> AlgorithmConfig:
+        """Its own config for a task without a tuned one (its ``defaults``; else the config
+        class's defaults)."""
+        if self.defaults is None:
+            return self.config_class()()
+        return _load(self.defaults)(action_space)
 
     def config_class(self) -> type:
         return _load(self.config)
@@ -49,6 +71,7 @@ ALGORITHMS = {
         "purehr.algorithms.ppo.algorithm:make_ppo",
         "purehr.algorithms.ppo.metrics:METRIC_NAMES",
         "purehr.algorithms.ppo.config:HYPERPARAMETERS",
+        defaults="purehr.tasks.environment_task:ppo_defaults",
     ),
 }
 DEFAULT_ALGORITHM = "ppo"
@@ -59,6 +82,23 @@ def get_algorithm(name: str) -> AlgorithmEntry:
     if name not in ALGORITHMS:
         raise ValueError(f"algorithm={name!r}: expected one of {', '.join(sorted(ALGORITHMS))}")
     return ALGORITHMS[name]
+
+
+def space_text(space) -> str:
+    """``Box(2,)``, ``Discrete(3)``, ``MultiDiscrete(5, 3)``: an action space in a message."""
+    kind = type(space).__name__
+    if hasattr(space, "nvec"):
+        return f"{kind}({', '.join(map(str, space.nvec))})"
+    if hasattr(space, "shape") and kind == "Box":
+        return f"{kind}{tuple(space.shape)}"
+    return f"{kind}({getattr(space, 'n', '')})"
+
+
+def split_entry(entry: str) -> tuple[str, str | None]:
+    """``swing@sac`` -> ("swing", "sac"); ``swing`` -> ("swing", None): a run's task entry is a
+    task, trained by the algorithm its ``@`` suffix names (else the run's ``--algorithm``)."""
+    task, at, algorithm = entry.rpartition("@")
+    return (task, algorithm) if at else (entry, None)
 
 
 def algorithm_of(config: AlgorithmConfig) -> AlgorithmEntry:

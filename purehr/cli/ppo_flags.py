@@ -1,8 +1,10 @@
-"""Command-line flags generated from the algorithm's config class (``PPOConfig``, found through
-``purehr.algorithms.registry``) and the protocol's settings (``ProtocolSettings``: checkpoint and
+"""Command-line flags generated from the registered algorithms' config classes (``PPOConfig``
+and the others ``purehr.algorithms.registry`` names: the union of their fields, a field several
+share being one flag) and the protocol's settings (``ProtocolSettings``: checkpoint and
 evaluation cadence): one rule for every script, so a new field gets its flag, type and help
 everywhere at once. A flag's type is its field's declared type; the run gives each value to its
-owner (``purehr.protocol_settings.split_settings``)."""
+owner (``purehr.protocol_settings.split_settings``) and refuses one the entry's algorithm lacks
+(``purehr.run.planning.run_plan.merged_settings``)."""
 
 from __future__ import annotations
 
@@ -11,14 +13,29 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
+from purehr.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM
 from purehr.cli.arguments import parse_bool
 from purehr.protocol_settings import ProtocolSettings
 
 DEST_PREFIX = "ppo_"
-CONFIG_FIELDS = dataclasses.fields(get_algorithm(DEFAULT_ALGORITHM).config_class()) + dataclasses.fields(
-    ProtocolSettings
-)
+
+
+def _union_of_fields() -> tuple[tuple[dataclasses.Field, ...], dict[str, tuple[str, ...]]]:
+    """(each field once: the default algorithm's first, then the others' new ones, then the
+    protocol's; field -> the algorithms whose config has it)."""
+    order = [DEFAULT_ALGORITHM, *(name for name in ALGORITHMS if name != DEFAULT_ALGORITHM)]
+    fields: dict[str, dataclasses.Field] = {}
+    owners: dict[str, list[str]] = {}
+    for algorithm in order:
+        for field in dataclasses.fields(ALGORITHMS[algorithm].config_class()):
+            fields.setdefault(field.name, field)
+            owners.setdefault(field.name, []).append(algorithm)
+    return (*fields.values(), *dataclasses.fields(ProtocolSettings)), {k: tuple(v) for k, v in owners.items()}
+
+
+CONFIG_FIELDS, FIELD_ALGORITHMS = _union_of_fields()
+"""``FIELD_ALGORITHMS``: config field -> the algorithms it applies to (the protocol's settings
+apply to every algorithm and are absent)."""
 FIELDS = tuple(field.name for field in CONFIG_FIELDS)
 FIELD_HELP = {field.name: field.metadata["help"] for field in CONFIG_FIELDS}
 """Each field's help, declared beside it in the config class (``with_help``)."""
@@ -58,7 +75,7 @@ def add_config_flags(
     tuple is then written 64,64); otherwise one value (a layer-width tuple as 64 64)."""
     for name in fields:
         if name not in FIELDS:
-            raise ValueError(f"{name!r} is not a field of the {DEFAULT_ALGORITHM} config")
+            raise ValueError(f"{name!r} is not a field of a registered algorithm's config ({', '.join(ALGORITHMS)})")
         sizes = FIELD_TYPES[name].startswith("tuple")
         metavar = ("SIZES" if sizes else "VALUE") if several else name.upper()
         example = (" each written 64,64" if several else ", e.g. 64 64") if sizes else ""
@@ -69,8 +86,14 @@ def add_config_flags(
             type=_value_type(name, several),
             nargs="+" if several or sizes else None,
             metavar=metavar,
-            help=f"{FIELD_HELP[name]}{example}{default_note(name)}",
+            help=f"{FIELD_HELP[name]}{example}{applies_to(name)}{default_note(name)}",
         )
+
+
+def applies_to(name: str) -> str:
+    """`` [ppo, pqn]``: the algorithms a flag applies to, where not every registered one has it."""
+    owners = FIELD_ALGORITHMS.get(name)
+    return "" if owners is None or len(owners) == len(ALGORITHMS) else f" [{', '.join(owners)} only]"
 
 
 def config_values(args: argparse.Namespace, *, several: bool = False) -> dict[str, Any]:

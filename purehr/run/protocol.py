@@ -96,6 +96,7 @@ def train_all_seeds(
     pbt=None,
     task_overrides: dict[str, dict[str, Any]] | None = None,
     run_config: dict[str, Any] | None = None,
+    algorithm: str | None = None,
 ) -> RunSummary:
     """Train every task x seed in one compiled call; see docs/protocol.md for what it leaves.
 
@@ -114,6 +115,9 @@ def train_all_seeds(
     ``pbt`` (a ``purehr.population.PBTSettings``): the seeds of each task are one population
     trained by population-based training (docs/pbt.md); recorded, and kept on a resume.
     ``task_overrides`` maps a task to field values for it alone, applied over ``overrides``.
+    A task entry ``swing@sac`` trains ``swing`` by ``sac`` and keys everything of it (configs,
+    the run directory's ``swing@sac/seed_<n>/``); an entry without a suffix trains by
+    ``algorithm`` (default: PPO; on ``resume``: the recorded one, which a given one must equal).
     ``run_config`` (JSON: the script's resolved settings, the config file's path and SHA-256)
     is recorded in the manifest as ``run_config`` (a resume's: in its ``resumes`` entry).
     ``keep_dashboards_open``: a finished run's dashboards stay open in ``RunSummary.tracking``
@@ -130,7 +134,9 @@ def train_all_seeds(
     started = time.perf_counter()
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
-    request = RunRequest.checked(tasks, seeds, configs, overrides, curricula, env_kwargs, log, pbt, task_overrides)
+    request = RunRequest.checked(
+        tasks, seeds, configs, overrides, curricula, env_kwargs, log, pbt, task_overrides, algorithm
+    )
     # a bad --devices, or too few CPU pool threads for the devices, is refused before the run
     # directory is touched
     check_host_callback_threads(select_devices(devices))

@@ -93,8 +93,12 @@ def check_spaces(env: Environment, name: str) -> None:
 
 
 def default_config_for(env: Environment) -> AlgorithmConfig:
-    continuous = isinstance(env.action_space(env.default_params), spaces.Box)
-    return CONTINUOUS_DEFAULTS if continuous else DISCRETE_DEFAULTS
+    return ppo_defaults(env.action_space(env.default_params))
+
+
+def ppo_defaults(action_space: Any) -> AlgorithmConfig:
+    """PPO's defaults for a task without tuned ones (the registry's ``defaults`` of ``ppo``)."""
+    return CONTINUOUS_DEFAULTS if isinstance(action_space, spaces.Box) else DISCRETE_DEFAULTS
 
 
 def floors_for(env: Environment) -> tuple[Baseline, ...]:
@@ -154,6 +158,7 @@ def environment_task(
     *,
     default_config: AlgorithmConfig | None = None,
     default_protocol: ProtocolSettings | None = None,
+    default_configs: dict[str, AlgorithmConfig] | None = None,
     env_kwargs: Callable[[Environment], dict[str, Any]] | None = None,
     source: Callable[[Environment], dict[str, Any]] | None = None,
     env_class: type | None = None,
@@ -165,7 +170,8 @@ def environment_task(
     (``check_environment``, ``check_spaces``). ``env_kwargs(env)`` is what a manifest records to
     rebuild ``env`` (resume, restore; default: the keywords ``make_env`` was called with);
     ``source(env)`` where it comes from; ``default_protocol`` its checkpoint and evaluation
-    cadence (default: ``ProtocolSettings()``). ``baselines``: the user's policies, evaluated like
+    cadence (default: ``ProtocolSettings()``); ``default_configs`` its configs for other algorithms
+    (by name: ``{"sac": SACConfig(...)}``). ``baselines``: the user's policies, evaluated like
     the floors; the one whose flag is ``reference`` is the task's reference, the others floors."""
 
     def make_named_env(**kwargs: Any) -> Environment:
@@ -182,6 +188,7 @@ def environment_task(
         env_class=type(env) if env_class is None else env_class,
         make_env=make_named_env,
         default_config=default_config_for(env) if default_config is None else default_config,
+        default_configs=dict(default_configs or {}),
         baselines=with_user_baselines(name, floors_for(env), baselines, reference),
         heldout_evaluation=heldout_evaluation,
         env_evaluation=heldout_evaluation,

@@ -4,7 +4,9 @@ called with the keyword arguments a run gives the task (``--env-arg``), and the 
 them, so a resume or a restore in a fresh process calls it again with the same ones.
 
 The module may define ``PPO_CONFIG`` (a ``PPOConfig``): the task's default configuration
-(else the default for its action space, ``purehr.tasks.environment_task``), and ``PACKAGES``
+(else the default for its action space, ``purehr.tasks.environment_task``), ``<NAME>_CONFIG``
+(``SAC_CONFIG``: that registered algorithm's config) its default for another algorithm
+(``--tasks mine:make_env@sac``), and ``PACKAGES``
 (distribution names): packages whose versions the run records besides those of the packages
 the module imports itself (``imported_distributions``), and ``BASELINES`` (a dict: policy name ->
 ``make_policy(env, env_params)`` returning ``policy(obs, t, key) -> action``): reference
@@ -26,7 +28,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from purehr.algorithms.registry import get_algorithm
+from purehr.algorithms.base import AlgorithmConfig
+from purehr.algorithms.registry import ALGORITHMS, get_algorithm
 from purehr.envs.base import Environment
 from purehr.tasks.environment_task import environment_task, package_versions
 from purehr.tasks.task import Baseline, Task
@@ -75,6 +78,7 @@ def factory_task(name: str) -> Task:
         name,
         make_env,
         default_config=config,
+        default_configs=_declared_configs(module, module_name, name),
         baselines=_declared_baselines(module, name),
         reference=_declared_reference(module, name),
         source=lambda env: {
@@ -85,6 +89,23 @@ def factory_task(name: str) -> Task:
             "versions": package_versions(packages),  # looked up when recorded: a baseline's key holds them
         },
     )
+
+
+def _declared_configs(module, module_name: str, name: str) -> dict[str, AlgorithmConfig]:
+    """The module's ``<NAME>_CONFIG`` of each registered algorithm but PPO (``SAC_CONFIG``):
+    the task's default for that algorithm."""
+    configs = {}
+    for algorithm, entry in ALGORITHMS.items():
+        config = getattr(module, f"{algorithm.upper()}_CONFIG", None)
+        if algorithm == "ppo" or config is None:
+            continue
+        if not isinstance(config, entry.config_class()):
+            raise TypeError(
+                f"task {name!r}: {module_name}.{algorithm.upper()}_CONFIG is a {type(config).__name__}; expected "
+                f"a {entry.config_class().__name__}"
+            )
+        configs[algorithm] = config
+    return configs
 
 
 def imported_distributions(module) -> list[str]:

@@ -7,10 +7,12 @@ finds the task an environment belongs to."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import importlib
 from typing import Any
 
+from purehr.algorithms.registry import ALGORITHMS, split_entry
 from purehr.envs.base import Environment
 from purehr.tasks.environment_task import BUILT_BY
 from purehr.tasks.factory import factory_task, is_factory_name
@@ -35,6 +37,7 @@ SUITES: dict[str, str] = {
 }
 """Suite prefix -> the module that builds its tasks (imported when a task of it is asked for)."""
 _RESOLVED: dict[str, Task] = {}  # suite and factory tasks, built once per process
+_ENTRIES: dict[tuple[str, int], Task] = {}  # run entries swing@sac, by entry and task
 
 
 def register_task(task: Task, *, replace: bool = False) -> Task:
@@ -43,8 +46,11 @@ def register_task(task: Task, *, replace: bool = False) -> Task:
     (the suite and ``module:factory`` forms)."""
     if not isinstance(task, Task):
         raise TypeError(f"register_task takes a purehr.tasks.Task, got {type(task).__name__}")
-    if ":" in task.name or not task.name:
-        raise ValueError(f"task name {task.name!r}: expected a non-empty name without ':' (the suite form)")
+    if ":" in task.name or "@" in task.name or not task.name:
+        raise ValueError(
+            f"task name {task.name!r}: expected a non-empty name without ':' (the suite form) or '@' (a run "
+            "entry's algorithm, swing@sac)"
+        )
     if task.name in TASKS and not replace and TASKS[task.name] is not task:
         raise ValueError(f"task {task.name!r} is already registered; pass replace=True to replace it")
     TASKS[task.name] = task
@@ -56,9 +62,30 @@ def get_task(name: str) -> Task:
         raise ValueError(f"task {name!r}: expected a task name (a string)")
     if name in TASKS:
         return TASKS[name]
+    if "@" in name:
+        return _entry_task(name)
     if name not in _RESOLVED:
         _RESOLVED[name] = _resolve(name)
     return _RESOLVED[name]
+
+
+def _entry_task(name: str) -> Task:
+    """``swing@sac``: the task ``swing`` as a run entry trained by ``sac`` (its default config
+    ``swing``'s for sac, ``Task.config_for``), named by the whole entry; refused by name for an
+    unknown algorithm or one that cannot act in the task's action space."""
+    task_name, algorithm = split_entry(name)
+    if not task_name or not algorithm or "@" in task_name:
+        raise ValueError(f"task entry {name!r}: expected TASK or TASK@ALGORITHM (swing@ppo), one '@'")
+    if algorithm not in ALGORITHMS:
+        raise ValueError(
+            f"task entry {name!r}: unknown algorithm {algorithm!r}; expected one of {', '.join(sorted(ALGORITHMS))}"
+        )
+    task = get_task(task_name)
+    key = (name, id(task))  # a task registered again (replace=True) gets its entries anew
+    if key not in _ENTRIES:
+        config = task.config_for(algorithm, entry=name)
+        _ENTRIES[key] = dataclasses.replace(task, name=name, default_config=config, algorithm=algorithm)
+    return _ENTRIES[key]
 
 
 def _resolve(name: str) -> Task:

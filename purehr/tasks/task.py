@@ -4,13 +4,14 @@ showcase recorder, so the runner, the scripts and the API treat every task alike
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import jax
 
 from purehr.algorithms.base import Algorithm, AlgorithmConfig
+from purehr.algorithms.registry import algorithm_of, get_algorithm
 from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
 from purehr.protocol_settings import ProtocolSettings, without_legacy_settings
@@ -64,6 +65,34 @@ class Task:
     recorded in the manifest's ``sources``, compared on resume."""
     default_protocol: ProtocolSettings = dataclasses.field(default_factory=ProtocolSettings)
     """How often a run of this task checkpoints and how many held-out episodes judge it."""
+    default_configs: Mapping[str, AlgorithmConfig] = dataclasses.field(default_factory=dict)
+    """Algorithm name -> the task's tuned config for it; ``default_config`` is filed under its
+    own algorithm's name (``"ppo"``). An algorithm without one gets its own defaults for the
+    task's action space (``config_for``)."""
+    algorithm: str | None = None
+    """The algorithm of a run entry ``swing@sac`` (``get_task("swing@sac")``: this task named
+    so, its ``default_config`` the algorithm's); None: a task, trained by the run's algorithm."""
+
+    def __post_init__(self) -> None:
+        own = {algorithm_of(self.default_config).name: self.default_config}
+        object.__setattr__(self, "default_configs", {**own, **dict(self.default_configs)})
+
+    @property
+    def task_name(self) -> str:
+        """The task an entry ``swing@sac`` trains (``swing``); a task's own name otherwise."""
+        return self.name.rpartition("@")[0] if self.algorithm is not None else self.name
+
+    def config_for(self, algorithm: str, entry: str | None = None) -> AlgorithmConfig:
+        """``algorithm``'s config for this task: its tuned default (``default_configs``), else
+        the algorithm's own for the task's action space. ``ValueError`` naming ``entry``, the
+        algorithm and the spaces it supports when it cannot act in this task's actions."""
+        spec = get_algorithm(algorithm)
+        if algorithm in self.default_configs and set(spec.action_spaces) >= {"Discrete", "MultiDiscrete", "Box"}:
+            return self.default_configs[algorithm]  # serves every space: no environment to build
+        env = self.make_env()
+        space = env.action_space(env.default_params)
+        spec.check_serves(entry or self.name, self.task_name, space)
+        return self.default_configs.get(algorithm) or spec.defaults_for(space)
 
     def settings_for(self, config: AlgorithmConfig | None) -> tuple[AlgorithmConfig, ProtocolSettings]:
         """(the algorithm's config, the protocol's settings) a run of ``config`` (default: the

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from purehr.algorithms.base import AlgorithmConfig
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of
 from purehr.population.settings import PBTSettings
 from purehr.protocol_settings import ProtocolSettings
 
@@ -48,17 +49,26 @@ def start_banner(
             f"  population-based training (PBT): the {len(seeds)} seeds of each task are one population of "
             f"{_count(len(seeds), 'member')}, not independent seeds; {pbt.schedule_text()}"
         )
-    width = max(len(task) for task in tasks)
+    labels = {task: entry_label(task, configs[task]) for task in tasks}
+    width = max(len(label) for label in labels.values())
     for task in tasks:
         config = configs[task]
         steps = config.num_updates * config.batch_size
         lines.append(
-            f"  {task:<{width}} {steps:>11,} steps per seed: {_count(config.num_updates, 'update')} of "
+            f"  {labels[task]:<{width}} {steps:>11,} steps per seed: {_count(config.num_updates, 'update')} of "
             f"{config.num_envs} envs x {config.num_steps} steps, held-out checkpoints every "
             f"{protocols[task].checkpoint_interval:,}"
         )
     notices = [notice for task in tasks if (notice := budget_notice(task, configs[task])) is not None]
     return "\n".join(lines + notices)
+
+
+def entry_label(task: str, config: AlgorithmConfig) -> str:
+    """A plan line's name of a task entry: ``swing@sac`` as it is; ``swing`` trained by another
+    algorithm than PPO (``--algorithm sac``) as ``swing (sac)``; any config (every one has
+    ``num_envs``, ``num_steps``, ``batch_size`` and ``num_updates``)."""
+    algorithm = algorithm_of(config).name
+    return task if "@" in task or algorithm == DEFAULT_ALGORITHM else f"{task} ({algorithm})"
 
 
 def _count(number: int, noun: str) -> str:

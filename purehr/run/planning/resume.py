@@ -9,6 +9,7 @@ import os
 import sys
 
 from purehr.algorithms.base import AlgorithmConfig
+from purehr.algorithms.registry import algorithm_of
 from purehr.envs.curriculum import Curriculum
 from purehr.population import PBTSettings
 from purehr.protocol_settings import ProtocolSettings
@@ -36,6 +37,7 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
     if unknown:
         raise ValueError(f"--resume: configs given for tasks {sorted(unknown)} that the run does not train ({tasks})")
     records = {task: task_record(manifest, task) for task in tasks}
+    _check_algorithm(records, request, where)
     _check_environments(records, request, where)
     _note_changed_versions(manifest, records)
     saved = {task: record.config for task, record in records.items()}
@@ -122,6 +124,19 @@ def _recorded_population(manifest: dict, request: RunRequest, extended: dict) ->
             "Start a new run with the larger --steps"
         )
     return pbt
+
+
+def _check_algorithm(records: dict[str, TaskRecord], request: RunRequest, where: str) -> None:
+    """``--algorithm`` given on a resume must be what the run's entries without a suffix trained."""
+    if request.algorithm is None:
+        return
+    for task, record in records.items():
+        recorded = algorithm_of(record.config).name
+        if record.task.algorithm is None and recorded != request.algorithm:
+            raise ValueError(
+                f"--resume: task {task!r} was trained by {recorded} {where}, not {request.algorithm}; "
+                "omit --algorithm to continue with the recorded one"
+            )
 
 
 def _check_environments(records: dict[str, TaskRecord], request: RunRequest, where: str) -> None:

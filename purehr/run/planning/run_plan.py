@@ -8,6 +8,7 @@ under ``jax.distributed`` process 0 sends the same plan to the other processes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field, replace
@@ -17,7 +18,7 @@ from typing import Any
 import jax
 
 from purehr.algorithms.base import AlgorithmConfig
-from purehr.algorithms.registry import make_algorithm
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of, get_algorithm, make_algorithm
 from purehr.engine.seeds import validate_seeds
 from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
@@ -64,6 +65,9 @@ class RunRequest:
     """Population-based training over the seeds (``--pbt``); None: independent seeds."""
     task_overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     """task -> field values for that task alone (a config file's ``[task.NAME]``), over ``overrides``."""
+    algorithm: str | None = None
+    """The algorithm of every task entry without an ``@ALGORITHM`` suffix (``--algorithm``);
+    None: PPO for a new run, the recorded one on a resume."""
 
     @classmethod
     def checked(
@@ -77,7 +81,10 @@ class RunRequest:
         log=None,
         pbt=None,
         task_overrides=None,
+        algorithm=None,
     ) -> RunRequest:
+        if algorithm is not None:
+            get_algorithm(algorithm)  # an unknown one is named before anything else
         if pbt is not None and not isinstance(pbt, PBTSettings):
             raise ValueError(f"pbt={pbt!r}: expected a purehr.population.PBTSettings (or None)")
         if tasks is not None:
@@ -94,6 +101,7 @@ class RunRequest:
             TrackingSettings.checked(log),
             pbt,
             {task: dict(values) for task, values in (task_overrides or {}).items()},
+            algorithm,
         )
 
 
@@ -132,6 +140,7 @@ class RunPlan:
             "tasks": self.tasks,
             "seeds": self.seeds,
             "configs": {name: config.to_dict() for name, config in self.configs.items()},
+            "algorithms": {name: algorithm_of(config).name for name, config in self.configs.items()},
             "protocol_settings": {name: protocol.to_dict() for name, protocol in self.protocols.items()},
             "curricula": {name: curriculum.to_dict() for name, curriculum in self.curricula.items()},
             "manifest": self.manifest,
@@ -166,7 +175,7 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     unknown = (set(request.configs) | set(request.task_overrides)) - set(tasks)
     if unknown:
         raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
-    defaults = {task: get_task(task).settings_for(None) for task in tasks}
+    defaults = {task: entry_settings(task, request.algorithm) for task in tasks}
     configs, protocols = merged_settings(
         tasks,
         request,
@@ -193,6 +202,30 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
         pbt=request.pbt,
         protocols=protocols,
     )
+
+
+def entry_settings(entry: str, algorithm: str | None) -> tuple[AlgorithmConfig, ProtocolSettings]:
+    """A new run's defaults for the task entry ``entry``: an ``@ALGORITHM`` entry's (``swing@sac``),
+    else the task's for ``algorithm`` (``--algorithm``; None: PPO), refused before any work
+    where the algorithm cannot act in the task's actions (``Task.config_for``)."""
+    task = get_task(entry)
+    if task.algorithm is not None:
+        return task.settings_for(None)
+    return task.settings_for(task.config_for(algorithm or DEFAULT_ALGORITHM, entry=entry))
+
+
+def check_entry_fields(entry: str, config: AlgorithmConfig, given: dict[str, Any]) -> None:
+    """``ValueError`` naming a field (a flag) that ``entry``'s algorithm's config lacks, the
+    algorithm and its flags: a flag that would change nothing is refused, not ignored."""
+    names = {f.name for f in dataclasses.fields(config)}
+    for name in given:
+        if name not in names:
+            algorithm = algorithm_of(config).name
+            flags = ", ".join(f"--{n.replace('_', '-')}" for n in sorted(names - {"total_timesteps"}))
+            raise ValueError(
+                f"--{name.replace('_', '-')} does not apply to task entry {entry!r}: it trains {algorithm}, "
+                f"whose flags are {flags} (and --steps)"
+            )
 
 
 def check_log_dir(
@@ -277,10 +310,11 @@ def merged_settings(
         if task in request.configs:
             config, legacy = without_legacy_settings(request.configs[task])
             protocol = protocol.replace(**legacy)
+        check_entry_fields(task, config, algorithm_overrides)
         configs[task] = config.replace(**algorithm_overrides)
         protocols[task] = protocol.replace(**protocol_overrides)
         given = [name for name in RECURRENT_FIELDS if name in algorithm_overrides]
-        if given and getattr(configs[task], "policy", None) != "gru":
+        if given and hasattr(configs[task], "policy") and configs[task].policy != "gru":
             name = given[0]
             raise ValueError(
                 f"{name}={given_overrides[name]!r} applies to policy='gru'; task {task!r} trains "
@@ -294,14 +328,19 @@ def validate_request(tasks, seeds) -> tuple[list[str], list[int]]:
 
 
 def validate_tasks(tasks) -> list[str]:
-    """At least one registered task, none repeated."""
+    """At least one registered task entry (``swing``, ``swing@sac``: each an algorithm that can
+    act in the task's actions), none repeated."""
     tasks = list(tasks)
     if not tasks:
         raise ValueError("tasks: expected at least one task")
     for task in tasks:
         get_task(task)
     if len(set(tasks)) != len(tasks):
-        raise ValueError(f"tasks={tasks}: each task may appear once")
+        repeated = sorted({task for task in tasks if tasks.count(task) > 1})
+        raise ValueError(
+            f"tasks={tasks}: each task entry may appear once ({', '.join(repeated)} repeated); train a task "
+            "twice under different entries (swing swing@ppo)"
+        )
     return tasks
 
 
