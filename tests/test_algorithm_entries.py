@@ -37,6 +37,9 @@ class FakeConfig:
         return dataclasses.replace(self, **changes)
 
 
+FAKE_HYPERPARAMETERS = ("tau",)
+
+
 def fake_defaults(action_space):
     return FakeConfig()
 
@@ -49,7 +52,7 @@ def fake_algorithm(monkeypatch):
         f"{__name__}:FakeConfig",
         "unused:make_fake",
         "unused:METRIC_NAMES",
-        "unused:HYPERPARAMETERS",
+        f"{__name__}:FAKE_HYPERPARAMETERS",
         action_spaces=("Discrete", "MultiDiscrete"),
         defaults=f"{__name__}:fake_defaults",
     )
