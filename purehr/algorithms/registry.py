@@ -50,6 +50,14 @@ ALGORITHMS = {
         "purehr.algorithms.ppo.metrics:METRIC_NAMES",
         "purehr.algorithms.ppo.config:HYPERPARAMETERS",
     ),
+    "sac": AlgorithmEntry(
+        "sac",
+        "soft actor-critic (off-policy, replay buffer in the state, learned temperature; Box actions)",
+        "purehr.algorithms.sac.config:SACConfig",
+        "purehr.algorithms.sac.algorithm:make_sac",
+        "purehr.algorithms.sac.metrics:METRIC_NAMES",
+        "purehr.algorithms.sac.config:HYPERPARAMETERS",
+    ),
 }
 DEFAULT_ALGORITHM = "ppo"
 
