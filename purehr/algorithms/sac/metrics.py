@@ -21,7 +21,7 @@ METRIC_NAMES = MetricNames(
         "critic_loss": "half the summed squared errors of the twin critics against the soft target, mean over samples",
         "actor_loss": "mean of alpha x log pi(a|s) - min of the twin Q(s, a), a drawn from the policy",
         "temperature_loss": "-log alpha x (log pi + target entropy), mean over samples",
-        "alpha": "the entropy temperature after the update's last gradient step",
+        "alpha": "the entropy temperature exp(log alpha) each gradient step used, mean over the update's steps",
         "entropy": "-log pi of the policy's sampled (squashed) actions, mean over samples",
         "q_mean": "mean of the twin critics' Q(s, a) on the sampled transitions",
     },
