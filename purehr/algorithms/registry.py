@@ -73,6 +73,14 @@ ALGORITHMS = {
         "purehr.algorithms.ppo.config:HYPERPARAMETERS",
         defaults="purehr.tasks.environment_task:ppo_defaults",
     ),
+    "sac": AlgorithmEntry(
+        "sac",
+        "soft actor-critic (off-policy, replay buffer in the state, learned temperature; Box actions)",
+        "purehr.algorithms.sac.config:SACConfig",
+        "purehr.algorithms.sac.algorithm:make_sac",
+        "purehr.algorithms.sac.metrics:METRIC_NAMES",
+        "purehr.algorithms.sac.config:HYPERPARAMETERS",
+    ),
 }
 DEFAULT_ALGORITHM = "ppo"
 

@@ -1,0 +1,197 @@
+"""SAC configuration: static shape choices in a frozen dataclass, tunable numbers as a pytree
+(the split of ``purehr.algorithms.ppo.config``, after rejax).
+
+Sizes that change arrays or the compiled program (environments, steps, gradient steps, the
+sampled minibatch, the buffer, network widths) are ``SACConfig`` fields, and so is every
+continuous hyperparameter; the ones the training state carries as traced values (a sweep vmaps
+them, PBT explores them) are the fields of ``SACHyperparams``.
+
+One update is ``num_steps`` steps of ``num_envs`` environments (``batch_size`` = their product:
+the environment steps per update per seed, the protocol's unit), their insertion into the replay
+buffer, then ``gradient_steps`` gradient steps on ``sample_size`` transitions drawn uniformly from
+the buffer. The replay ratio is ``gradient_steps * sample_size / batch_size`` samples per
+environment step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from purehr.protocol_settings import with_help
+
+ACTIVATIONS = ("tanh", "relu", "swish")
+INT_FIELDS = (
+    "total_timesteps",
+    "num_envs",
+    "num_steps",
+    "gradient_steps",
+    "sample_size",
+    "buffer_size",
+)
+NON_NEGATIVE_INT_FIELDS = ("learning_starts",)
+FLOAT_FIELDS = (
+    "actor_learning_rate",
+    "critic_learning_rate",
+    "temperature_learning_rate",
+    "gamma",
+    "tau",
+    "initial_temperature",
+    "target_entropy_per_dimension",
+)
+SIZES_FIELDS = ("actor_hidden", "critic_hidden")
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+MAX_OPTIMIZER_STEPS = 2**31 - 1
+"""Largest count of an int32 counter: the limit on updates x gradient steps per seed."""
+
+
+@struct.dataclass
+class SACHyperparams:
+    """The continuous ``SACConfig`` fields the training state carries as traced values, float32
+    scalars (or [seeds] in a sweep); ``SACConfig.hyperparams()`` builds one. The field order is
+    the leaf order of every checkpoint: do not reorder."""
+
+    actor_learning_rate: jax.Array
+    critic_learning_rate: jax.Array
+    temperature_learning_rate: jax.Array
+    gamma: jax.Array
+    tau: jax.Array
+    target_entropy_per_dimension: jax.Array
+
+
+HYPERPARAMETERS = tuple(field.name for field in dataclasses.fields(SACHyperparams))
+"""The names of the ``SACHyperparams`` fields, in their (checkpoint leaf) order."""
+
+
+@dataclass(frozen=True)
+class SACConfig:
+    total_timesteps: int = with_help(1_000_000, "environment steps of training per seed")
+    num_envs: int = with_help(16, "parallel environments per seed")
+    num_steps: int = with_help(8, "environment steps per environment and update")
+    gradient_steps: int = with_help(16, "gradient steps (critic, actor, temperature) per update")
+    sample_size: int = with_help(256, "transitions sampled from the replay buffer per gradient step")
+    buffer_size: int = with_help(100_000, "replay buffer capacity in transitions per seed (oldest overwritten)")
+    learning_starts: int = with_help(
+        5_000, "environment steps per seed of uniform random actions before the first gradient step"
+    )
+    actor_learning_rate: float = with_help(3e-4, "Adam step size of the actor")
+    critic_learning_rate: float = with_help(3e-4, "Adam step size of the twin critics")
+    temperature_learning_rate: float = with_help(3e-4, "Adam step size of the log temperature")
+    gamma: float = with_help(0.99, "discount factor")
+    tau: float = with_help(0.005, "Polyak step of the target critics towards the critics per gradient step")
+    initial_temperature: float = with_help(1.0, "entropy temperature alpha at the start")
+    target_entropy_per_dimension: float = with_help(
+        -1.0, "target entropy per action dimension (the target is this x action dimensions; SAC's: -1)"
+    )
+    actor_hidden: tuple[int, ...] = with_help((256, 256), "actor network layer widths")
+    critic_hidden: tuple[int, ...] = with_help((256, 256), "critic network layer widths (each of the twins)")
+    activation: str = with_help("relu", "hidden activation (tanh, relu or swish)")
+
+    def __post_init__(self) -> None:
+        self._check_types()
+        for name in INT_FIELDS:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"SACConfig.{name}={getattr(self, name)!r}: expected a positive integer")
+        if self.learning_starts < 0:
+            raise ValueError(f"SACConfig.learning_starts={self.learning_starts!r}: expected an integer >= 0")
+        if self.buffer_size < self.batch_size:
+            raise ValueError(
+                f"SACConfig.buffer_size={self.buffer_size}: expected at least one update's environment steps, "
+                f"num_envs * num_steps = {self.num_envs} * {self.num_steps} = {self.batch_size}"
+            )
+        for name in ("actor_learning_rate", "critic_learning_rate", "temperature_learning_rate", "initial_temperature"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"SACConfig.{name}={getattr(self, name)!r}: expected a finite number > 0")
+        for name in ("gamma", "tau"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"SACConfig.{name}={getattr(self, name)!r}: expected in [0, 1]")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"SACConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
+        if self.num_updates * self.gradient_steps > MAX_OPTIMIZER_STEPS:
+            raise ValueError(
+                f"SACConfig.total_timesteps={self.total_timesteps:,}: {self.num_updates:,} updates x "
+                f"{self.gradient_steps} gradient steps is more than the {MAX_OPTIMIZER_STEPS:,} an int32 step "
+                f"counter holds; expected total_timesteps <= "
+                f"{MAX_OPTIMIZER_STEPS // self.gradient_steps * self.batch_size:,}"
+            )
+
+    def _check_types(self) -> None:
+        """Wrong types and non-finite numbers refused by name; numbers normalised to Python
+        ``int``/``float`` and sizes to tuples (configs compare, hash and serialise alike)."""
+        for name in INT_FIELDS + NON_NEGATIVE_INT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise ValueError(f"SACConfig.{name}={value!r}: expected an integer, got {type(value).__name__}")
+            object.__setattr__(self, name, int(value))
+        for name in FLOAT_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise ValueError(
+                    f"SACConfig.{name}={value!r}: expected a finite real number, got {type(value).__name__}"
+                )
+            try:
+                number = float(value)
+            except OverflowError:
+                number = math.inf
+            if not abs(number) <= FLOAT32_MAX:
+                raise ValueError(f"SACConfig.{name}={value!r}: expected a finite number (the float32 range)")
+            object.__setattr__(self, name, number)
+        if not isinstance(self.activation, str):
+            raise ValueError(f"SACConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
+        for name in SIZES_FIELDS:
+            sizes = getattr(self, name)
+            if (
+                not isinstance(sizes, (tuple, list))
+                or not sizes
+                or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s <= 0 for s in sizes)
+            ):
+                raise ValueError(f"SACConfig.{name}={sizes!r}: expected a non-empty tuple of positive ints")
+            object.__setattr__(self, name, tuple(int(s) for s in sizes))
+
+    @property
+    def batch_size(self) -> int:
+        """Environment steps per update per seed (the protocol's unit; not the sampled minibatch,
+        which is ``sample_size``)."""
+        return self.num_envs * self.num_steps
+
+    @property
+    def num_updates(self) -> int:
+        """Rounded up, so the last checkpoint target (= total_timesteps) is always reached."""
+        return -(-self.total_timesteps // self.batch_size)
+
+    @property
+    def warmup_updates(self) -> int:
+        """Updates of uniform random actions and no gradient step: those that start before
+        ``learning_starts`` environment steps were taken."""
+        return -(-self.learning_starts // self.batch_size)
+
+    def hyperparams(self) -> SACHyperparams:
+        return SACHyperparams(**{name: jnp.float32(getattr(self, name)) for name in HYPERPARAMETERS})
+
+    def replace(self, **changes) -> SACConfig:
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise ValueError(
+                f"unknown SACConfig field(s) {sorted(unknown)}; expected some of "
+                f"{[f.name for f in dataclasses.fields(self)]}"
+            )
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SACConfig:
+        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown SACConfig field(s) {sorted(unknown)}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+assert set(HYPERPARAMETERS) <= set(FLOAT_FIELDS), "every SACHyperparams field is a float SACConfig field"
