@@ -40,7 +40,6 @@ LAYER_OF = {
     "purehr.envs": "envs",
     "purehr.engine": "engine",
     "purehr.algorithms": "algorithms",
-    "purehr.algorithms.ppo": "algorithm",
     "purehr.ppo": "top",  # the former home of PPO: its old module names, resolved by string
     "purehr.tasks": "tasks",
     "purehr.devices": "devices",
@@ -104,7 +103,14 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+SHARED_BY_ALGORITHMS = {"base", "registry", "trainer", "rollout_metrics"}
+"""The modules of ``purehr.algorithms`` that are not one algorithm's folder."""
+
+
 def layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[:2] == ["purehr", "algorithms"] and len(parts) > 2 and parts[2] not in SHARED_BY_ALGORITHMS:
+        return "algorithm"  # purehr.algorithms.<name>...: every algorithm's own folder
     for prefix in sorted(LAYER_OF, key=len, reverse=True):
         if module == prefix or module.startswith(prefix + "."):
             if prefix == "purehr" and module != "purehr":

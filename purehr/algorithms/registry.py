@@ -80,6 +80,7 @@ ALGORITHMS = {
         "purehr.algorithms.sac.algorithm:make_sac",
         "purehr.algorithms.sac.metrics:METRIC_NAMES",
         "purehr.algorithms.sac.config:HYPERPARAMETERS",
+        action_spaces=("Box",),
     ),
 }
 DEFAULT_ALGORITHM = "ppo"

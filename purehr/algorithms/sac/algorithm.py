@@ -24,6 +24,7 @@ import numpy as np
 import optax
 from flax import struct
 
+from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.algorithms.sac.buffer import ReplayBuffer, add, gather, init_buffer, sample_indices
 from purehr.algorithms.sac.config import SACConfig, SACHyperparams
 from purehr.algorithms.sac.loss import (
@@ -36,7 +37,6 @@ from purehr.algorithms.sac.loss import (
 )
 from purehr.algorithms.sac.metrics import LOSS_STATISTICS, METRIC_NAMES
 from purehr.algorithms.sac.networks import Actor, TwinCritic, env_distribution, polyak, unit_to_env
-from purehr.engine.rollout_metrics import rollout_metrics
 from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
