@@ -50,6 +50,14 @@ ALGORITHMS = {
         "purehr.algorithms.ppo.metrics:METRIC_NAMES",
         "purehr.algorithms.ppo.config:HYPERPARAMETERS",
     ),
+    "pqn": AlgorithmEntry(
+        "pqn",
+        "parallel Q-learning: LayerNorm Q network, Q(lambda) returns, no replay buffer (Discrete, MultiDiscrete)",
+        "purehr.algorithms.pqn.config:PQNConfig",
+        "purehr.algorithms.pqn.algorithm:make_pqn",
+        "purehr.algorithms.pqn.metrics:METRIC_NAMES",
+        "purehr.algorithms.pqn.config:HYPERPARAMETERS",
+    ),
 }
 DEFAULT_ALGORITHM = "ppo"
 
