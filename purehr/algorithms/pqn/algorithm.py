@@ -101,7 +101,9 @@ class PQN:
     name = "pqn"
     metric_names = METRIC_NAMES
     recurrent = False
-    population_fields = ("params", "opt_state")
+    population_fields = ("params", "opt_state", "diverged_at")
+    """A member that copies its parent's network takes its health record too (PPO's lives in
+    its optimiser's step count, which its copied ``opt_state`` carries)."""
 
     @property
     def num_updates(self) -> int:
