@@ -82,6 +82,14 @@ ALGORITHMS = {
         "purehr.algorithms.sac.config:HYPERPARAMETERS",
         action_spaces=("Box",),
     ),
+    "pqn": AlgorithmEntry(
+        "pqn",
+        "parallel Q-learning: LayerNorm Q network, Q(lambda) returns, no replay buffer (Discrete, MultiDiscrete)",
+        "purehr.algorithms.pqn.config:PQNConfig",
+        "purehr.algorithms.pqn.algorithm:make_pqn",
+        "purehr.algorithms.pqn.metrics:METRIC_NAMES",
+        "purehr.algorithms.pqn.config:HYPERPARAMETERS",
+    ),
 }
 DEFAULT_ALGORITHM = "ppo"
 

@@ -1,0 +1,128 @@
+"""The Q network and its action branches.
+
+``QNetwork``: an MLP whose hidden layers are Dense -> LayerNorm -> activation (Gallici et al.,
+2024: the LayerNorm is what keeps TD learning without a target network or replay buffer from
+diverging), then one linear layer of every branch's Q values side by side. Initialisers are
+the engine's scaled normals (``purehr.engine.networks``), not orthogonal: an orthogonal init
+does a QR, and a QR vmapped over seeds deadlocks XLA's CPU thread pool.
+
+Action branching (Tavakoli et al., 2018, "Action Branching Architectures for Deep RL"): a
+``MultiDiscrete(nvec)`` action gets one Q head per component, ``Q_d(s, a_d)`` for ``a_d`` in
+``range(nvec[d])`` (sum(nvec) outputs, not prod(nvec): hrv's 5 x 3 x 3**8 joint actions would be
+98,415). A ``Discrete(n)`` action is the one-branch case. Greedy action: each branch's argmax.
+The target: every branch regresses to the *same* scalar return, whose bootstrap is the mean
+over branches of each branch's max, ``mean_d max_a Q_d(s', a)`` (Tavakoli et al.'s
+mean-operator target, the best of the targets they compared). Why shared and not one return
+per branch: the reward is the joint action's, so each ``Q_d(s, a_d)`` estimates the same
+return (the others acting greedily); a shared target keeps the branches on one scale, and the
+mean of maxes does not add the branches' overestimations as a sum would. For one branch it
+is PQN's own ``max_a Q(s', a)``.
+
+Branch views are padded ``[..., D, W]`` (D branches, W = max(nvec)): padding and illegal
+actions (an observation's ``"action_mask"``, the components' masks concatenated as the Q
+outputs) hold -1e9, so neither the argmax, the max nor a random legal draw can pick them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purehr.engine.networks import ACTIVATION_FUNCTIONS, HIDDEN_GAIN, ObservationNormalizer, scaled_normal
+from purehr.envs import spaces
+
+ILLEGAL_Q = -1e9
+"""Q value of a padding slot or an illegal action in a branch view: finite, never the max."""
+
+
+class QNetwork(nn.Module):
+    """Observation [..., obs] -> every branch's Q values side by side [..., sum(nvec)]."""
+
+    hidden: Sequence[int]
+    activation: str
+    output_size: int
+    layer_norm: bool = True
+    normalize_observations: bool = False
+
+    @nn.compact
+    def __call__(self, observation: jax.Array) -> jax.Array:
+        x = ObservationNormalizer(name="normalizer")(observation) if self.normalize_observations else observation
+        activation = ACTIVATION_FUNCTIONS[self.activation]
+        for width in self.hidden:
+            x = nn.Dense(width, kernel_init=scaled_normal(HIDDEN_GAIN), bias_init=nn.initializers.zeros)(x)
+            if self.layer_norm:
+                x = nn.LayerNorm()(x)
+            x = activation(x)
+        return nn.Dense(self.output_size, kernel_init=scaled_normal(1.0), bias_init=nn.initializers.zeros)(x)
+
+
+@dataclass(frozen=True)
+class Branches:
+    """How a Discrete or MultiDiscrete action space is laid out over the Q outputs."""
+
+    nvec: tuple[int, ...]
+    discrete: bool  # a Discrete space: the env action is the one branch's choice, a scalar
+
+    @classmethod
+    def of(cls, action_space) -> Branches:
+        if isinstance(action_space, spaces.MultiDiscrete):
+            return cls(tuple(int(n) for n in action_space.nvec), False)
+        if isinstance(action_space, spaces.Discrete):
+            return cls((int(action_space.n),), True)
+        raise TypeError(
+            f"PQN acts in a Discrete or MultiDiscrete action space; got {action_space!r} "
+            "(continuous actions: use ppo or sac)"
+        )
+
+    @property
+    def size(self) -> int:
+        return sum(self.nvec)
+
+    def _index(self) -> tuple[np.ndarray, np.ndarray]:
+        """(flat output index [D, W], slot exists [D, W])."""
+        width = max(self.nvec)
+        offsets = np.cumsum((0,) + self.nvec[:-1])
+        choice = np.arange(width)
+        valid = choice[None, :] < np.asarray(self.nvec)[:, None]
+        return np.where(valid, offsets[:, None] + choice[None, :], 0), valid
+
+    def view(self, q: jax.Array, action_mask: jax.Array | None = None) -> jax.Array:
+        """[..., sum(nvec)] -> [..., D, W]; padding and illegal actions at ``ILLEGAL_Q``."""
+        return jnp.where(self.legal(q.shape[:-1], action_mask), q[..., self._index()[0]], ILLEGAL_Q)
+
+    def legal(self, batch_shape: tuple[int, ...], action_mask: jax.Array | None = None) -> jax.Array:
+        """bool [..., D, W]: the slots that are actions and legal."""
+        index, valid = self._index()
+        legal = jnp.broadcast_to(jnp.asarray(valid), (*batch_shape, *valid.shape))
+        if action_mask is not None:
+            legal = jnp.logical_and(legal, action_mask[..., index])
+        return legal
+
+    @staticmethod
+    def greedy(view: jax.Array) -> jax.Array:
+        """int32 [..., D]: each branch's best legal choice."""
+        return jnp.argmax(view, axis=-1).astype(jnp.int32)
+
+    @staticmethod
+    def value(view: jax.Array) -> jax.Array:
+        """[...]: the bootstrap ``mean_d max_a Q_d`` (the module docstring says why)."""
+        return view.max(axis=-1).mean(axis=-1)
+
+    @staticmethod
+    def chosen(view: jax.Array, action: jax.Array) -> jax.Array:
+        """[..., D]: each branch's Q of the choice ``action`` [..., D] made."""
+        return jnp.take_along_axis(view, action[..., None], axis=-1)[..., 0]
+
+    @staticmethod
+    def random(noise: jax.Array, legal: jax.Array) -> jax.Array:
+        """int32 [..., D]: a uniform legal choice per branch from Gumbel ``noise`` [..., D, W]."""
+        return jnp.argmax(jnp.where(legal, noise, -jnp.inf), axis=-1).astype(jnp.int32)
+
+    def to_env_action(self, action: jax.Array) -> jax.Array:
+        """[..., D] -> the environment's action ([...] for Discrete)."""
+        return action[..., 0] if self.discrete else action
