@@ -4,6 +4,12 @@ target with held-out evaluation and baselines, SIGKILL and Ctrl-C resumes bit-id
 dashboards exactly once, the divergence guard, PBT in the call, restore, evaluate, render,
 publish). Adding an algorithm adds one row here:
 
+    "pqn": AlgorithmRow(
+        "pqn",
+        tasks={"hrv": PQN_SMALL},
+        diverging=("learning_rate", 1e30),
+        explore=("learning_rate", "q_lambda"),
+    ),
     "sac": AlgorithmRow(
         "sac",
         tasks={"swing": dict(num_envs=4, num_steps=8, batch_size=64, actor_hidden=(16,), ...)},
@@ -94,6 +100,29 @@ class AlgorithmRow:
         return dict(tasks=tasks or self.task_names, configs=self.configs(tasks), overrides=dict(PROTOCOL))
 
 
+SAC_SMALL = dict(
+    total_timesteps=16384,
+    num_envs=8,
+    num_steps=16,
+    gradient_steps=2,
+    sample_size=32,
+    buffer_size=4096,
+    learning_starts=512,
+    actor_hidden=(16,),
+    critic_hidden=(16,),
+)
+"""128 updates of 128 steps, two gradient steps each from a 4,096-transition buffer."""
+PQN_SMALL = dict(
+    total_timesteps=16384,
+    num_envs=4,
+    num_steps=128,
+    minibatch_size=128,
+    num_epochs=2,
+    hidden=(16,),
+    anneal_lr=False,
+)
+"""32 updates of 512 steps, as PPO's (a constant learning rate: a resumed run is bit-identical)."""
+
 MATRIX: dict[str, AlgorithmRow] = {
     "ppo": AlgorithmRow(
         "ppo",
@@ -102,6 +131,18 @@ MATRIX: dict[str, AlgorithmRow] = {
         explore=("learning_rate", "ent_coef"),
         shared_reference="protocol_reference",
         population_task="hrv",
+    ),
+    "pqn": AlgorithmRow(
+        "pqn",
+        tasks={"hrv": PQN_SMALL},
+        diverging=("learning_rate", 1e30),
+        explore=("learning_rate", "q_lambda"),
+    ),
+    "sac": AlgorithmRow(
+        "sac",
+        tasks={"swing": SAC_SMALL},
+        diverging=("critic_learning_rate", 1e30),
+        explore=("actor_learning_rate", "critic_learning_rate"),
     ),
 }
 """The rows, by algorithm name; tests/test_protocol_matrix.py checks that every registered

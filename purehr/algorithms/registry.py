@@ -89,6 +89,7 @@ ALGORITHMS = {
         "purehr.algorithms.pqn.algorithm:make_pqn",
         "purehr.algorithms.pqn.metrics:METRIC_NAMES",
         "purehr.algorithms.pqn.config:HYPERPARAMETERS",
+        action_spaces=("Discrete", "MultiDiscrete"),
     ),
 }
 DEFAULT_ALGORITHM = "ppo"

@@ -27,9 +27,9 @@ from purehr.algorithms.pqn.loss import Batch, q_loss
 from purehr.algorithms.pqn.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, METRIC_NAMES
 from purehr.algorithms.pqn.network import Branches, QNetwork
 from purehr.algorithms.pqn.returns import epsilon_at, q_lambda_returns
+from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.engine.distributions import action_mask_reader
 from purehr.engine.networks import update_observation_statistics
-from purehr.engine.rollout_metrics import rollout_metrics
 from purehr.engine.shuffle import random_permutation
 from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import flat_dim, flatten_observation
