@@ -8,7 +8,7 @@ publish). Adding an algorithm adds one row here:
         "pqn",
         tasks={"hrv": PQN_SMALL},
         diverging=("learning_rate", 1e30),
-        explore=("learning_rate", "q_lambda"),
+        explore=("learning_rate", "gamma"),
     ),
     "sac": AlgorithmRow(
         "sac",
@@ -136,7 +136,7 @@ MATRIX: dict[str, AlgorithmRow] = {
         "pqn",
         tasks={"hrv": PQN_SMALL},
         diverging=("learning_rate", 1e30),
-        explore=("learning_rate", "q_lambda"),
+        explore=("learning_rate", "gamma"),
     ),
     "sac": AlgorithmRow(
         "sac",

@@ -219,3 +219,25 @@ def test_a_pbt_run_is_tabled_as_one_population_without_an_interval_over_members(
     assert "| swing | PBT population of 5 members, 4,096 steps | 0.82 (members 0.14 to 1.00) |" in table
     assert "PPO, 5 seeds" not in table and "[" not in table.split("\n\n")[0]  # no t interval anywhere
     assert "not independent" in table
+
+
+def test_an_entry_is_judged_by_its_tasks_goal_and_named_by_its_algorithm(tmp_path):
+    """``swing@sac`` and ``hrv@pqn`` (issue 50): the table names the algorithm that trained each
+    entry and the verdicts apply the swing's and hrv's goals (the reports once keyed goals by the
+    entry's name: "swing@sac (no protocol goal)", "PPO held-out return")."""
+    run = _write_run(tmp_path)
+    manifest = json.loads((run / "manifest.json").read_text())
+    for old, new in (("swing", "swing@sac"), ("hrv", "hrv@pqn")):
+        (run / old).rename(run / new)
+        for key in ("baselines", "configs"):
+            manifest[key][new] = manifest[key].pop(old)
+    manifest["tasks"] = ["swing@sac", "hrv@pqn"]
+    manifest["algorithms"] = {"swing@sac": "sac", "hrv@pqn": "pqn"}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    table = results_table(run)
+    assert "| swing@sac | SAC, 5 seeds, 4,096 steps | 0.82 [0.35, 1.00] |" in table
+    assert "| hrv@pqn | PQN, 5 seeds, 4,096 steps |" in table
+    verdicts = goals_met(run)
+    assert set(verdicts) == {"swing@sac", "hrv@pqn"}
+    assert verdicts["swing@sac"]["median_time_to_rotation"] == 15.9 and not verdicts["swing@sac"]["met"]
+    assert verdicts["hrv@pqn"]["met"] and verdicts["hrv@pqn"]["mean_episode_length"] == pytest.approx(4.34)

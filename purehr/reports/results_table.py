@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, split_entry
 from purehr.reports.stats import UNINFORMATIVE_NOTE, mean_confidence_interval, metric_range
 from purehr.run.store.columns import ANALYSED_CHECKPOINT_COLUMNS
 from purehr.run.store.files import read_csv_columns
@@ -37,9 +38,21 @@ GENERIC_HEADER = (
 """The header of a run with a task outside ``GOAL_METRIC`` (swing and hrv alone keep ``HEADER``)."""
 
 
+def task_family(entry: str) -> str:
+    """The task a run entry trains (``swing@sac`` -> ``swing``): its goal is the task's, whatever
+    the algorithm."""
+    return split_entry(entry)[0]
+
+
+def algorithm_label(manifest: dict, entry: str) -> str:
+    """The algorithm that trained ``entry``, as the tables name it (``PPO`` for a run recorded
+    before algorithms had names)."""
+    return (manifest.get("algorithms") or {}).get(entry, DEFAULT_ALGORITHM).upper()
+
+
 def goal_metric(task: str) -> tuple[str, str, int]:
     """(metric, label, digits) of the number a task is judged by."""
-    return GOAL_METRIC.get(task, GENERIC_GOAL)
+    return GOAL_METRIC.get(task_family(task), GENERIC_GOAL)
 
 
 def _column_metric(task: str, recorded) -> tuple[str, str, int]:
@@ -47,8 +60,8 @@ def _column_metric(task: str, recorded) -> tuple[str, str, int]:
     hrv-flicker: judged on the return, but evaluated as its family is) its family's speed, the
     first of ``GOAL_METRIC``'s that the run ``recorded``; else the episode length (the next
     column already holds the return)."""
-    if task in GOAL_METRIC:
-        return GOAL_METRIC[task]
+    if task_family(task) in GOAL_METRIC:
+        return GOAL_METRIC[task_family(task)]
     return next((speed for speed in GOAL_METRIC.values() if speed[0] in recorded), EPISODE_LENGTH)
 
 
@@ -90,14 +103,15 @@ def results_table(run_dir: str | Path) -> str:
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
     seeds = list(manifest["seeds"])
-    generic = [task for task in manifest["tasks"] if task not in GOAL_METRIC]
+    generic = [task for task in manifest["tasks"] if task_family(task) not in GOAL_METRIC]
     lines = [GENERIC_HEADER if generic else HEADER, "|---|---|---|---|---|---|"]
     no_success, no_reference = [], []
     for task in manifest["tasks"]:
         ppo = final_checkpoint_metrics(run_dir, task, seeds)
         if not np.isfinite(ppo["success_rate"]).any():
             no_success.append(task)
-        lines.append(_ppo_row(task, ppo, len(seeds), population=manifest.get("pbt") is not None))
+        population = manifest.get("pbt") is not None
+        lines.append(_ppo_row(task, ppo, len(seeds), population, algorithm_label(manifest, task)))
         entry = (manifest.get("baselines") or {}).get(task) or {}
         references = {} if entry.get("metrics") is None else {entry.get("name") or "baseline": entry["metrics"]}
         if not references:
@@ -130,9 +144,12 @@ def results_table(run_dir: str | Path) -> str:
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
-def _ppo_row(task: str, ppo: dict[str, np.ndarray], num_seeds: int, population: bool = False) -> str:
-    """PPO's row: mean [t interval] over independent seeds; a PBT population's members (which
-    copy each other's weights) get their mean and range instead."""
+def _ppo_row(
+    task: str, ppo: dict[str, np.ndarray], num_seeds: int, population: bool = False, algorithm: str = "PPO"
+) -> str:
+    """The trained policy's row (the entry's ``algorithm``): mean [t interval] over independent
+    seeds; a PBT population's members (which copy each other's weights) get their mean and range
+    instead."""
     metric, label, digits = _column_metric(task, ppo)
     steps = int(ppo["steps"][0])
     summary = _members_range if population else _interval
@@ -142,7 +159,7 @@ def _ppo_row(task: str, ppo: dict[str, np.ndarray], num_seeds: int, population: 
         per_seed = ", ".join(f"{_number(success, 2)} ({_number(speed, digits)})" for success, speed in pairs)
     else:
         per_seed = "returns " + ", ".join(_number(value, 2) for value in ppo["return_mean"])
-    policy = f"PBT population of {num_seeds} members" if population else f"PPO, {num_seeds} seeds"
+    policy = f"PBT population of {num_seeds} members" if population else f"{algorithm}, {num_seeds} seeds"
     return (
         f"| {task} | {policy}, {steps:,} steps | {success} | "
         f"{label}: {summary(ppo[metric], metric, digits)} | {summary(ppo['return_mean'], 'return_mean', 2)} | "
@@ -175,7 +192,7 @@ def goals_met(run_dir: str | Path) -> dict[str, dict[str, Any]]:
         ppo = final_checkpoint_metrics(run_dir, task, seeds)
         baseline = manifest.get("baselines", {}).get(task, {}).get("metrics", {})
         successful = ppo["success_rate"] >= 0.95
-        if task == "swing":
+        if task_family(task) == "swing":
             median_time = (
                 float(np.nanmedian(ppo["time_to_rotation"]))
                 if np.any(np.isfinite(ppo["time_to_rotation"]))
@@ -188,7 +205,7 @@ def goals_met(run_dir: str | Path) -> dict[str, dict[str, Any]]:
                 "controller_time_to_rotation": controller,
                 "met": bool(successful.sum() >= math.ceil(0.8 * len(seeds)) and median_time <= controller),
             }
-        elif task == "hrv":
+        elif task_family(task) == "hrv":
             length = float(np.mean(ppo["episode_length"]))
             oracle = baseline.get("episode_length", math.nan)
             verdicts[task] = {
@@ -212,7 +229,7 @@ def floor_comparisons(run_dir: str | Path) -> dict[str, dict[str, Any]]:
     metric = GENERIC_GOAL[0]
     comparisons = {}
     for task in manifest["tasks"]:
-        if task in GOAL_METRIC:
+        if task_family(task) in GOAL_METRIC:
             continue
         per_seed = final_checkpoint_metrics(run_dir, task, seeds)[metric]
         entry = (manifest.get("baselines") or {}).get(task) or {}
@@ -228,6 +245,7 @@ def floor_comparisons(run_dir: str | Path) -> dict[str, dict[str, Any]]:
         comparisons[task] = {
             "metric": metric,
             "ppo_mean": float(np.nanmean(per_seed)) if np.isfinite(per_seed).any() else math.nan,
+            "algorithm": algorithm_label(manifest, task),
             "per_seed": [float(value) for value in per_seed],
             "best_floor": best,
             "best_floor_value": floors[best] if best is not None else math.nan,

@@ -93,7 +93,8 @@ def _dashboard_lines(run_dir: Path, manifest: dict, cwd) -> list[str]:
 def _floor_comparison_line(task: str, comparison: dict) -> str:
     """A task without a protocol goal: PPO's held-out return against the best floor (and the
     reference policy where the task has one), in words."""
-    ppo = f"PPO held-out return {comparison['ppo_mean']:.4g} (mean of {comparison['num_seeds']} seeds)"
+    algorithm = comparison.get("algorithm", "PPO")
+    ppo = f"{algorithm} held-out return {comparison['ppo_mean']:.4g} (mean of {comparison['num_seeds']} seeds)"
     if comparison["reference"] is None:
         line = f"{task} (no reference policy, no protocol goal): {ppo}"
     else:
@@ -103,7 +104,7 @@ def _floor_comparison_line(task: str, comparison: dict) -> str:
     if comparison["best_floor"] is None:
         return line + "; no floor recorded"
     return (
-        f"{line}; best floor {comparison['best_floor']} {comparison['best_floor_value']:.4g}: PPO above it on "
+        f"{line}; best floor {comparison['best_floor']} {comparison['best_floor_value']:.4g}: {algorithm} above it on "
         f"{comparison['seeds_above_best_floor']} of {comparison['num_seeds']} seeds"
     )
 
