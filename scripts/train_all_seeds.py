@@ -250,7 +250,9 @@ def _stopped_by_ctrl_c(message: str, args, run_dir: Path, directory_option: str,
 
     from purehr.run.host.progress import tell
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # one more Ctrl-C would only cut this message short
+    # One more Ctrl-C would only cut this message short; the caller's handler comes back once it
+    # is out (main() called from Python, a notebook, a test: its next Ctrl-C must work again).
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     script = Path(__file__)
     relative = os.path.relpath(script)
     named = ["--run-dir", str(args.run_dir)] if directory_option == "--run-dir" else ["--run-name", args.run_name]
@@ -262,6 +264,7 @@ def _stopped_by_ctrl_c(message: str, args, run_dir: Path, directory_option: str,
     tell("", sys.stdout)
     if at_once:
         os._exit(130)
+    signal.signal(signal.SIGINT, previous)
     return 130
 
 

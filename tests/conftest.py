@@ -124,6 +124,15 @@ def protocol_configs() -> dict:
     return {task: get_task(task).default_config.replace(**PROTOCOL_SMALL) for task in PROTOCOL_TASKS}
 
 
+def pytest_runtest_setup(item):
+    """Every test starts with Python's own Ctrl-C handler, as a terminal's process has: a
+    library or an earlier test in the same worker that left SIGINT ignored (or handled) would
+    otherwise make the Ctrl-C tests finish their run instead of stopping it (seen once under
+    xdist: "assert 0 == 130" in every Ctrl-C test of one worker)."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.fixture(scope="session")
 def protocol_reference(tmp_path_factory) -> dict[str, Any]:
     """One uninterrupted PROTOCOL_SMALL run of both tasks and seeds (not rendered), trained once
