@@ -134,23 +134,110 @@ def pytest_runtest_setup(item):
 
 
 @pytest.fixture(scope="session")
-def protocol_reference(tmp_path_factory) -> dict[str, Any]:
+def protocol_reference(tmp_path_factory, worker_id) -> dict[str, Any]:
     """One uninterrupted PROTOCOL_SMALL run of both tasks and seeds (not rendered), trained once
     per session: test_run.py and test_resume_multitask.py compare against it and copy it (never
-    change it). ``messages``: what it printed (progress on); ``warnings``: what it warned."""
+    change it). ``messages``: what it printed (progress on); ``warnings``: what it warned.
+
+    Under xdist, once for all workers (a session fixture is otherwise one per worker: with
+    ``-n 2 --dist loadfile`` the files using it land on both, and it was trained twice): the
+    first worker to ask trains it into the run's shared temporary folder under a file lock, the
+    other waits and reads it back (``shared_once``)."""
+    return shared_once(tmp_path_factory, worker_id, "protocol_reference", _train_protocol_reference)
+
+
+def _train_protocol_reference(folder: Path) -> dict[str, Any]:
     from purehr.run.protocol import train_all_seeds
 
     messages = io.StringIO()
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(messages):
         warnings.simplefilter("always")
         summary = train_all_seeds(
-            tmp_path_factory.mktemp("protocol") / "reference",
+            folder / "reference",
             tasks=PROTOCOL_TASKS,
             seeds=PROTOCOL_SEEDS,
             configs=protocol_configs(),
             progress=True,
         )
     return {"summary": summary, "messages": messages.getvalue(), "warnings": [str(w.message) for w in caught]}
+
+
+def shared_once(tmp_path_factory, worker_id: str, name: str, train) -> dict[str, Any]:
+    """``train(folder)`` (-> ``{"summary": RunSummary, "messages": str, "warnings": [str]}``)
+    run once per test session. Without xdist it is called in a fresh temporary folder. Under
+    xdist (pytest-xdist's documented pattern for session fixtures) the first worker holding
+    the lock trains in a folder under the workers' common temporary root and saves what the
+    others need beside the run (``_save_shared``); the others read that (``_load_shared``).
+    The run directory is shared by every worker: tests copy it before changing anything."""
+    if worker_id == "master":
+        return train(tmp_path_factory.mktemp(name))
+    from filelock import FileLock
+
+    folder = tmp_path_factory.getbasetemp().parent / name
+    with FileLock(f"{folder}.lock"):
+        if (folder / "shared.json").exists():
+            return _load_shared(folder)
+        folder.mkdir()
+        result = train(folder)
+        _save_shared(folder, result)
+        return result
+
+
+def _save_shared(folder: Path, result: dict[str, Any]) -> None:
+    """The summary's numbers, the messages and warnings as JSON; each task's final runners (a
+    leading seed axis) as their leaves in pytree order, in one .npz per task (no pickle)."""
+    import jax
+    import numpy as np
+
+    summary = result["summary"]
+    assert summary.tracking is None, "a shared run keeps no dashboards open"
+    numbers = {
+        field: getattr(summary, field)
+        for field in (
+            "wall_time_s",
+            "compile_s",
+            "resumed_from",
+            "seconds_in_checkpoint_callbacks",
+            "seconds_in_evaluation",
+            "seconds_writing_checkpoints",
+        )
+    }
+    tasks = list(summary.final_runners)
+    for index, task in enumerate(tasks):
+        leaves = [np.asarray(leaf) for leaf in jax.tree.leaves(summary.final_runners[task])]
+        np.savez(folder / f"final_runners_{index}.npz", *leaves)
+    record = {"run_dir": str(summary.run_dir), "summary": numbers, "tasks": tasks}
+    record.update(messages=result["messages"], warnings=result["warnings"])
+    (folder / "shared.json").write_text(json.dumps(record))  # last: its presence says "complete"
+
+
+def _load_shared(folder: Path) -> dict[str, Any]:
+    """``_save_shared``'s record as the result ``train`` returned: the final runners rebuilt in
+    the structure of each task's recorded setup (``TaskSetup.abstract_state``), every leaf
+    checked for its shape and dtype against the seed-stacked abstract state."""
+    import jax
+    import numpy as np
+
+    from purehr.run.compiled.task_setup import recorded_setup
+    from purehr.run.outcome import RunSummary
+    from purehr.run.store.run_dir import RunDirectory
+
+    record = json.loads((folder / "shared.json").read_text())
+    run_dir = Path(record["run_dir"])
+    manifest = RunDirectory(run_dir).read_manifest()
+    seeds = len(manifest["seeds"])
+    final_runners = {}
+    for index, task in enumerate(record["tasks"]):
+        abstract = recorded_setup(manifest, task).abstract_state()
+        expected, treedef = jax.tree.flatten(abstract)
+        with np.load(folder / f"final_runners_{index}.npz", allow_pickle=False) as saved:
+            leaves = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+        assert len(leaves) == len(expected), (task, len(leaves), len(expected))
+        for leaf, like in zip(leaves, expected):
+            assert leaf.shape == (seeds, *like.shape) and leaf.dtype == like.dtype, (task, leaf.shape, like)
+        final_runners[task] = jax.tree.unflatten(treedef, [jax.numpy.asarray(leaf) for leaf in leaves])
+    summary = RunSummary(run_dir=run_dir, final_runners=final_runners, **record["summary"])
+    return {"summary": summary, "messages": record["messages"], "warnings": record["warnings"]}
 
 
 def write_synthetic_run(
