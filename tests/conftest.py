@@ -270,6 +270,43 @@ def _filled(row: dict, columns: list[str]) -> dict:
     return {column: row.get(column, "" if column in empty else 0) for column in columns}
 
 
+REFERENCE_GROUP = (
+    "tests/test_algorithm_entries.py",
+    "tests/test_any_task_reports.py",
+    "tests/test_interrupt.py",
+    "tests/test_protocol_matrix.py",
+    "tests/test_resume_multitask.py",
+    "tests/test_run.py",
+)
+"""The files that use ``protocol_reference`` (test_protocol_matrix.py through the PPO row's
+``shared_reference``): under ``--dist loadfile`` they are one work unit, run by one worker one
+after the other (``pytest_xdist_make_scheduler``). Why: the reference is trained once and,
+more costly, its program (host callbacks: never in JAX's persistent cache) is compiled once;
+the tests that resume or extend a copy of the reference reuse it from run/program.py's
+in-process cache. Spread over two workers, the second compiled it again (and, before the
+reference was shared, trained it again too). test_suite_scheduling.py checks the list."""
+
+
+def reference_group_scope(nodeid: str) -> str:
+    """The work unit of a test under ``--dist loadfile``: its file, or one unit for REFERENCE_GROUP."""
+    path = nodeid.split("::", 1)[0]
+    return "protocol_reference group" if path in REFERENCE_GROUP else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's ``loadfile`` scheduler with REFERENCE_GROUP as one work unit; the unit with the
+    most tests goes first (xdist's default ``--loadscope-reorder``), so the group starts at once."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ReferenceGroupScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return reference_group_scope(nodeid)
+
+    return ReferenceGroupScheduling(config, log)
+
+
 def pytest_sessionfinish(session, exitstatus):
     if _OWN_CACHE:  # the process that made the folder (under xdist: the controller, after every worker)
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
