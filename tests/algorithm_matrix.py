@@ -21,7 +21,12 @@ A row's ``tasks`` are the tasks it serves, one per action-space kind it takes (s
 MultiDiscrete; gymnax:CartPole-v1: Discrete), each with config fields over that task's defaults
 for the algorithm that make a tiny run (a few dozen updates of a few hundred steps; the protocol's
 cadence is ``PROTOCOL`` for every row). Its first task is the one the runs are watched on (the
-kill after its third checkpoint, the Ctrl-C at its update 7) and the population trains on."""
+kill after its third checkpoint, the Ctrl-C at its update 7) and the population trains on.
+
+A row's ``covered_by`` names, per matrix check (``CHECKS``), a deeper test of that algorithm that
+already gives the same guarantee: the matrix then skips it for that row, saying which test gives
+it, and trains nothing for it (PPO's SIGKILL, Ctrl-C and PBT runs are test_run.py's,
+test_interrupt.py's and test_pbt_run.py's). A new algorithm's row leaves it empty."""
 
 from __future__ import annotations
 
@@ -33,6 +38,8 @@ PROTOCOL = dict(checkpoint_interval=3000, eval_episodes=4, full_eval_interval=2,
 every second one and the last with the full evaluation."""
 SEEDS = [0, 1]
 POPULATION = [0, 1, 2, 3]
+CHECKS = ("checkpoints", "sigkill", "ctrl_c", "dashboards", "divergence", "pbt", "restore")
+"""The matrix's checks, by the names ``AlgorithmRow.covered_by`` uses (tests/test_protocol_matrix.py)."""
 
 PPO_SMALL = dict(
     total_timesteps=16384,
@@ -55,7 +62,8 @@ class AlgorithmRow:
     that makes its losses or parameters non-finite within an update (the divergence guard);
     ``explore``: what its population explores; ``shared_reference``: the name of a conftest
     fixture that already trains exactly this row's run (its uninterrupted reference is then
-    shared, not trained twice)."""
+    shared, not trained twice); ``covered_by``: check (``CHECKS``) -> the deeper test
+    (``tests/file.py::name``) that gives that guarantee for this algorithm."""
 
     name: str
     tasks: dict[str, dict[str, Any]]
@@ -63,6 +71,11 @@ class AlgorithmRow:
     explore: tuple[str, ...]
     shared_reference: str | None = None
     population_task: str | None = field(default=None)  # default: the first task
+    covered_by: dict[str, str] = field(default_factory=dict)
+
+    def runs(self, check: str) -> bool:
+        """Whether the matrix runs ``check`` for this row (no deeper test gives it)."""
+        return check not in self.covered_by
 
     @property
     def task_names(self) -> list[str]:
@@ -131,6 +144,13 @@ MATRIX: dict[str, AlgorithmRow] = {
         explore=("learning_rate", "ent_coef"),
         shared_reference="protocol_reference",
         population_task="hrv",
+        covered_by={  # the same runs (conftest's protocol configs, its reference), deeper assertions
+            "sigkill": "tests/test_run.py::test_killed_run_resumes_to_bit_identical_parameters",
+            "dashboards": "tests/test_run.py::test_the_killed_run_holds_every_step_once_on_both_dashboards",
+            "ctrl_c": "tests/test_interrupt.py::test_the_resume_after_ctrl_c_is_bit_identical_to_an_uninterrupted_run",
+            "pbt": "tests/test_pbt_run.py::"
+            "test_each_checkpoint_records_the_population_and_a_copy_carries_its_parents_weights",
+        },
     ),
     "pqn": AlgorithmRow(
         "pqn",

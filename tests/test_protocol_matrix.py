@@ -13,8 +13,10 @@ interrupted (Ctrl-C, in process) once:
     hyperparameters, inside the compiled call
     restore, evaluate, render, publish: from the reference's files
 
-PPO's own, deeper tests of each (tests/test_run.py, test_interrupt.py, test_pbt_run.py, ...) stay;
-this file is what another algorithm must pass by adding its row."""
+PPO's own, deeper tests of each (tests/test_run.py, test_interrupt.py, test_pbt_run.py, ...) stay,
+and where one gives a check's guarantee the PPO row names it (``AlgorithmRow.covered_by``) and the
+check is skipped for PPO, naming it: the same guarantee is not trained twice. This file is what
+another algorithm must pass by adding its row."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from algorithm_matrix import MATRIX, POPULATION, SEEDS, AlgorithmRow
+from algorithm_matrix import CHECKS, MATRIX, POPULATION, SEEDS, AlgorithmRow
 
 from purehr.algorithms.registry import ALGORITHMS, make_algorithm
 from purehr.population import PBTSettings
@@ -64,6 +66,21 @@ def test_every_registered_algorithm_has_a_row():
     assert sorted(MATRIX) == sorted(ALGORITHMS)
     for name, row in MATRIX.items():
         assert row.name == name and row.tasks and row.diverging[0] in ALGORITHMS[name].hyperparameter_names()
+
+
+def test_a_check_left_to_a_deeper_test_names_a_test_that_exists():
+    """``covered_by`` may only name a matrix check and an existing test function of its file."""
+    root = Path(__file__).resolve().parents[1]
+    for row in MATRIX.values():
+        for check, test in row.covered_by.items():
+            assert check in CHECKS, (row.name, check)
+            path, name = test.split("::")
+            assert f"def {name}(" in (root / path).read_text(), (row.name, test)
+
+
+def skip_if_covered(row: AlgorithmRow, check: str) -> None:
+    if not row.runs(check):
+        pytest.skip(f"{row.name}: given by {row.covered_by[check]}")
 
 
 class KilledChild:
@@ -125,18 +142,22 @@ def matrix(request, tmp_path_factory):
     its resume in process, and a SIGKILLed child resumed here."""
     row = MATRIX[request.param]
     base = tmp_path_factory.mktemp(f"matrix-{row.name}")
-    child = KilledChild(row, base / "killed")
+    killing = row.runs("sigkill") or row.runs("dashboards")
+    child = KilledChild(row, base / "killed") if killing else None
     if row.shared_reference:
         reference = request.getfixturevalue(row.shared_reference)["summary"]
     else:
         with contextlib.redirect_stderr(io.StringIO()):
             reference = train_all_seeds(base / "reference", seeds=SEEDS, progress=False, **row.run_arguments())
-    interrupted = interrupted_run(row, base / "interrupted")
-    with contextlib.redirect_stderr(io.StringIO()):
-        interrupted_resume = train_all_seeds(base / "interrupted", resume=True, progress=False)
-    output = child.wait()
-    killed = {"rows": child.rows, "returncode": child.child.returncode, "output": output}
-    if child.child.returncode == -signal.SIGKILL:
+    interrupted = interrupted_resume = killed = None
+    if row.runs("ctrl_c"):
+        interrupted = interrupted_run(row, base / "interrupted")
+        with contextlib.redirect_stderr(io.StringIO()):
+            interrupted_resume = train_all_seeds(base / "interrupted", resume=True, progress=False)
+    if child is not None:
+        output = child.wait()
+        killed = {"rows": child.rows, "returncode": child.child.returncode, "output": output}
+    if child is not None and child.child.returncode == -signal.SIGKILL:
         with contextlib.redirect_stderr(io.StringIO()):
             train_all_seeds(base / "killed", resume=True, progress=False)
     return {
@@ -151,6 +172,7 @@ def matrix(request, tmp_path_factory):
 
 def test_checkpoints_at_every_target_with_heldout_evaluation_and_baselines(matrix):
     row, root = matrix["row"], matrix["reference"].run_dir
+    skip_if_covered(row, "checkpoints")
     manifest = json.loads((root / "manifest.json").read_text())
     assert manifest["status"] == "finished"
     assert manifest.get("algorithms", {task: "ppo" for task in row.tasks}) == {task: row.name for task in row.tasks}
@@ -185,6 +207,7 @@ def get_protocol(manifest: dict, task: str):
 
 def test_sigkill_then_resume_is_bit_identical(matrix):
     row, killed = matrix["row"], matrix["killed"]
+    skip_if_covered(row, "sigkill")
     assert killed["returncode"] == -signal.SIGKILL and killed["rows"] >= 3, killed["output"][-2000:]
     for task in row.tasks:
         for seed in SEEDS:
@@ -193,6 +216,7 @@ def test_sigkill_then_resume_is_bit_identical(matrix):
 
 def test_ctrl_c_then_resume_is_bit_identical(matrix):
     row, stopped = matrix["row"], matrix["interrupted"]
+    skip_if_covered(row, "ctrl_c")
     assert stopped is not None, "the run was not interrupted"
     resumed, reference = matrix["interrupted_resume"], matrix["reference"]
     for task in row.tasks:
@@ -206,6 +230,7 @@ def test_the_resumed_runs_dashboards_hold_every_step_once(matrix):
     from dashboard_checks import assert_tensorboard_exact
 
     row = matrix["row"]
+    skip_if_covered(row, "dashboards")
     names = ALGORITHMS[row.name].metric_names()
     columns = (names.rollout[0], *names.learning)  # the rollout's and every learning metric
     for task in row.tasks:
@@ -231,6 +256,7 @@ def test_a_diverging_hyperparameter_freezes_the_seed_and_records_it(matrix, tmp_
     import purehr.run.protocol as protocol
 
     row, reference = matrix["row"], matrix["reference"]
+    skip_if_covered(row, "divergence")
     name, value = row.diverging
     run = tmp_path / "run"
     shutil.copytree(reference.run_dir, run)
@@ -265,6 +291,7 @@ def test_a_diverging_hyperparameter_freezes_the_seed_and_records_it(matrix, tmp_
 
 def test_pbt_copies_population_fields_and_explores_inside_the_call(matrix, tmp_path):
     row = matrix["row"]
+    skip_if_covered(row, "pbt")
     task = row.pbt_task
     settings = PBTSettings.checked(explore=list(row.explore))
     arguments = row.run_arguments([task])
@@ -306,6 +333,7 @@ def test_restore_evaluate_render_and_publish(matrix, tmp_path, capsys):
     from purehr.viz.render import render_run
 
     row, reference = matrix["row"], matrix["reference"]
+    skip_if_covered(row, "restore")
     run = tmp_path / "run"
     shutil.copytree(reference.run_dir, run)
     evaluate = load("evaluate")
