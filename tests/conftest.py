@@ -293,6 +293,7 @@ def reference_group_scope(nodeid: str) -> str:
     return "protocol_reference group" if path in REFERENCE_GROUP else path
 
 
+@pytest.hookimpl(optionalhook=True)  # a run without xdist (-p no:xdist) has no such hook
 def pytest_xdist_make_scheduler(config, log):
     """xdist's ``loadfile`` scheduler with REFERENCE_GROUP as one work unit; the unit with the
     most tests goes first (xdist's default ``--loadscope-reorder``), so the group starts at once."""
