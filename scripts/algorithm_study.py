@@ -1,12 +1,16 @@
 """One algorithm on one task, every seed in one compiled call, judged by the task's held-out
-evaluation: a quick study of an algorithm's settings before they become a task's defaults.
+evaluation: a quick study of an algorithm's settings before they become a task's defaults, and
+the tool behind ``results/algorithms/``'s learning table.
 
     python scripts/algorithm_study.py --algorithm pqn --task hrv --seeds 0 1 2 3 4 \
-        --set total_timesteps=300000 learning_rate=3e-4
+        --set total_timesteps=300000 learning_rate=3e-4 --progress 50 --out study.json
 
-Prints one JSON line: the config, environment steps, wall time (compile included) and each
-seed's held-out metrics. The task's defaults are used where they are the algorithm's, else the
-algorithm's own; ``--set`` overrides fields (Python literals)."""
+Prints one JSON line (and writes it to ``--out``): the config, environment steps, wall time
+(compile included), each seed's held-out metrics and, with ``--progress N``, each seed's training
+statistics averaged over every N updates (the rollout's episode return and, on tasks with a
+success, its success rate on the training starts), so the step and time at which training first
+met a goal can be read without a checkpointed run. The task's config for the algorithm (``Task.config_for``:
+its tuned default, else the algorithm's own) is the start; ``--set`` overrides fields (Python literals)."""
 
 from __future__ import annotations
 
@@ -14,14 +18,62 @@ import argparse
 import ast
 import json
 import time
+import warnings
+from pathlib import Path
 
 import jax
 import numpy as np
 
-from purehr.algorithms.registry import algorithm_of, default_config
 from purehr.algorithms.trainer import make_train
 from purehr.engine.seeds import keys_for_seeds
 from purehr.tasks import get_task, heldout_env_params
+
+TRAINING_STATISTICS = ("mean_episode_return", "train_success_rate")
+"""The rollout metrics (``ROLLOUT_METRICS``) ``--progress`` averages per seed."""
+
+
+class TrainingWindows:
+    """``make_train``'s callback: each seed's training statistics averaged over every ``every``
+    updates (NaN where a window completed no episode), with the steps and wall seconds at its end."""
+
+    def __init__(self, every: int, start: float):
+        self.every, self.start = every, start
+        self.window: list[dict[str, np.ndarray]] = []
+        self.rows: list[dict] = []
+
+    def __call__(self, metrics) -> None:
+        self.window.append({k: np.asarray(metrics[k], np.float64) for k in TRAINING_STATISTICS if k in metrics})
+        if len(self.window) < self.every:
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a window with no finished episode: NaN
+            means = {k: np.nanmean(np.stack([w[k] for w in self.window]), axis=0) for k in self.window[0]}
+        self.window.clear()
+        row = {"env_steps": int(np.asarray(metrics["env_steps"]).reshape(-1)[0])}
+        row["seconds"] = round(time.perf_counter() - self.start, 1)
+        row.update({k: rounded(v) for k, v in means.items()})
+        self.rows.append(row)
+        print(json.dumps(row), flush=True)
+
+
+def rounded(values) -> list:
+    """An array as a list of floats to 4 decimals, NaN as ``None`` (strict JSON has no NaN)."""
+    values = np.round(np.asarray(values, np.float64), 4)
+    return [None if np.isnan(v) else float(v) for v in values.reshape(-1)]
+
+
+def parse_changes(items: list[str]) -> dict:
+    """``FIELD=VALUE`` pairs, values as Python literals where they parse (else strings)."""
+    changes = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--set {item!r}: expected FIELD=VALUE")
+        try:
+            changes[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            changes[name] = value
+    return changes
 
 
 def main() -> None:
@@ -31,24 +83,19 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--episodes", type=int, default=None, help="held-out episodes (default: the task's)")
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE")
+    parser.add_argument("--progress", type=int, default=0, help="training statistics every N updates (0: none)")
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON result to this file")
     args = parser.parse_args()
+    if args.progress < 0:
+        raise SystemExit(f"--progress {args.progress}: expected a number of updates >= 0")
     task = get_task(args.task)
-    config = task.default_config
-    if algorithm_of(config).name != args.algorithm:
-        config = default_config(args.algorithm)
-    changes = {}
-    for item in args.set:
-        name, _, value = item.partition("=")
-        try:
-            changes[name] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            changes[name] = value
-    config = config.replace(**changes)
+    config = task.config_for(args.algorithm).replace(**parse_changes(args.set))
     env = task.make_env()
     episodes = task.default_protocol.eval_episodes if args.episodes is None else args.episodes
 
     start = time.perf_counter()
-    trainer = make_train(config, env)
+    windows = TrainingWindows(args.progress, start) if args.progress else None
+    trainer = make_train(config, env, callback=windows)
     result = trainer(keys_for_seeds(args.seeds))
     jax.block_until_ready(result)
     train_seconds = time.perf_counter() - start
@@ -58,20 +105,26 @@ def main() -> None:
         jax.vmap(lambda p: task.heldout_evaluation(env, eval_params, algorithm.policy(p), num_episodes=episodes))
     )
     heldout = evaluate(algorithm.network_params(result.runner))
-    print(
-        json.dumps(
-            {
-                "algorithm": args.algorithm,
-                "task": args.task,
-                "config": config.to_dict(),
-                "env_steps": int(config.num_updates * config.batch_size),
-                "train_seconds": round(train_seconds, 1),
-                "seeds": args.seeds,
-                "diverged_at_update": np.asarray(algorithm.diverged_at_update(result.runner)).tolist(),
-                "heldout": {k: np.round(np.asarray(v, np.float64), 4).tolist() for k, v in heldout.items()},
-            }
-        )
-    )
+    if windows and all(v is None for v in rounded(heldout.get("success_rate", np.nan))):
+        for row in windows.rows:  # a task without a success (gymnax's): its success rate says nothing
+            row.pop("train_success_rate", None)
+    record = {
+        "algorithm": args.algorithm,
+        "task": args.task,
+        "config": config.to_dict(),
+        "env_steps": int(config.num_updates * config.batch_size),
+        "train_seconds": round(train_seconds, 1),
+        "seeds": args.seeds,
+        "heldout_episodes": episodes,
+        "diverged_at_update": np.asarray(algorithm.diverged_at_update(result.runner)).tolist(),
+        "heldout": {k: rounded(v) for k, v in heldout.items()},
+        "training": windows.rows if windows else None,
+    }
+    line = json.dumps(record)
+    print(line)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(line + "\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,61 @@
+"""scripts/algorithm_study.py's training windows and flag parsing, on hand-written metrics (no
+training: its learning runs are recorded in results/algorithms/, not here)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "algorithm_study.py"
+
+
+@pytest.fixture(scope="module")
+def study():
+    spec = importlib.util.spec_from_file_location("algorithm_study_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _update(steps, returns, success):
+    return {
+        "env_steps": np.array([steps, steps]),
+        "mean_episode_return": np.array(returns, np.float32),
+        "train_success_rate": np.array(success, np.float32),
+        "q_mean": np.zeros(2),  # not a training statistic: left out
+    }
+
+
+def test_windows_average_each_seed_and_skip_empty_updates(study):
+    windows = study.TrainingWindows(every=2, start=0.0)
+    windows(_update(100, [1.0, np.nan], [0.0, np.nan]))
+    assert windows.rows == []  # the window is not full yet
+    windows(_update(200, [3.0, np.nan], [1.0, np.nan]))
+    windows(_update(300, [-2.0, 5.0], [0.5, 1.0]))
+    windows(_update(400, [np.nan, 7.0], [np.nan, 0.0]))
+    first, second = windows.rows
+    assert first["env_steps"] == 200 and second["env_steps"] == 400
+    # seed 0: mean of 1 and 3; seed 1 finished no episode in the window: None (strict JSON)
+    assert first["mean_episode_return"] == [2.0, None]
+    assert first["train_success_rate"] == [0.5, None]
+    # the NaN of an update without a finished episode is skipped, not averaged in
+    assert second["mean_episode_return"] == [-2.0, 6.0]
+    assert second["train_success_rate"] == [0.5, 0.5]
+    assert set(first) == {"env_steps", "seconds", "mean_episode_return", "train_success_rate"}
+    assert math.isfinite(first["seconds"]) and first["seconds"] >= 0
+
+
+def test_set_values_are_literals_and_a_bad_pair_is_named(study):
+    assert study.parse_changes(["learning_rate=1e-3", "hidden=(64, 64)", "activation=relu"]) == {
+        "learning_rate": 1e-3,
+        "hidden": (64, 64),
+        "activation": "relu",
+    }
+    with pytest.raises(SystemExit, match="'learning_rate': expected FIELD=VALUE"):
+        study.parse_changes(["learning_rate"])
