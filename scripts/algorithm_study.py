@@ -19,12 +19,13 @@ import ast
 import json
 import time
 import warnings
-from pathlib import Path
 
 import jax
 import numpy as np
 
+from purehr.algorithms.registry import ALGORITHMS
 from purehr.algorithms.trainer import make_train
+from purehr.cli.arguments import HelpFormatter, non_negative_int, output_file, positive_int, task_name
 from purehr.engine.seeds import keys_for_seeds
 from purehr.tasks import get_task, heldout_env_params
 
@@ -76,18 +77,24 @@ def parse_changes(items: list[str]) -> dict:
     return changes
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--algorithm", default="ppo")
-    parser.add_argument("--task", default="hrv")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--episodes", type=int, default=None, help="held-out episodes (default: the task's)")
-    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE")
-    parser.add_argument("--progress", type=int, default=0, help="training statistics every N updates (0: none)")
-    parser.add_argument("--out", type=Path, default=None, help="also write the JSON result to this file")
-    args = parser.parse_args()
-    if args.progress < 0:
-        raise SystemExit(f"--progress {args.progress}: expected a number of updates >= 0")
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
+    parser.add_argument("--algorithm", default="ppo", choices=sorted(ALGORITHMS), help="the algorithm to train")
+    parser.add_argument("--task", type=task_name, default="hrv", help="the task (a name, gymnax:ID, module:factory)")
+    parser.add_argument("--seeds", type=non_negative_int, nargs="+", default=[0, 1, 2, 3, 4], help="seeds")
+    parser.add_argument("--episodes", type=positive_int, default=None, help="held-out episodes (default: the task's)")
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="FIELD=VALUE", help="config fields over the task's defaults"
+    )
+    parser.add_argument(
+        "--progress", type=non_negative_int, default=0, help="training statistics every N updates (0: none)"
+    )
+    parser.add_argument("--out", type=output_file, default=None, help="also write the JSON result to this file")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     task = get_task(args.task)
     config = task.config_for(args.algorithm).replace(**parse_changes(args.set))
     env = task.make_env()

@@ -172,8 +172,11 @@ def test_the_flags_are_the_union_of_the_algorithms_fields_each_saying_whom_it_ap
     fields, owners = ppo_flags._union_of_fields()
     names = [field.name for field in fields]
     assert len(names) == len(set(names))  # a field several configs share is one flag
-    assert owners["num_envs"] == ("ppo", "fake") and owners["tau"] == ("fake",) and owners["gamma"] == ("ppo",)
+    # every config has num_envs; tau is SAC's (and the fake's); gamma PPO's, SAC's and PQN's
+    assert owners["num_envs"] == ("ppo", "sac", "pqn", "fake") and owners["tau"] == ("sac", "fake")
+    assert owners["gamma"] == ("ppo", "sac", "pqn") and owners["clip_range"] == ("ppo",)
     assert "checkpoint_interval" in names and "checkpoint_interval" not in owners  # the protocol's: every algorithm
     monkeypatch.setattr(ppo_flags, "FIELD_ALGORITHMS", owners)
-    assert ppo_flags.applies_to("tau") == " [fake only]" and ppo_flags.applies_to("gamma") == " [ppo only]"
+    assert ppo_flags.applies_to("tau") == " [sac, fake only]" and ppo_flags.applies_to("clip_range") == " [ppo only]"
+    assert ppo_flags.applies_to("gamma") == " [ppo, sac, pqn only]"
     assert ppo_flags.applies_to("num_envs") == "" and ppo_flags.applies_to("eval_episodes") == ""

@@ -73,8 +73,20 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """``type=`` of a count or a seed that may be 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; expected an integer >= 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value}: expected an integer >= 0")
+    return value
+
+
 output_file.__name__ = "output file"
 positive_int.__name__ = "positive integer"
+non_negative_int.__name__ = "integer >= 0"
 
 
 def task_name(text: str) -> str:
