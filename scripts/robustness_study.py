@@ -86,10 +86,12 @@ def learning_curve(run_dir: Path, task: str, seed: int) -> list[dict]:
     return curve
 
 
-def seed_summary(run_dir: Path, task: str, seed: int, bar: float = BAR) -> dict:
+def seed_summary(run_dir: Path, task: str, seed: int, bar: float = BAR, reference: float | None = None) -> dict:
     """One seed: the last checkpoint's held-out success and speed, the steps of the first and
     last checkpoint at or above ``bar`` (None: never), and for a seed ending below it the
-    verdict (``collapsed after learning`` / ``never learned``) and its learning curve."""
+    verdict (``collapsed after learning`` / ``never learned``) and its learning curve; a seed
+    whose speed is not below ``reference`` (the baseline's: lower is faster) is ``slow`` and
+    gets its learning curve too."""
     points = _checkpoints(run_dir, task, seed)
     success = points["eval_success_rate"]
     met = np.flatnonzero(success >= bar)
@@ -108,6 +110,11 @@ def seed_summary(run_dir: Path, task: str, seed: int, bar: float = BAR) -> dict:
     }
     if success[-1] < bar:
         summary["failure"] = "collapsed after learning" if met.size else "never learned"
+    # NaN (no success to time) is not faster than the reference either
+    summary["slow"] = bool(
+        reference is not None and not (summary["speed"] is not None and summary["speed"] < reference)
+    )
+    if "failure" in summary or summary["slow"]:
         summary["learning_curve"] = learning_curve(run_dir, task, seed)
     return summary
 
@@ -122,8 +129,8 @@ def study_summary(run_dir: Path, task: str, setting: str, command: list[str] | N
     manifest = read_manifest(run_dir)
     seeds = [int(seed) for seed in manifest["seeds"]]
     baseline = manifest.get("baselines", {}).get(task, {})
-    per_seed = [seed_summary(run_dir, task, seed) for seed in seeds]
     reference = (baseline.get("metrics") or {}).get(SPEED.get(task, "episode_length"))
+    per_seed = [seed_summary(run_dir, task, seed, reference=reference) for seed in seeds]
     return {
         "task": task,
         "setting": setting,
@@ -139,9 +146,7 @@ def study_summary(run_dir: Path, task: str, setting: str, command: list[str] | N
         "seeds": seeds,
         "baseline": {"name": baseline.get("name"), "speed": reference},
         "seeds_at_bar": sum(seed["success"] >= BAR for seed in per_seed),
-        "seeds_faster_than_baseline": sum(
-            seed["speed"] is not None and reference is not None and seed["speed"] < reference for seed in per_seed
-        ),
+        "seeds_faster_than_baseline": sum(not seed["slow"] for seed in per_seed) if reference is not None else None,
         "goals": goals_met(run_dir).get(task),
         "per_seed": per_seed,
     }
@@ -157,14 +162,14 @@ def markdown_table(study: dict) -> str:
         f"{study['baseline']['name']} ({_number(study['baseline']['speed'])})",
         "",
         f"| seed | held-out success | {speed} | first / last checkpoint >= {study['bar']} (steps) | "
-        "checkpoints >= bar | failure | state digest |",
+        "checkpoints >= bar | failure, or slower than the reference | state digest |",
         "|---|---|---|---|---|---|---|",
     ]
     for seed in study["per_seed"]:
         lines.append(
             f"| {seed['seed']} | {seed['success']:.2f} | {_number(seed['speed'])} | "
             f"{_number(seed['first_met_steps'])} / {_number(seed['last_met_steps'])} | {seed['checkpoints_met']} | "
-            f"{seed.get('failure', '')} | `{(seed['state_digest'] or '')[:12]}` |"
+            f"{seed.get('failure') or ('slow' if seed['slow'] else '')} | `{(seed['state_digest'] or '')[:12]}` |"
         )
     return "\n".join(lines) + "\n"
 

@@ -50,6 +50,10 @@ def test_seed_summary_first_last_bar_and_failure_kind(study, run_dir):
     assert (collapsed["first_met_steps"], collapsed["last_met_steps"]) == (100, 200)
     assert collapsed["failure"] == "collapsed after learning" and collapsed["best_success"] == 0.97
     assert never["failure"] == "never learned" and never["first_met_steps"] is None
+    # a success no faster than the reference is slow, and keeps its learning curve
+    slow = study.seed_summary(run_dir, "hrv", 0, reference=7.0)
+    assert slow["slow"] and len(slow["learning_curve"]) == 4 and "learning_curve" not in passing
+    assert not study.seed_summary(run_dir, "hrv", 0, reference=7.5)["slow"]
 
 
 def test_learning_curve_means_the_updates_of_each_checkpoint_interval(study, run_dir):
