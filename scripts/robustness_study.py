@@ -142,6 +142,7 @@ def study_summary(run_dir: Path, task: str, setting: str, command: list[str] | N
         "command": command,
         "run_command": manifest.get("command"),
         "git_revision": manifest.get("git_revision"),
+        "run_status": manifest.get("status"),  # not "finished": the per-seed rows are its last checkpoints
         "wall_time_s": manifest.get("wall_time_s"),
         "seeds": seeds,
         "baseline": {"name": baseline.get("name"), "speed": reference},
@@ -155,8 +156,9 @@ def study_summary(run_dir: Path, task: str, setting: str, command: list[str] | N
 def markdown_table(study: dict) -> str:
     """One (task, setting) as Markdown: a line of totals, then a row per seed."""
     speed = "time to rotation (s)" if study["task"] == "swing" else "episode length (steps)"
+    unfinished = "" if study.get("run_status") == "finished" else f" [run {study.get('run_status')}: partial]"
     lines = [
-        f"**{study['task']}, setting `{study['setting']}`** ({study['setting_meaning']}): "
+        f"**{study['task']}, setting `{study['setting']}`**{unfinished} ({study['setting_meaning']}): "
         f"{study['seeds_at_bar']}/{len(study['seeds'])} seeds at held-out success >= {study['bar']}, "
         f"{study['seeds_faster_than_baseline']}/{len(study['seeds'])} faster than the "
         f"{study['baseline']['name']} ({_number(study['baseline']['speed'])})",
@@ -172,6 +174,19 @@ def markdown_table(study: dict) -> str:
             f"{seed.get('failure') or ('slow' if seed['slow'] else '')} | `{(seed['state_digest'] or '')[:12]}` |"
         )
     return "\n".join(lines) + "\n"
+
+
+def summary_row(study: dict) -> str:
+    """One (task, setting) as a row of the summary table: counts, median and mean speed, goal."""
+    speeds = np.asarray([seed["speed"] for seed in study["per_seed"]], np.float64)
+    goals, count = study.get("goals") or {}, len(study["seeds"])
+    status = "" if study.get("run_status") == "finished" else f" ({study.get('run_status')}: partial)"
+    return (
+        f"| {study['task']} | `{study['setting']}`{status} | {study['seeds_at_bar']}/{count} | "
+        f"{study['seeds_faster_than_baseline']}/{count} ({study['baseline']['name']} "
+        f"{_number(study['baseline']['speed'])}) | {np.nanmedian(speeds):.2f} | {np.nanmean(speeds):.2f} | "
+        f"{'met' if goals.get('met') else 'not met'} |"
+    )
 
 
 def _number(value) -> str:
@@ -192,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", action="store_true", help="print the Markdown tables of every JSON in --out")
     args = parser.parse_args(argv)
     if args.table:
-        print("\n".join(markdown_table(json.loads(path.read_text())) for path in sorted(args.out.glob("*.json"))))
+        studies = [json.loads(path.read_text()) for path in sorted(args.out.glob("*.json"))]
+        print("\n".join(summary_row(study) for study in studies) + "\n")
+        print("\n".join(markdown_table(study) for study in studies))
         return 0
     if args.task is None:
         parser.error("--task is required (or --table)")
