@@ -487,9 +487,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--configs",
         nargs="+",
-        default=PEER_CONFIGS,
+        default=None,
         choices=PEER_CONFIGS,
-        help="peer:environment, each with that peer's published PPO settings",
+        help="peer:environment, each with that peer's published settings (default: all; the purejaxql:* "
+        "ones only with --purejaxql)",
     )
     parser.add_argument(
         "--purejaxrl", type=Path, default=None, help="folder of a PureJaxRL checkout's ppo.py (purejaxrl:* configs)"
@@ -512,6 +513,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.configs is None:  # every config, purejaxql's only when its folder is given (they came later)
+        args.configs = [c for c in PEER_CONFIGS if args.purejaxql is not None or not c.startswith("purejaxql:")]
     peers = {config.split(":")[0] for config in args.configs}
     for peer in ("purejaxrl", "purejaxql"):
         if peer in peers and getattr(args, peer) is None:
