@@ -1,10 +1,13 @@
-"""purehr against its peers, each on its own published PPO settings: PureJaxRL (``ppo.py`` on
-CartPole-v1, ``ppo_continuous_action.py`` on Brax's inverted_pendulum), rejax, and Brax's own
+"""purehr against its peers, each on its own published settings: PureJaxRL (``ppo.py`` on
+CartPole-v1, ``ppo_continuous_action.py`` on Brax's inverted_pendulum), rejax, Brax's own
 PPO (``brax:inverted_pendulum``: a Python loop of its own, measured its way by
-``brax_peer.py``, whose docstring says how).
+``brax_peer.py``, whose docstring says how), and purejaxql's PQN against purehr's PQN
+(``purejaxql:CartPole-v1``, ``--purejaxql PATH``: ``purejaxql_peer.py``, whose docstring says
+where its config comes from and what is not the same).
 
     python benchmarks/peers.py --purejaxrl PATH --json benchmarks/results/peers.json
     python benchmarks/peers.py --configs rejax:CartPole-v1 --repeats 1        # one, shorter
+    python benchmarks/peers.py --configs purejaxql:CartPole-v1 --purejaxql PATH
 
 ``--purejaxrl PATH``: PureJaxRL is not a package. PATH is a folder with its unmodified
 ``ppo.py``, ``ppo_continuous_action.py`` and ``wrappers.py``
@@ -73,7 +76,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import load_averages, write_json  # noqa: E402
+from purejaxql_peer import PurejaxqlRun, load_purejaxql, purejaxql_as_purehr  # noqa: E402
 
+from purehr.algorithms.base import AlgorithmConfig  # noqa: E402
 from purehr.algorithms.ppo.config import PPOConfig  # noqa: E402
 from purehr.algorithms.trainer import make_train  # noqa: E402
 from purehr.engine.seeds import keys_for_seeds  # noqa: E402
@@ -169,8 +174,12 @@ BRAX_ENVIRONMENTS = {"inverted_pendulum"}
 """Config environments that are Brax's (``BraxEnv``, positional backend, 1,000-step episodes:
 the backend and time limit of PureJaxRL's ``BraxGymnaxWrapper``); the others are gymnax's."""
 BRAX_CONFIG = "brax:inverted_pendulum"  # brax_peer.py: Brax's train_fn settings, its way of timing
+PUREJAXQL_CONFIGS = ("CartPole-v1",)  # purejaxql_peer.py: its PQN, its config read from its folder
 PEER_CONFIGS = (
-    [f"purejaxrl:{name}" for name in PUREJAXRL_CONFIGS] + [f"rejax:{name}" for name in REJAX_CONFIGS] + [BRAX_CONFIG]
+    [f"purejaxrl:{name}" for name in PUREJAXRL_CONFIGS]
+    + [f"rejax:{name}" for name in REJAX_CONFIGS]
+    + [BRAX_CONFIG]
+    + [f"purejaxql:{name}" for name in PUREJAXQL_CONFIGS]
 )
 EVAL_EPISODES = 20
 
@@ -363,7 +372,7 @@ class PureJaxRLRun:
 
 
 class PurehrRun:
-    def __init__(self, config: PPOConfig, seeds: int, env: GymnaxEnv):
+    def __init__(self, config: AlgorithmConfig, seeds: int, env: GymnaxEnv):
         self.config = config
         self.train = make_train(config, env)
         self.keys = keys_for_seeds(range(seeds))
@@ -376,13 +385,21 @@ class PurehrRun:
         return timed(lambda keys: self.compiled(keys, None), self.keys)
 
     def greedy_returns(self, result, env: GymnaxEnv) -> np.ndarray:
-        return seed_mean_greedy_returns(self.train.algorithm.policy, result.runner.params, env)
+        algorithm = self.train.algorithm
+        return seed_mean_greedy_returns(algorithm.policy, algorithm.network_params(result.runner), env)
 
 
-def make_runs(config_name: str, seeds: int) -> tuple[str, dict, GymnaxEnv | BraxEnv, dict]:
-    """(peer, {library: run}, environment, the peer's settings) of one ``peer:environment``."""
+def make_runs(
+    config_name: str, seeds: int, purejaxql: Path | None = None, budget: int | None = None
+) -> tuple[str, dict, GymnaxEnv | BraxEnv, dict]:
+    """(peer, {library: run}, environment, the peer's settings) of one ``peer:environment``;
+    ``purejaxql``: its folder (purejaxql:* configs), ``budget``: their reduced budget."""
     peer, name = config_name.split(":", 1)
     env = BraxEnv(name) if name in BRAX_ENVIRONMENTS else GymnaxEnv(name)
+    if peer == "purejaxql":
+        run = PurejaxqlRun(purejaxql, name, seeds, seed_mean_greedy_returns, budget)
+        runs = {"purejaxql": run, "purehr": PurehrRun(purejaxql_as_purehr(run.settings), seeds, env)}
+        return peer, runs, env, run.settings
     if peer == "rejax":
         settings = REJAX_CONFIGS[name]
         runs = {"rejax": RejaxRun(name, seeds), "purehr": PurehrRun(rejax_as_purehr(settings), seeds, env)}
@@ -412,10 +429,12 @@ def compare_with_brax(repeats: int) -> dict:
     )
 
 
-def compare(config_name: str, seeds: int, repeats: int) -> dict:
+def compare(
+    config_name: str, seeds: int, repeats: int, purejaxql: Path | None = None, budget: int | None = None
+) -> dict:
     if config_name == BRAX_CONFIG:
         return compare_with_brax(repeats)
-    peer, runs, env, settings = make_runs(config_name, seeds)
+    peer, runs, env, settings = make_runs(config_name, seeds, purejaxql, budget)
     seconds = {library: [] for library in runs}
     results = {}
     for _ in range(repeats):  # interleaved: both see the same load
@@ -428,6 +447,8 @@ def compare(config_name: str, seeds: int, repeats: int) -> dict:
         "peer_settings": settings,
         "purehr_config": runs["purehr"].config.to_dict(),
     }
+    if peer == "purejaxql" and budget is not None:
+        record["reduced_budget"] = f"TOTAL_TIMESTEPS and TOTAL_TIMESTEPS_DECAY set to {budget}, not the published"
     for library, run in runs.items():
         returns = run.greedy_returns(results[library], env)
         record[library] = {
@@ -450,6 +471,15 @@ def compare(config_name: str, seeds: int, repeats: int) -> dict:
     return record
 
 
+def versioned_packages(peers: set[str]) -> set[str]:
+    """The installed packages a record names the versions of: gymnax, the peers that are
+    packages, and what purejaxql's script imports (it is a folder, not a package)."""
+    packages = {"gymnax", *peers} - {"purejaxrl", "purejaxql"}
+    if "purejaxql" in peers:
+        packages |= {"hydra-core", "omegaconf", "flax", "optax"}
+    return packages
+
+
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.arguments import HelpFormatter, output_file, positive_int
 
@@ -457,12 +487,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--configs",
         nargs="+",
-        default=PEER_CONFIGS,
+        default=None,
         choices=PEER_CONFIGS,
-        help="peer:environment, each with that peer's published PPO settings",
+        help="peer:environment, each with that peer's published settings (default: all; the purejaxql:* "
+        "ones only with --purejaxql)",
     )
     parser.add_argument(
         "--purejaxrl", type=Path, default=None, help="folder of a PureJaxRL checkout's ppo.py (purejaxrl:* configs)"
+    )
+    parser.add_argument(
+        "--purejaxql", type=Path, default=None, help="folder of a purejaxql checkout's pqn_gymnax.py and config/"
+    )
+    parser.add_argument(
+        "--purejaxql-timesteps",
+        type=positive_int,
+        default=None,
+        help="a reduced budget for the purejaxql:* configs (default: their published TOTAL_TIMESTEPS)",
     )
     parser.add_argument("--seeds", type=positive_int, default=5, help="seeds vmapped in each library's one call")
     parser.add_argument("--repeats", type=positive_int, default=3, help="timed runs per library (best counts)")
@@ -473,19 +513,29 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.configs is None:  # every config, purejaxql's only when its folder is given (they came later)
+        args.configs = [c for c in PEER_CONFIGS if args.purejaxql is not None or not c.startswith("purejaxql:")]
     peers = {config.split(":")[0] for config in args.configs}
-    if "purejaxrl" in peers and args.purejaxrl is None:
-        parser.error(f"--configs {' '.join(args.configs)}: the purejaxrl:* configs need --purejaxrl PATH")
-    for peer, package, extra in (("rejax", "rejax", "bench"), ("brax", "brax", "brax"), ("purejaxrl", "brax", "brax")):
+    for peer in ("purejaxrl", "purejaxql"):
+        if peer in peers and getattr(args, peer) is None:
+            parser.error(f"--configs {' '.join(args.configs)}: the {peer}:* configs need --{peer} PATH")
+    for peer, package, extra in (
+        ("rejax", "rejax", "bench"),
+        ("brax", "brax", "brax"),
+        ("purejaxrl", "brax", "brax"),
+        ("purejaxql", "hydra", "purejaxql"),
+    ):
         if peer in peers and importlib.util.find_spec(package) is None:  # PureJaxRL's wrappers import brax
             parser.exit(
                 2, f"error: the {peer}:* configs need {package}: pip install -c constraints.txt -e '.[{extra}]'\n"
             )
     navix_stand_in = load_purejaxrl(args.purejaxrl) if "purejaxrl" in peers else False
+    if "purejaxql" in peers:
+        load_purejaxql(args.purejaxql)
     load_before = os.getloadavg()
     records = []
     for name in args.configs:
-        records.append(compare(name, args.seeds, args.repeats))
+        records.append(compare(name, args.seeds, args.repeats, args.purejaxql, args.purejaxql_timesteps))
         record = records[-1]
         peer = name.split(":")[0]
         summary = {k: v for k, v in record.items() if k.startswith(("config", "ratio_purehr_over_peer", "purehr_"))}
@@ -499,8 +549,9 @@ def main(argv=None) -> int:
         "command": " ".join(["python benchmarks/peers.py"] + (sys.argv[1:] if argv is None else list(argv))),
         "records": records,
         "jax": jax.__version__,
-        "versions": {name: importlib.metadata.version(name) for name in sorted({"gymnax", *peers} - {"purejaxrl"})},
+        "versions": {name: importlib.metadata.version(name) for name in sorted(versioned_packages(peers))},
         "purejaxrl_folder": None if args.purejaxrl is None else str(args.purejaxrl),
+        "purejaxql_folder": None if args.purejaxql is None else str(args.purejaxql),
         "navix_stand_in": navix_stand_in,
         "PJRT_NPROC": os.environ.get("PJRT_NPROC"),
         "devices": [str(d) for d in jax.devices()],

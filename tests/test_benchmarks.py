@@ -1,7 +1,10 @@
-"""benchmarks/: throughput.py --quick runs and reports every field; the Colab notebook is valid."""
+"""benchmarks/: throughput.py --quick runs and reports every field; the Colab notebook is valid;
+purejaxql's PQN config maps to PQNConfig (peers.py's purejaxql pairing)."""
 
 import importlib.util
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +122,89 @@ def test_accelerator_summary_goals_by_hand():
     assert summary["protocol"]["status"] == "finished"
     missing = summarize(None, None, None, None, None)["goals"]  # a step that failed: not measured
     assert missing["hrv_at_least_10M_steps_per_s"] is None and missing["one_scan_at_least_3x_host_loop"] is None
+
+
+def _purejaxql_peer_module():
+    spec = importlib.util.spec_from_file_location("purejaxql_peer", ROOT / "benchmarks" / "purejaxql_peer.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# purejaxql's config/config.yaml merged with config/alg/pqn_cartpole.yaml, as its script receives
+# them (typed from its published CartPole settings, test episodes switched off)
+PUREJAXQL_CARTPOLE = {
+    "NUM_SEEDS": 1,
+    "SEED": 0,
+    "HYP_TUNE": False,
+    "WANDB_MODE": "disabled",
+    "ENTITY": "",
+    "PROJECT": "",
+    "alg": {},
+    "WANDB_LOG_ALL_SEEDS": False,
+    "SAVE_PATH": "./models",
+    "ALG_NAME": "pqn",
+    "TOTAL_TIMESTEPS": 5e5,
+    "TOTAL_TIMESTEPS_DECAY": 5e5,
+    "NUM_ENVS": 32,
+    "NUM_STEPS": 64,
+    "EPS_START": 1.0,
+    "EPS_FINISH": 0.2,
+    "EPS_DECAY": 0.2,
+    "NUM_MINIBATCHES": 16,
+    "NUM_EPOCHS": 4,
+    "NORM_INPUT": False,
+    "HIDDEN_SIZE": 256,
+    "NUM_LAYERS": 2,
+    "NORM_TYPE": "layer_norm",
+    "LR": 0.0001,
+    "MAX_GRAD_NORM": 10,
+    "LR_LINEAR_DECAY": True,
+    "REW_SCALE": 0.1,
+    "GAMMA": 0.99,
+    "LAMBDA": 0.95,
+    "ENV_NAME": "CartPole-v1",
+    "ENV_KWARGS": {},
+    "TEST_DURING_TRAINING": False,
+    "TEST_INTERVAL": 0.05,
+    "TEST_NUM_ENVS": 128,
+    "EPS_TEST": 0.0,
+}
+
+
+def test_purejaxql_cartpole_config_is_pqns_defaults_at_its_whole_updates():
+    """PQNConfig's defaults are documented as purejaxql's CartPole settings: the benchmark's
+    mapping of that config must give exactly them, at its 5e5 // (32 x 64) = 244 whole updates
+    (499,712 steps) and 32 x 64 / 16 = 128 transitions per minibatch."""
+    from purehr.algorithms.pqn.config import PQNConfig
+
+    mapped = _purejaxql_peer_module().purejaxql_as_purehr(dict(PUREJAXQL_CARTPOLE))
+    assert mapped == PQNConfig(total_timesteps=499_712)
+    assert (mapped.num_updates, mapped.minibatch_size, mapped.hidden) == (244, 128, (256, 256))
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ({"NORM_TYPE": "batch_norm"}, "NORM_TYPE='batch_norm'"),
+        ({"NORM_INPUT": True}, "NORM_INPUT=True"),
+        ({"TOTAL_TIMESTEPS_DECAY": 1e7}, "TOTAL_TIMESTEPS_DECAY=10000000.0"),
+        ({"DUELING": True}, "['DUELING']"),
+    ],
+)
+def test_purejaxql_config_without_a_purehr_counterpart_is_refused_by_name(change, named):
+    with pytest.raises(ValueError, match=re.escape(named)):
+        _purejaxql_peer_module().purejaxql_as_purehr({**PUREJAXQL_CARTPOLE, **change})
+
+
+def test_purejaxql_folder_config_composes_to_the_published_settings():
+    """With a purejaxql checkout named by PUREJAXQL_FOLDER (and hydra, the purejaxql extra), the
+    config Hydra composes from its folder is the one typed above."""
+    folder = os.environ.get("PUREJAXQL_FOLDER")
+    if not folder or not (Path(folder) / "config" / "config.yaml").is_file():
+        pytest.skip("no purejaxql folder: set PUREJAXQL_FOLDER to run it")
+    pytest.importorskip("hydra")
+    module = _purejaxql_peer_module()
+    composed = {**module.compose_config(Path(folder), "CartPole-v1"), **module.SWITCHED_OFF}
+    del composed["alg"]
+    assert composed == {k: v for k, v in PUREJAXQL_CARTPOLE.items() if k != "alg"}
