@@ -2,7 +2,7 @@
 CartPole-v1, ``ppo_continuous_action.py`` on Brax's inverted_pendulum), rejax, Brax's own
 PPO (``brax:inverted_pendulum``: a Python loop of its own, measured its way by
 ``brax_peer.py``, whose docstring says how), and purejaxql's PQN against purehr's PQN
-(``purejaxql:CartPole-v1``, ``--purejaxql PATH``: ``purejaxql_peer.py``, whose docstring says
+(``purejaxql:CartPole-v1``, ``--purejaxql PATH``: ``_purejaxql_peer.py``, whose docstring says
 where its config comes from and what is not the same).
 
     python benchmarks/peers.py --purejaxrl PATH --json benchmarks/results/peers.json
@@ -76,7 +76,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import load_averages, write_json  # noqa: E402
-from purejaxql_peer import PurejaxqlRun, load_purejaxql, purejaxql_as_purehr  # noqa: E402
+from _purejaxql_peer import PurejaxqlRun, load_purejaxql, purejaxql_as_purehr  # noqa: E402
 
 from purehr.algorithms.base import AlgorithmConfig  # noqa: E402
 from purehr.algorithms.ppo.config import PPOConfig  # noqa: E402
@@ -174,7 +174,7 @@ BRAX_ENVIRONMENTS = {"inverted_pendulum"}
 """Config environments that are Brax's (``BraxEnv``, positional backend, 1,000-step episodes:
 the backend and time limit of PureJaxRL's ``BraxGymnaxWrapper``); the others are gymnax's."""
 BRAX_CONFIG = "brax:inverted_pendulum"  # brax_peer.py: Brax's train_fn settings, its way of timing
-PUREJAXQL_CONFIGS = ("CartPole-v1",)  # purejaxql_peer.py: its PQN, its config read from its folder
+PUREJAXQL_CONFIGS = ("CartPole-v1",)  # _purejaxql_peer.py: its PQN, its config read from its folder
 PEER_CONFIGS = (
     [f"purejaxrl:{name}" for name in PUREJAXRL_CONFIGS]
     + [f"rejax:{name}" for name in REJAX_CONFIGS]

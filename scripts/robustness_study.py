@@ -195,16 +195,27 @@ def _number(value) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:.2f}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    from purehr.cli.arguments import HelpFormatter, non_negative_int, positive_int
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--task", choices=sorted(SPEED), help="the task whose default protocol is studied")
-    parser.add_argument("--setting", default="default", help=f"numerical setting: {', '.join(SETTINGS)}")
-    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(20)), help="seeds (default: 0-19)")
-    parser.add_argument("--steps", type=int, default=None, help="steps per seed (default: the task's protocol)")
+    parser.add_argument(
+        "--setting", default="default", choices=sorted(SETTINGS), help=f"numerical setting: {', '.join(SETTINGS)}"
+    )
+    parser.add_argument("--seeds", nargs="+", type=non_negative_int, default=list(range(20)), help="seeds")
+    parser.add_argument(
+        "--steps", type=positive_int, default=None, help="steps per seed (default: the task's protocol)"
+    )
     parser.add_argument("--run-dir", type=Path, default=None, help="run directory (default: /tmp/robustness/...)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="where the JSON goes")
     parser.add_argument("--summarise-only", action="store_true", help="summarise the finished run in --run-dir")
     parser.add_argument("--table", action="store_true", help="print the Markdown tables of every JSON in --out")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.table:
         studies = [json.loads(path.read_text()) for path in sorted(args.out.glob("*.json"))]

@@ -125,7 +125,7 @@ def test_accelerator_summary_goals_by_hand():
 
 
 def _purejaxql_peer_module():
-    spec = importlib.util.spec_from_file_location("purejaxql_peer", ROOT / "benchmarks" / "purejaxql_peer.py")
+    spec = importlib.util.spec_from_file_location("_purejaxql_peer", ROOT / "benchmarks" / "_purejaxql_peer.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
