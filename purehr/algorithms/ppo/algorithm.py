@@ -35,6 +35,7 @@ from purehr.engine.distributions import (
     policy_output_size,
     sampling_noise,
 )
+from purehr.engine.env_params import make_env_params_at
 from purehr.engine.gae import generalized_advantages
 from purehr.engine.networks import ActorCritic, RecurrentActorCritic, update_observation_statistics
 from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
@@ -179,13 +180,6 @@ def make_policy_core(config: PPOConfig, action_space) -> PolicyCore:
     return FeedForwardCore(ActorCritic(**shared), *sizes)
 
 
-def _with_discount(env_params, gamma):
-    """Potential-based shaping is only policy-invariant when the env's gamma is PPO's."""
-    if hasattr(env_params, "gamma"):
-        return env_params.replace(gamma=jnp.asarray(gamma, jnp.asarray(env_params.gamma).dtype))
-    return env_params
-
-
 def make_ppo(
     config: PPOConfig, env: Environment, env_params=None, env_params_schedule: EnvParamsSchedule | None = None
 ) -> PPO:
@@ -251,11 +245,7 @@ def make_ppo(
         clip = optax.clip if config.elementwise_grad_clip else optax.clip_by_global_norm
         return optax.chain(clip(hparams.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
 
-    def env_params_at(update_index, hparams):
-        params = _with_discount(env_params, hparams.gamma)
-        if env_params_schedule is not None:
-            params = env_params_schedule(params, update_index)
-        return params
+    env_params_at = make_env_params_at(env_params, env_params_schedule)
 
     def init(key: jax.Array, hparams: PPOHyperparams | None = None) -> RunnerState:
         hparams = config.hyperparams() if hparams is None else hparams

@@ -29,6 +29,7 @@ from purehr.algorithms.pqn.network import Branches, QNetwork
 from purehr.algorithms.pqn.returns import epsilon_at, q_lambda_returns
 from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.engine.distributions import action_mask_reader
+from purehr.engine.env_params import make_env_params_at
 from purehr.engine.networks import update_observation_statistics
 from purehr.engine.shuffle import random_permutation
 from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
@@ -135,13 +136,6 @@ class PQN:
         return act
 
 
-def _with_discount(env_params, gamma):
-    """Potential-based shaping is only policy-invariant when the env's gamma is the learner's."""
-    if hasattr(env_params, "gamma"):
-        return env_params.replace(gamma=jnp.asarray(gamma, jnp.asarray(env_params.gamma).dtype))
-    return env_params
-
-
 def make_pqn(
     config: PQNConfig, env: Environment, env_params=None, env_params_schedule: EnvParamsSchedule | None = None
 ) -> PQN:
@@ -195,11 +189,7 @@ def make_pqn(
 
         return optax.chain(optax.clip_by_global_norm(hparams.max_grad_norm), optax.radam(learning_rate))
 
-    def env_params_at(update_index, hparams):
-        params = _with_discount(env_params, hparams.gamma)
-        if env_params_schedule is not None:
-            params = env_params_schedule(params, update_index)
-        return params
+    env_params_at = make_env_params_at(env_params, env_params_schedule)
 
     def init(key: jax.Array, hparams: PQNHyperparams | None = None) -> PQNState:
         hparams = config.hyperparams() if hparams is None else hparams

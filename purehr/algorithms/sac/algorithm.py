@@ -37,6 +37,7 @@ from purehr.algorithms.sac.loss import (
 )
 from purehr.algorithms.sac.metrics import LOSS_STATISTICS, METRIC_NAMES
 from purehr.algorithms.sac.networks import Actor, TwinCritic, env_distribution, polyak, unit_to_env
+from purehr.engine.env_params import make_env_params_at
 from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
@@ -156,13 +157,6 @@ def check_action_space(env: Environment, env_params) -> Box:
     return space
 
 
-def _with_discount(env_params, gamma):
-    """Potential-based shaping is only policy-invariant when the env's gamma is the learner's."""
-    if hasattr(env_params, "gamma"):
-        return env_params.replace(gamma=jnp.asarray(gamma, jnp.asarray(env_params.gamma).dtype))
-    return env_params
-
-
 def make_sac(
     config: SACConfig, env: Environment, env_params=None, env_params_schedule: EnvParamsSchedule | None = None
 ) -> SAC:
@@ -193,9 +187,7 @@ def make_sac(
             for lr in (hparams.actor_learning_rate, hparams.critic_learning_rate, hparams.temperature_learning_rate)
         )
 
-    def env_params_at(update_index, hparams):
-        params = _with_discount(env_params, hparams.gamma)
-        return params if env_params_schedule is None else env_params_schedule(params, update_index)
+    env_params_at = make_env_params_at(env_params, env_params_schedule)
 
     def init(key: jax.Array, hparams: SACHyperparams | None = None) -> SACState:
         hparams = config.hyperparams() if hparams is None else hparams
