@@ -124,6 +124,18 @@ def protocol_configs() -> dict:
     return {task: get_task(task).default_config.replace(**PROTOCOL_SMALL) for task in PROTOCOL_TASKS}
 
 
+def ctrl_c_from_a_callback(recorder, timeout_s: float = 120.0) -> None:
+    """A terminal's Ctrl-C sent from inside the recorder's ``on_update``: SIGINT to this process,
+    then wait until the main thread has heard it (``recorder.stop_requested``). The program waits
+    for its callback, so it stops at the very next update; without the wait, a loaded machine
+    ran a small run's remaining updates before the main thread was scheduled to hear the signal
+    (CI, stop 54: "DID NOT RAISE RunInterrupted")."""
+    os.kill(os.getpid(), signal.SIGINT)
+    deadline = time.monotonic() + timeout_s
+    while not recorder.stop_requested and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def pytest_runtest_setup(item):
     """Every test starts with Python's own Ctrl-C handler, as a terminal's process has: a
     library or an earlier test in the same worker that left SIGINT ignored (or handled) would

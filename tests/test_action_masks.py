@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import ctrl_c_from_a_callback
 
 from purehr.engine.distributions import action_mask_reader, make_distribution
 from purehr.envs import spaces
@@ -205,7 +206,6 @@ def test_the_masked_game_trains_through_the_cli_and_beats_the_random_among_legal
 
 def interrupt_at_update(script, flags: list[str], update: int) -> int:
     """``script.main`` on ``{cwd}/interrupted``, sent a SIGINT (a terminal's Ctrl-C) at ``update``."""
-    import os
     import signal
 
     from purehr.run.host.recorder import RunRecorder
@@ -214,7 +214,7 @@ def interrupt_at_update(script, flags: list[str], update: int) -> int:
 
     def interrupting(self, task, metrics):
         if int(np.asarray(metrics["update"])[0]) == update:
-            os.kill(os.getpid(), signal.SIGINT)
+            ctrl_c_from_a_callback(self)
         return logged(self, task, metrics)
 
     argv = [*flags[: flags.index("--run-dir")], "--run-dir", "interrupted", "--no-render", "--no-progress"]

@@ -21,7 +21,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS
+from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS, ctrl_c_from_a_callback
 
 from purehr.run import protocol
 from purehr.run.compiled import program
@@ -52,7 +52,7 @@ def interrupted(tmp_path_factory, protocol_reference):
 
     def interrupting(self, task, metrics):
         if task == "swing" and int(np.asarray(metrics["update"])[0]) == 7 and not signalled:
-            os.kill(os.getpid(), signal.SIGINT)
+            ctrl_c_from_a_callback(self)
             signalled["at"] = time.perf_counter()
         return logged(self, task, metrics)
 
@@ -170,7 +170,7 @@ def test_ctrl_c_in_the_python_api_raises_run_interrupted_after_marking_the_manif
 
     def interrupting(self, task, metrics):
         if task == "swing" and int(np.asarray(metrics["update"])[0]) == 5:
-            os.kill(os.getpid(), signal.SIGINT)
+            ctrl_c_from_a_callback(self)
         return logged(self, task, metrics)
 
     monkeypatch.setattr(RunRecorder, "on_update", interrupting)

@@ -25,7 +25,6 @@ import dataclasses
 import importlib.util
 import io
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -38,6 +37,7 @@ import jax
 import numpy as np
 import pytest
 from algorithm_matrix import CHECKS, MATRIX, POPULATION, SEEDS, AlgorithmRow
+from conftest import ctrl_c_from_a_callback
 
 from purehr.algorithms.registry import ALGORITHMS, make_algorithm
 from purehr.population import PBTSettings
@@ -120,7 +120,7 @@ def interrupted_run(row: AlgorithmRow, run_dir: Path) -> RunInterrupted | None:
 
     def interrupting(self, task, metrics):
         if task == row.watched and int(np.asarray(metrics["update"])[0]) == INTERRUPT_AT and not sent:
-            os.kill(os.getpid(), signal.SIGINT)
+            ctrl_c_from_a_callback(self)
             sent["at"] = True
         return logged(self, task, metrics)
 

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import ctrl_c_from_a_callback
 
 import purehr.algorithms.ppo.algorithm as ppo_algorithm
 from purehr.algorithms.ppo.algorithm import make_ppo
@@ -151,8 +152,6 @@ def test_a_normalising_run_interrupted_and_resumed_ends_bit_identical_and_its_mo
     reuses it)."""
     import contextlib
     import io
-    import os
-    import signal
 
     from purehr.model.facade import PPOModel
     from purehr.run import restore
@@ -169,7 +168,7 @@ def test_a_normalising_run_interrupted_and_resumed_ends_bit_identical_and_its_mo
 
     def interrupting(self, task, metrics):
         if int(np.asarray(metrics["update"])[0]) == 6:
-            os.kill(os.getpid(), signal.SIGINT)
+            ctrl_c_from_a_callback(self)
         return logged(self, task, metrics)
 
     with monkeypatch.context() as patch:
