@@ -150,6 +150,12 @@ MATRIX: dict[str, AlgorithmRow] = {
             "ctrl_c": "tests/test_interrupt.py::test_the_resume_after_ctrl_c_is_bit_identical_to_an_uninterrupted_run",
             "pbt": "tests/test_pbt_run.py::"
             "test_each_checkpoint_records_the_population_and_a_copy_carries_its_parents_weights",
+            # a copy of the same reference, rendered without the replay (every task's figures) as the
+            # check does; its evaluate.py, fresh-process restore and the reference's publish
+            # (test_run.py::test_a_published_record_keeps_only_the_final_checkpoints_and_restores_them)
+            # beside it, and a batch acting as its observations (test_record_restore.py)
+            "restore": "tests/test_any_task_reports.py::"
+            "test_every_task_has_its_figures_and_cartpole_draws_return_and_its_floor",
         },
     ),
     "pqn": AlgorithmRow(

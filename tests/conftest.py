@@ -329,17 +329,21 @@ class KilledRun:
     """``scripts/train_all_seeds.py --run-dir run_dir *argv`` in a subprocess, SIGKILLed (the
     trainer itself) once ``watched`` (a checkpoints.csv under ``run_dir``) holds ``rows`` rows;
     it trains on the other core while the test trains its reference. ``wait()`` returns what
-    the child printed; ``rows`` then says how many rows it had when killed (0: never)."""
+    the child printed; ``rows`` then says how many rows it had when killed (0: never).
+    ``start=False``: started by ``start()`` (``started_at_the_compile``)."""
 
-    def __init__(self, run_dir: Path, argv: list[str], watched: str, rows: int = 3):
+    def __init__(self, run_dir: Path, argv: list[str], watched: str, rows: int = 3, start: bool = True):
         script = Path(__file__).resolve().parents[1] / "scripts" / "train_all_seeds.py"
-        self.child = subprocess.Popen(
-            [sys.executable, "-W", "ignore", str(script), "--run-dir", str(run_dir), *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
+        self.command = [sys.executable, "-W", "ignore", str(script), "--run-dir", str(run_dir), *argv]
+        self.watched, self.watched_rows = run_dir / watched, rows
+        self.child = None
         self.rows = 0
-        self.watcher = threading.Thread(target=self._kill_at, args=(run_dir / watched, rows))
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        self.child = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.watcher = threading.Thread(target=self._kill_at, args=(self.watched, self.watched_rows))
         self.watcher.start()
 
     def _kill_at(self, csv: Path, rows: int) -> None:
@@ -358,3 +362,27 @@ class KilledRun:
     @property
     def returncode(self) -> int | None:
         return self.child.returncode
+
+
+@contextlib.contextmanager
+def started_at_the_compile(start):
+    """Calls ``start()`` (a killed child's) when the run in this block reaches its training
+    program's compilation, or at the block's end if it never does. The child then finds the
+    initial states' programs in JAX's persistent cache and the baselines in purehr's (both
+    written by this process just before), and compiles only what no cache holds: the training
+    program (host callbacks). Started at once instead, it compiled them all beside this process,
+    on the core the other xdist worker needs (a killed-run fixture: ~10 CPU-s of ~55)."""
+    import purehr.run.protocol as protocol
+
+    original, started = protocol.compiled_program, []
+
+    def compiling(*args, **kwargs):
+        if not started:
+            started.append(start())
+        return original(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(protocol, "compiled_program", compiling)
+        yield
+    if not started:
+        start()

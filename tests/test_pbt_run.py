@@ -16,7 +16,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import PROTOCOL_CLI, PROTOCOL_SMALL, KilledRun
+from conftest import PROTOCOL_CLI, PROTOCOL_SMALL, KilledRun, started_at_the_compile
 
 from purehr.population import PBTSettings
 from purehr.run import restore
@@ -53,13 +53,14 @@ def leaves_equal(a, b) -> bool:
 
 @pytest.fixture(scope="module")
 def pbt_runs(tmp_path_factory):
-    """An uninterrupted PBT run in process and, at the same time on the other core, the same run
-    from the command line, SIGKILLed after its third swing checkpoint and then resumed here."""
+    """An uninterrupted PBT run in process and, on the other core from its compilation on, the
+    same run from the command line, SIGKILLed after its third swing checkpoint and then resumed
+    here."""
     base = tmp_path_factory.mktemp("pbt")
     killed_dir = base / "killed"
-    child = KilledRun(killed_dir, CLI, "swing/seed_3/checkpoints.csv")
+    child = KilledRun(killed_dir, CLI, "swing/seed_3/checkpoints.csv", start=False)
     configs = {task: get_task(task).default_config.replace(**PROTOCOL_SMALL) for task in TASKS}
-    with contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stderr(io.StringIO()), started_at_the_compile(child.start):
         reference = train_all_seeds(
             base / "reference",
             tasks=TASKS,

@@ -37,7 +37,7 @@ import jax
 import numpy as np
 import pytest
 from algorithm_matrix import CHECKS, MATRIX, POPULATION, SEEDS, AlgorithmRow
-from conftest import ctrl_c_from_a_callback
+from conftest import ctrl_c_from_a_callback, started_at_the_compile
 
 from purehr.algorithms.registry import ALGORITHMS, make_algorithm
 from purehr.population import PBTSettings
@@ -89,14 +89,15 @@ class KilledChild:
 
     def __init__(self, row: AlgorithmRow, run_dir: Path, rows: int = 3):
         log = ["--log", "tensorboard"] if LOGGED else []
-        self.child = subprocess.Popen(
-            [sys.executable, "-W", "ignore", str(CHILD), row.name, str(run_dir), *log],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
+        self.command = [sys.executable, "-W", "ignore", str(CHILD), row.name, str(run_dir), *log]
+        self.watched, self.watched_rows = run_dir / row.watched / "seed_1" / "checkpoints.csv", rows
+        self.child = None
         self.rows = 0
-        watched = run_dir / row.watched / "seed_1" / "checkpoints.csv"
-        self.watcher = threading.Thread(target=self._kill_at, args=(watched, rows))
+
+    def start(self) -> None:
+        """Started by ``started_at_the_compile`` (conftest): once the reference compiles."""
+        self.child = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.watcher = threading.Thread(target=self._kill_at, args=(self.watched, self.watched_rows))
         self.watcher.start()
 
     def _kill_at(self, csv: Path, rows: int) -> None:
@@ -144,11 +145,12 @@ def matrix(request, tmp_path_factory):
     base = tmp_path_factory.mktemp(f"matrix-{row.name}")
     killing = row.runs("sigkill") or row.runs("dashboards")
     child = KilledChild(row, base / "killed") if killing else None
-    if row.shared_reference:
-        reference = request.getfixturevalue(row.shared_reference)["summary"]
-    else:
-        with contextlib.redirect_stderr(io.StringIO()):
-            reference = train_all_seeds(base / "reference", seeds=SEEDS, progress=False, **row.run_arguments())
+    with started_at_the_compile(child.start if child is not None else lambda: None):
+        if row.shared_reference:
+            reference = request.getfixturevalue(row.shared_reference)["summary"]
+        else:
+            with contextlib.redirect_stderr(io.StringIO()):
+                reference = train_all_seeds(base / "reference", seeds=SEEDS, progress=False, **row.run_arguments())
     interrupted = interrupted_resume = killed = None
     if row.runs("ctrl_c"):
         interrupted = interrupted_run(row, base / "interrupted")

@@ -14,7 +14,7 @@ import signal
 import jax
 import numpy as np
 import pytest
-from conftest import PROTOCOL_CLI, PROTOCOL_SMALL, KilledRun
+from conftest import PROTOCOL_CLI, PROTOCOL_SMALL, KilledRun, started_at_the_compile
 
 from purehr.envs.policies import RecurrentPolicy
 from purehr.model.facade import PPOModel
@@ -37,13 +37,14 @@ def leaves_equal(a, b) -> bool:
 
 @pytest.fixture(scope="module")
 def gru_runs(tmp_path_factory):
-    """The uninterrupted run in process and, on the other core, the same run from the command
-    line, SIGKILLed after its third swing-angles checkpoint and then resumed here."""
+    """The uninterrupted run in process and, on the other core from its compilation on, the same
+    run from the command line, SIGKILLed after its third swing-angles checkpoint and then resumed
+    here."""
     base = tmp_path_factory.mktemp("gru")
     killed_dir = base / "killed"
-    child = KilledRun(killed_dir, CLI, "swing-angles/seed_1/checkpoints.csv")
+    child = KilledRun(killed_dir, CLI, "swing-angles/seed_1/checkpoints.csv", start=False)
     configs = {task: get_task(task).default_config.replace(**PROTOCOL_SMALL, **GRU) for task in TASKS}
-    with contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stderr(io.StringIO()), started_at_the_compile(child.start):
         reference = train_all_seeds(base / "reference", tasks=TASKS, seeds=SEEDS, configs=configs, progress=False)
     output = child.wait()
     assert child.rows >= 3 and child.returncode == -signal.SIGKILL, output[-2000:]

@@ -19,7 +19,7 @@ import imageio_ffmpeg
 import jax
 import numpy as np
 import pytest
-from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS, KilledRun, protocol_configs
+from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, PROTOCOL_TASKS, KilledRun, protocol_configs, started_at_the_compile
 
 from purehr.run import restore
 from purehr.run.planning.preparation import RunDirectoryInUse
@@ -54,9 +54,13 @@ def runs(tmp_path_factory, request):
     base = tmp_path_factory.mktemp("runs")
     killed_dir = base / "killed"
     child = KilledRun(
-        killed_dir, CLI + (["--log", "tensorboard", "wandb"] if LOGGED else []), "swing/seed_1/checkpoints.csv"
+        killed_dir,
+        CLI + (["--log", "tensorboard", "wandb"] if LOGGED else []),
+        "swing/seed_1/checkpoints.csv",
+        start=False,
     )
-    trained = request.getfixturevalue("protocol_reference")  # trained now, unless an earlier file did
+    with started_at_the_compile(child.start):
+        trained = request.getfixturevalue("protocol_reference")  # trained now, unless an earlier file did
     reference = dataclasses.replace(trained["summary"], run_dir=base / "reference")
     shutil.copytree(trained["summary"].run_dir, reference.run_dir)
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stderr(io.StringIO()):

@@ -220,7 +220,8 @@ def test_a_stalled_backend_holds_up_neither_sync_nor_the_others():
     tracking.update("t", 0, {"env_steps": 512, "loss": 1.0})
     started = time.perf_counter()
     tracking.sync()  # what a checkpoint waits for: the synced backend only
-    assert time.perf_counter() - started < 5 and healthy.logged == [(512, {"train/loss": 1.0})]
+    # far less than the stalled backend's 60 s, with room for a loaded machine
+    assert time.perf_counter() - started < 30 and healthy.logged == [(512, {"train/loss": 1.0})]
     assert stalled.logged == []
     release.set()
     tracking.close()
