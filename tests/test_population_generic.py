@@ -123,7 +123,7 @@ def test_default_bounds_and_scales_follow_the_name_and_an_unbounded_name_is_refu
     assert default_bounds("learning_rate") == (1e-5, 1e-2)  # PPO's own table first
     assert default_bounds("critic_learning_rate") == default_bounds("q_lr") == (1e-5, 1e-2)
     assert default_bounds("td_lambda") == (0.8, 0.999) and in_complement_scale("td_lambda")
-    assert default_bounds("discount_gamma") == (0.9, 0.9999) and in_complement_scale("discount_gamma")
+    assert default_bounds("discount_gamma") == (0.5, 0.9999) and in_complement_scale("discount_gamma")
     assert default_bounds("polyak_tau") == (1e-5, 10.0) and not in_complement_scale("polyak_tau")
     assert default_bounds("widget") is None
     values = np.asarray(explore(jnp.full((2000,), 0.95), "td_lambda", jax.random.PRNGKey(3), PBTSettings()))

@@ -43,7 +43,7 @@ DEFAULT_BOUNDS: dict[str, tuple[float, float]] = {
     "ent_coef": (1e-5, 0.1),
     "vf_coef": (0.1, 2.0),
     "gae_lambda": (0.8, 0.999),
-    "gamma": (0.9, 0.9999),
+    "gamma": (0.5, 0.9999),
     "max_grad_norm": (0.1, 10.0),
 }
 """Where each hyperparameter may go unless ``--pbt-bounds`` says otherwise."""
@@ -59,7 +59,7 @@ algorithm carries (PPO: all three)."""
 
 NAMED_BOUNDS: tuple[tuple[tuple[str, ...], tuple[float, float]], ...] = (
     (("learning_rate", "lr"), (1e-5, 1e-2)),
-    (("gamma",), (0.9, 0.9999)),
+    (("gamma",), (0.5, 0.9999)),
     (("lambda",), (0.8, 0.999)),
     (("coef", "tau", "alpha", "temperature"), (1e-5, 10.0)),
     (("epsilon", "eps"), (1e-4, 1.0)),
