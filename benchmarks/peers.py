@@ -5,12 +5,14 @@ PPO (``brax:inverted_pendulum``: a Python loop of its own, measured its way by
 (``purejaxql:CartPole-v1``, ``--purejaxql PATH``: ``_purejaxql_peer.py``, whose docstring says
 where its config comes from and what is not the same), and rejax's PQN and SAC against
 purehr's (``rejax-pqn:CartPole-v1``, ``rejax-sac:Pendulum-v1``: ``_rejax_offpolicy_peer.py``,
-likewise). PureJaxRL's adapter is ``_purejaxrl_peer.py``.
+likewise), and Brax's own SAC against purehr's (``brax-sac:inverted_pendulum``:
+``_brax_sac_peer.py``, measured as ``brax_peer.py`` measures Brax's PPO). PureJaxRL's adapter is
+``_purejaxrl_peer.py``.
 
     python benchmarks/peers.py --purejaxrl PATH --json benchmarks/results/peers.json
     python benchmarks/peers.py --configs rejax:CartPole-v1 --repeats 1        # one, shorter
     python benchmarks/peers.py --configs purejaxql:CartPole-v1 --purejaxql PATH
-    python benchmarks/peers.py --configs rejax-pqn:CartPole-v1 rejax-sac:Pendulum-v1
+    python benchmarks/peers.py --configs rejax-pqn:CartPole-v1 rejax-sac:Pendulum-v1 brax-sac:inverted_pendulum
 
 ``--purejaxrl PATH``: PureJaxRL is not a package. PATH is a folder with its unmodified
 ``ppo.py``, ``ppo_continuous_action.py`` and ``wrappers.py``
@@ -138,6 +140,7 @@ BRAX_ENVIRONMENTS = {"inverted_pendulum"}
 """Config environments that are Brax's (``BraxEnv``, positional backend, 1,000-step episodes:
 the backend and time limit of PureJaxRL's ``BraxGymnaxWrapper``); the others are gymnax's."""
 BRAX_CONFIG = "brax:inverted_pendulum"  # brax_peer.py: Brax's train_fn settings, its way of timing
+BRAX_SAC_CONFIG = "brax-sac:inverted_pendulum"  # _brax_sac_peer.py: Brax's SAC, brax_peer.py's way of timing
 PUREJAXQL_CONFIGS = ("CartPole-v1",)  # _purejaxql_peer.py: its PQN, its config read from its folder
 PEER_CONFIGS = (
     [f"purejaxrl:{name}" for name in PUREJAXRL_CONFIGS]
@@ -146,6 +149,7 @@ PEER_CONFIGS = (
     + [f"purejaxql:{name}" for name in PUREJAXQL_CONFIGS]
     + [f"rejax-pqn:{name}" for name in PQN_CONFIGS]
     + [f"rejax-sac:{name}" for name in SAC_CONFIGS]
+    + [BRAX_SAC_CONFIG]
 )
 EVAL_EPISODES = 20
 
@@ -305,6 +309,10 @@ def compare(
 ) -> dict:
     if config_name == BRAX_CONFIG:
         return compare_with_brax(repeats)
+    if config_name == BRAX_SAC_CONFIG:
+        import _brax_sac_peer
+
+        return _brax_sac_peer.compare(repeats)
     peer, runs, env, settings = make_runs(config_name, seeds, purejaxql, budget)
     seconds = {library: [] for library in runs}
     results = {}
@@ -347,7 +355,9 @@ def compare(
 def versioned_packages(peers: set[str]) -> set[str]:
     """The installed packages a record names the versions of: gymnax, the peers that are
     packages, and what purejaxql's script imports (it is a folder, not a package)."""
-    packages = {"gymnax", *peers} - {"purejaxrl", "purejaxql", "rejax-pqn", "rejax-sac"}
+    packages = {"gymnax", *peers} - {"purejaxrl", "purejaxql", "rejax-pqn", "rejax-sac", "brax-sac"}
+    if "brax-sac" in peers:
+        packages.add("brax")
     if peers & {"rejax-pqn", "rejax-sac"}:
         packages.add("rejax")
     if "purejaxql" in peers:
@@ -399,6 +409,7 @@ def main(argv=None) -> int:
         ("rejax-pqn", "rejax", "bench"),
         ("rejax-sac", "rejax", "bench"),
         ("brax", "brax", "brax"),
+        ("brax-sac", "brax", "brax"),
         ("purejaxrl", "brax", "brax"),
         ("purejaxql", "hydra", "purejaxql"),
     ):

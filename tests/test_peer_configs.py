@@ -3,6 +3,7 @@
 
 import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,57 @@ def test_rejax_setting_without_a_purehr_counterpart_is_refused_by_name(peer, alg
     }[algorithm]
     with pytest.raises(ValueError, match=re.escape(named)):
         convert({**base, **change})
+
+
+# Brax's notebooks/training.ipynb train_fn for hopper: sac.train's published settings
+BRAX_HOPPER_SAC = {
+    "num_timesteps": 6_553_600,
+    "num_evals": 20,
+    "reward_scaling": 30,
+    "episode_length": 1000,
+    "normalize_observations": True,
+    "action_repeat": 1,
+    "discounting": 0.997,
+    "learning_rate": 6e-4,
+    "num_envs": 128,
+    "batch_size": 512,
+    "grad_updates_per_step": 64,
+    "max_devices_per_host": 1,
+    "max_replay_size": 1048576,
+    "min_replay_size": 8192,
+    "seed": 1,
+}
+
+
+@pytest.fixture(scope="module")
+def brax_sac_peer():
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # it imports brax_peer, as peers.py runs it
+    try:
+        spec = importlib.util.spec_from_file_location("_brax_sac_peer", ROOT / "benchmarks" / "_brax_sac_peer.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return module
+
+
+def test_brax_sac_runs_hoppers_published_settings_but_budget_and_evaluations(brax_sac_peer):
+    published = {k: v for k, v in BRAX_HOPPER_SAC.items() if k not in ("num_timesteps", "seed", "num_evals")}
+    ours = {k: v for k, v in brax_sac_peer.BRAX_SAC_SETTINGS.items() if k != "num_evals"}
+    assert ours == published
+    # the cut budget: its 8,192-step prefill, then 4 epochs of 16 actor steps of 128 environments
+    assert brax_sac_peer.STEPS == 8192 + 4 * 16 * 128
+
+
+def test_brax_sac_maps_key_by_key(brax_sac_peer):
+    """Brax's keys and what sac.train fixes in its code (tau 0.005, alpha's Adam at 3e-4, target
+    entropy -0.5 per action dimension, log alpha 0, 256 x 256 ReLU) land in their SACConfig fields."""
+    c = brax_sac_peer.brax_sac_as_purehr(brax_sac_peer.BRAX_SAC_SETTINGS, 16_384)
+    assert (c.total_timesteps, c.num_envs, c.num_steps, c.num_updates) == (16_384, 128, 1, 128)
+    assert (c.gradient_steps, c.sample_size, c.learning_starts, c.warmup_updates) == (64, 512, 8192, 64)
+    assert (c.actor_learning_rate, c.critic_learning_rate, c.temperature_learning_rate) == (6e-4, 6e-4, 3e-4)
+    assert (c.gamma, c.tau, c.target_entropy_per_dimension, c.initial_temperature) == (0.997, 0.005, -0.5, 1.0)
+    assert (c.actor_hidden, c.critic_hidden, c.activation, c.buffer_size) == ((256, 256), (256, 256), "relu", 16_384)
+    assert set(brax_sac_peer.BRAX_SAC_SETTINGS) <= set(brax_sac_peer.SAC_FIELDS)
+    with pytest.raises(ValueError, match=re.escape("['use_her']")):
+        brax_sac_peer.brax_sac_as_purehr({**brax_sac_peer.BRAX_SAC_SETTINGS, "use_her": True}, 16_384)
