@@ -3,11 +3,16 @@ CartPole-v1, ``ppo_continuous_action.py`` on Brax's inverted_pendulum), rejax, B
 PPO (``brax:inverted_pendulum``: a Python loop of its own, measured its way by
 ``brax_peer.py``, whose docstring says how), and purejaxql's PQN against purehr's PQN
 (``purejaxql:CartPole-v1``, ``--purejaxql PATH``: ``_purejaxql_peer.py``, whose docstring says
-where its config comes from and what is not the same).
+where its config comes from and what is not the same), and rejax's PQN and SAC against
+purehr's (``rejax-pqn:CartPole-v1``, ``rejax-sac:Pendulum-v1``: ``_rejax_offpolicy_peer.py``,
+likewise), and Brax's own SAC against purehr's (``brax-sac:inverted_pendulum``:
+``_brax_sac_peer.py``, measured as ``brax_peer.py`` measures Brax's PPO). PureJaxRL's adapter is
+``_purejaxrl_peer.py``.
 
     python benchmarks/peers.py --purejaxrl PATH --json benchmarks/results/peers.json
     python benchmarks/peers.py --configs rejax:CartPole-v1 --repeats 1        # one, shorter
     python benchmarks/peers.py --configs purejaxql:CartPole-v1 --purejaxql PATH
+    python benchmarks/peers.py --configs rejax-pqn:CartPole-v1 rejax-sac:Pendulum-v1 brax-sac:inverted_pendulum
 
 ``--purejaxrl PATH``: PureJaxRL is not a package. PATH is a folder with its unmodified
 ``ppo.py``, ``ppo_continuous_action.py`` and ``wrappers.py``
@@ -69,7 +74,6 @@ import platform  # noqa: E402
 import resource  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-import types  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import jax  # noqa: E402
@@ -77,6 +81,15 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _common import load_averages, write_json  # noqa: E402
 from _purejaxql_peer import PurejaxqlRun, load_purejaxql, purejaxql_as_purehr  # noqa: E402
+from _purejaxrl_peer import PUREJAXRL_CONFIGS, PureJaxRLRun, load_purejaxrl, purejaxrl_as_purehr  # noqa: E402
+from _rejax_offpolicy_peer import (  # noqa: E402
+    DIFFERENCES,
+    PQN_CONFIGS,
+    SAC_CONFIGS,
+    RejaxOffPolicyRun,
+    rejax_pqn_as_purehr,
+    rejax_sac_as_purehr,
+)
 
 from purehr.algorithms.base import AlgorithmConfig  # noqa: E402
 from purehr.algorithms.ppo.config import PPOConfig  # noqa: E402
@@ -123,63 +136,20 @@ REJAX_CONFIGS = {
         normalize_observations=True,
     ),
 }
-# PureJaxRL purejaxrl/ppo.py's __main__ config (commit 31756b1), its progress printing off
-PUREJAXRL_CONFIGS = {
-    "CartPole-v1": {
-        "LR": 2.5e-4,
-        "NUM_ENVS": 4,
-        "NUM_STEPS": 128,
-        "TOTAL_TIMESTEPS": 5e5,
-        "UPDATE_EPOCHS": 4,
-        "NUM_MINIBATCHES": 4,
-        "GAMMA": 0.99,
-        "GAE_LAMBDA": 0.95,
-        "CLIP_EPS": 0.2,
-        "ENT_COEF": 0.01,
-        "VF_COEF": 0.5,
-        "MAX_GRAD_NORM": 0.5,
-        "ACTIVATION": "tanh",
-        "ENV_NAME": "CartPole-v1",
-        "ANNEAL_LR": True,
-        "DEBUG": False,
-    },
-    # purejaxrl/ppo_continuous_action.py's __main__ config (commit 31756b1) on Brax's
-    # inverted_pendulum instead of hopper (the task of the Brax peer, and light enough for a
-    # 2-core CPU) and at 6 of its updates of 2,048 envs x 10 steps instead of 5e7 steps
-    "inverted_pendulum": {
-        "LR": 3e-4,
-        "NUM_ENVS": 2048,
-        "NUM_STEPS": 10,
-        "TOTAL_TIMESTEPS": 6 * 2048 * 10,
-        "UPDATE_EPOCHS": 4,
-        "NUM_MINIBATCHES": 32,
-        "GAMMA": 0.99,
-        "GAE_LAMBDA": 0.95,
-        "CLIP_EPS": 0.2,
-        "ENT_COEF": 0.0,
-        "VF_COEF": 0.5,
-        "MAX_GRAD_NORM": 0.5,
-        "ACTIVATION": "tanh",
-        "ENV_NAME": "inverted_pendulum",
-        "ANNEAL_LR": False,
-        "NORMALIZE_ENV": True,
-        "DEBUG": False,
-    },
-}
-PUREJAXRL_MODULES = {"CartPole-v1": "ppo", "inverted_pendulum": "ppo_continuous_action"}
-"""The PureJaxRL file each config runs: its discrete trainer (gymnax) or its continuous one
-(Brax, through its ``BraxGymnaxWrapper``)."""
-PUREJAXRL_WIDTHS = {"ppo": (64, 64), "ppo_continuous_action": (256, 256)}
 BRAX_ENVIRONMENTS = {"inverted_pendulum"}
 """Config environments that are Brax's (``BraxEnv``, positional backend, 1,000-step episodes:
 the backend and time limit of PureJaxRL's ``BraxGymnaxWrapper``); the others are gymnax's."""
 BRAX_CONFIG = "brax:inverted_pendulum"  # brax_peer.py: Brax's train_fn settings, its way of timing
+BRAX_SAC_CONFIG = "brax-sac:inverted_pendulum"  # _brax_sac_peer.py: Brax's SAC, brax_peer.py's way of timing
 PUREJAXQL_CONFIGS = ("CartPole-v1",)  # _purejaxql_peer.py: its PQN, its config read from its folder
 PEER_CONFIGS = (
     [f"purejaxrl:{name}" for name in PUREJAXRL_CONFIGS]
     + [f"rejax:{name}" for name in REJAX_CONFIGS]
     + [BRAX_CONFIG]
     + [f"purejaxql:{name}" for name in PUREJAXQL_CONFIGS]
+    + [f"rejax-pqn:{name}" for name in PQN_CONFIGS]
+    + [f"rejax-sac:{name}" for name in SAC_CONFIGS]
+    + [BRAX_SAC_CONFIG]
 )
 EVAL_EPISODES = 20
 
@@ -207,36 +177,6 @@ def rejax_as_purehr(rejax: dict) -> PPOConfig:
         critic_hidden=(64, 64),
         activation=rejax["agent_kwargs"]["activation"],
         normalize_observations=rejax.get("normalize_observations", False),
-    )
-
-
-def purejaxrl_as_purehr(name: str) -> PPOConfig:
-    """PureJaxRL's numbers in purehr's terms: its whole updates (it floors the budget), a
-    minibatch size, its learning rate (annealed or not) and global-norm clip, the widths of the
-    file's networks (64 x 64 discrete, 256 x 256 continuous), its observation normalisation."""
-    config = PUREJAXRL_CONFIGS[name]
-    widths = PUREJAXRL_WIDTHS[PUREJAXRL_MODULES[name]]
-    batch = config["NUM_ENVS"] * config["NUM_STEPS"]
-    return PPOConfig(
-        total_timesteps=int(config["TOTAL_TIMESTEPS"]) // batch * batch,
-        num_envs=config["NUM_ENVS"],
-        num_steps=config["NUM_STEPS"],
-        num_epochs=config["UPDATE_EPOCHS"],
-        minibatch_size=batch // config["NUM_MINIBATCHES"],
-        learning_rate=config["LR"],
-        anneal_lr=config["ANNEAL_LR"],
-        gamma=config["GAMMA"],
-        gae_lambda=config["GAE_LAMBDA"],
-        clip_range=config["CLIP_EPS"],
-        ent_coef=config["ENT_COEF"],
-        vf_coef=config["VF_COEF"],
-        max_grad_norm=config["MAX_GRAD_NORM"],
-        actor_hidden=widths,
-        critic_hidden=widths,
-        activation=config["ACTIVATION"],
-        normalize_observations=config.get("NORMALIZE_ENV", False),
-        # the continuous file's state-independent log std starts at zero
-        **({"log_std_init": 0.0} if widths == PUREJAXRL_WIDTHS["ppo_continuous_action"] else {}),
     )
 
 
@@ -301,76 +241,6 @@ class RejaxRun:
         return seed_mean_greedy_returns(policy_of, train_state, env)
 
 
-def load_purejaxrl(folder: Path) -> bool:
-    """``folder`` made importable (PureJaxRL's files import each other by bare name); returns
-    whether an empty ``navix`` stood in."""
-    missing = [name for name in (*set(PUREJAXRL_MODULES.values()), "wrappers") if not (folder / f"{name}.py").is_file()]
-    if missing:
-        raise SystemExit(
-            f"error: --purejaxrl {folder}: expected a folder holding PureJaxRL's ppo.py, "
-            "ppo_continuous_action.py and wrappers.py (git clone https://github.com/luchris429/purejaxrl; "
-            f"the folder purejaxrl/purejaxrl); missing: {', '.join(sorted(missing))}"
-        )
-    stand_in = importlib.util.find_spec("navix") is None
-    if stand_in:
-        sys.modules["navix"] = types.ModuleType("navix")
-    sys.path.insert(0, str(folder))
-    return stand_in
-
-
-class PureJaxRLRun:
-    """One PureJaxRL file's ``make_train`` on its config, all seeds vmapped in one jitted call.
-    The call returns the train state and, for the continuous file, its observation
-    normaliser's running mean and variance (they live in its wrapped environment state), which
-    its greedy policy needs."""
-
-    def __init__(self, name: str, seeds: int):
-        self.module = importlib.import_module(PUREJAXRL_MODULES[name])
-        self.continuous = PUREJAXRL_MODULES[name] == "ppo_continuous_action"
-        self.config = dict(PUREJAXRL_CONFIGS[name])
-        train = self.module.make_train(self.config)  # adds NUM_UPDATES and MINIBATCH_SIZE to it
-        self.keys = jax.random.split(jax.random.PRNGKey(0), seeds)
-        started = time.perf_counter()
-        self.compiled = jax.jit(jax.vmap(lambda key: self.kept(train(key)["runner_state"]))).lower(self.keys).compile()
-        self.compile_s = time.perf_counter() - started
-        self.env_steps = seeds * int(self.config["NUM_UPDATES"]) * self.config["NUM_ENVS"] * self.config["NUM_STEPS"]
-
-    def kept(self, runner_state):
-        train_state, env_state = runner_state[0], runner_state[1]
-        if not self.continuous:
-            return train_state, None
-        if not self.config["NORMALIZE_ENV"]:
-            return train_state, None
-        normaliser = env_state.env_state  # under the reward normaliser
-        # its statistics start as zeros_like(a batch of observations) and every row gets the
-        # same update, so each is one row repeated per environment
-        return train_state, (normaliser.mean[0], normaliser.var[0])
-
-    def run(self):
-        return timed(self.compiled, self.keys)
-
-    def greedy_returns(self, result, env) -> np.ndarray:
-        train_state, moments = result
-        space = env.action_space(env.default_params)
-        if self.continuous:
-            network = self.module.ActorCritic(space.shape[0], activation=self.config["ACTIVATION"])
-        else:
-            network = self.module.ActorCritic(space.n, activation=self.config["ACTIVATION"])
-
-        def policy_of(params_and_moments):
-            params, moments = params_and_moments
-
-            def policy(observation, t, key):
-                if moments is not None:  # NormalizeVecObservation's transform
-                    observation = (observation - moments[0]) / jnp.sqrt(moments[1] + 1e-8)
-                pi, _ = network.apply(params, observation)
-                return jnp.clip(pi.mean(), -1.0, 1.0) if self.continuous else jnp.argmax(pi.logits)
-
-            return policy
-
-        return seed_mean_greedy_returns(policy_of, (train_state.params, moments), env)
-
-
 class PurehrRun:
     def __init__(self, config: AlgorithmConfig, seeds: int, env: GymnaxEnv):
         self.config = config
@@ -400,13 +270,18 @@ def make_runs(
         run = PurejaxqlRun(purejaxql, name, seeds, seed_mean_greedy_returns, budget)
         runs = {"purejaxql": run, "purehr": PurehrRun(purejaxql_as_purehr(run.settings), seeds, env)}
         return peer, runs, env, run.settings
+    if peer in ("rejax-pqn", "rejax-sac"):
+        algorithm = peer.split("-")[1]
+        run = RejaxOffPolicyRun(algorithm, name, seeds, seed_mean_greedy_returns)
+        to_purehr = rejax_pqn_as_purehr if algorithm == "pqn" else rejax_sac_as_purehr
+        return peer, {peer: run, "purehr": PurehrRun(to_purehr(run.settings), seeds, env)}, env, run.settings
     if peer == "rejax":
         settings = REJAX_CONFIGS[name]
         runs = {"rejax": RejaxRun(name, seeds), "purehr": PurehrRun(rejax_as_purehr(settings), seeds, env)}
     else:
         settings = PUREJAXRL_CONFIGS[name]
         runs = {
-            "purejaxrl": PureJaxRLRun(name, seeds),
+            "purejaxrl": PureJaxRLRun(name, seeds, seed_mean_greedy_returns),
             "purehr": PurehrRun(purejaxrl_as_purehr(name), seeds, env),
         }
     return peer, runs, env, settings
@@ -434,6 +309,10 @@ def compare(
 ) -> dict:
     if config_name == BRAX_CONFIG:
         return compare_with_brax(repeats)
+    if config_name == BRAX_SAC_CONFIG:
+        import _brax_sac_peer
+
+        return _brax_sac_peer.compare(repeats)
     peer, runs, env, settings = make_runs(config_name, seeds, purejaxql, budget)
     seconds = {library: [] for library in runs}
     results = {}
@@ -449,6 +328,8 @@ def compare(
     }
     if peer == "purejaxql" and budget is not None:
         record["reduced_budget"] = f"TOTAL_TIMESTEPS and TOTAL_TIMESTEPS_DECAY set to {budget}, not the published"
+    if peer.startswith("rejax-"):
+        record["not_the_same"] = DIFFERENCES
     for library, run in runs.items():
         returns = run.greedy_returns(results[library], env)
         record[library] = {
@@ -474,7 +355,11 @@ def compare(
 def versioned_packages(peers: set[str]) -> set[str]:
     """The installed packages a record names the versions of: gymnax, the peers that are
     packages, and what purejaxql's script imports (it is a folder, not a package)."""
-    packages = {"gymnax", *peers} - {"purejaxrl", "purejaxql"}
+    packages = {"gymnax", *peers} - {"purejaxrl", "purejaxql", "rejax-pqn", "rejax-sac", "brax-sac"}
+    if "brax-sac" in peers:
+        packages.add("brax")
+    if peers & {"rejax-pqn", "rejax-sac"}:
+        packages.add("rejax")
     if "purejaxql" in peers:
         packages |= {"hydra-core", "omegaconf", "flax", "optax"}
     return packages
@@ -521,7 +406,10 @@ def main(argv=None) -> int:
             parser.error(f"--configs {' '.join(args.configs)}: the {peer}:* configs need --{peer} PATH")
     for peer, package, extra in (
         ("rejax", "rejax", "bench"),
+        ("rejax-pqn", "rejax", "bench"),
+        ("rejax-sac", "rejax", "bench"),
         ("brax", "brax", "brax"),
+        ("brax-sac", "brax", "brax"),
         ("purejaxrl", "brax", "brax"),
         ("purejaxql", "hydra", "purejaxql"),
     ):
