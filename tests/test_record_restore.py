@@ -78,8 +78,11 @@ def test_evaluate_text_output_names_the_step():
 
 def test_a_manifest_with_a_retired_config_field_still_loads():
     """Records written when PPOConfig had ``progress_interval`` (the record before commit
-    15650e0 did) still load: reading drops the retired field and keeps every other value."""
-    recorded = json.loads((RECORD / "manifest.json").read_text())["configs"]["swing"]
+    15650e0 did) and the protocol's settings among its fields (every record before issue 47)
+    still load: reading drops the retired field, keeps the protocol's settings apart and every
+    other value. Built from the shipped record's config and protocol settings, as it was then."""
+    manifest = json.loads((RECORD / "manifest.json").read_text())
+    recorded = dict(manifest["configs"]["swing"], **manifest["protocol_settings"]["swing"])
     older = dict(recorded, progress_interval=10)
     config = PPOConfig.from_dict(older)
     recorded, protocol = split_settings(recorded)  # the protocol's settings were config fields then
