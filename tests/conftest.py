@@ -325,17 +325,15 @@ def pytest_sessionfinish(session, exitstatus):
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
-class KilledRun:
-    """``scripts/train_all_seeds.py --run-dir run_dir *argv`` in a subprocess, SIGKILLed (the
-    trainer itself) once ``watched`` (a checkpoints.csv under ``run_dir``) holds ``rows`` rows;
-    it trains on the other core while the test trains its reference. ``wait()`` returns what
-    the child printed; ``rows`` then says how many rows it had when killed (0: never).
-    ``start=False``: started by ``start()`` (``started_at_the_compile``)."""
+class KilledProcess:
+    """``command`` in a subprocess, SIGKILLed (the trainer itself) once ``watched`` (a
+    checkpoints.csv) holds ``rows`` rows; it trains on the other core while the test trains its
+    reference. ``wait()`` returns what the child printed, waiting up to ``wait_s``; ``rows`` then
+    says how many rows it had when killed (0: never). ``start=False``: started by ``start()``
+    (``started_at_the_compile``)."""
 
-    def __init__(self, run_dir: Path, argv: list[str], watched: str, rows: int = 3, start: bool = True):
-        script = Path(__file__).resolve().parents[1] / "scripts" / "train_all_seeds.py"
-        self.command = [sys.executable, "-W", "ignore", str(script), "--run-dir", str(run_dir), *argv]
-        self.watched, self.watched_rows = run_dir / watched, rows
+    def __init__(self, command: list[str], watched: Path, rows: int = 3, start: bool = True, wait_s: float = 600):
+        self.command, self.watched, self.watched_rows, self.wait_s = command, watched, rows, wait_s
         self.child = None
         self.rows = 0
         if start:
@@ -356,12 +354,22 @@ class KilledRun:
         self.child.wait()
 
     def wait(self) -> str:
-        self.watcher.join(timeout=600)
+        self.watcher.join(timeout=self.wait_s)
         return self.child.stdout.read().decode()
 
     @property
     def returncode(self) -> int | None:
         return self.child.returncode
+
+
+class KilledRun(KilledProcess):
+    """``scripts/train_all_seeds.py --run-dir run_dir *argv`` as a ``KilledProcess``, ``watched``
+    relative to ``run_dir``."""
+
+    def __init__(self, run_dir: Path, argv: list[str], watched: str, rows: int = 3, start: bool = True):
+        script = Path(__file__).resolve().parents[1] / "scripts" / "train_all_seeds.py"
+        command = [sys.executable, "-W", "ignore", str(script), "--run-dir", str(run_dir), *argv]
+        super().__init__(command, run_dir / watched, rows, start)
 
 
 @contextlib.contextmanager

@@ -27,17 +27,14 @@ import io
 import json
 import shutil
 import signal
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 from algorithm_matrix import CHECKS, MATRIX, POPULATION, SEEDS, AlgorithmRow
-from conftest import ctrl_c_from_a_callback, started_at_the_compile
+from conftest import KilledProcess, ctrl_c_from_a_callback, started_at_the_compile
 
 from purehr.algorithms.registry import ALGORITHMS, make_algorithm
 from purehr.population import PBTSettings
@@ -83,35 +80,13 @@ def skip_if_covered(row: AlgorithmRow, check: str) -> None:
         pytest.skip(f"{row.name}: given by {row.covered_by[check]}")
 
 
-class KilledChild:
-    """``matrix_child.py`` for ``row``, SIGKILLed once the watched task's seed 1 has ``rows``
-    checkpoint rows (it trains on the other core while this process trains the reference)."""
-
-    def __init__(self, row: AlgorithmRow, run_dir: Path, rows: int = 3):
-        log = ["--log", "tensorboard"] if LOGGED else []
-        self.command = [sys.executable, "-W", "ignore", str(CHILD), row.name, str(run_dir), *log]
-        self.watched, self.watched_rows = run_dir / row.watched / "seed_1" / "checkpoints.csv", rows
-        self.child = None
-        self.rows = 0
-
-    def start(self) -> None:
-        """Started by ``started_at_the_compile`` (conftest): once the reference compiles."""
-        self.child = subprocess.Popen(self.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        self.watcher = threading.Thread(target=self._kill_at, args=(self.watched, self.watched_rows))
-        self.watcher.start()
-
-    def _kill_at(self, csv: Path, rows: int) -> None:
-        while self.child.poll() is None:
-            if csv.exists() and len(read_csv(csv)) >= rows:
-                self.child.send_signal(signal.SIGKILL)
-                self.rows = len(read_csv(csv))
-                break
-            time.sleep(0.01)
-        self.child.wait()
-
-    def wait(self) -> str:
-        self.watcher.join(timeout=900)
-        return self.child.stdout.read().decode()
+def killed_child(row: AlgorithmRow, run_dir: Path) -> KilledProcess:
+    """``matrix_child.py`` for ``row``, SIGKILLed once the watched task's seed 1 has 3 checkpoint
+    rows (it trains on the other core while this process trains the reference); started by
+    ``started_at_the_compile`` once the reference compiles."""
+    log = ["--log", "tensorboard"] if LOGGED else []
+    command = [sys.executable, "-W", "ignore", str(CHILD), row.name, str(run_dir), *log]
+    return KilledProcess(command, run_dir / row.watched / "seed_1" / "checkpoints.csv", start=False, wait_s=900)
 
 
 def interrupted_run(row: AlgorithmRow, run_dir: Path) -> RunInterrupted | None:
@@ -144,7 +119,7 @@ def matrix(request, tmp_path_factory):
     row = MATRIX[request.param]
     base = tmp_path_factory.mktemp(f"matrix-{row.name}")
     killing = row.runs("sigkill") or row.runs("dashboards")
-    child = KilledChild(row, base / "killed") if killing else None
+    child = killed_child(row, base / "killed") if killing else None
     with started_at_the_compile(child.start if child is not None else lambda: None):
         if row.shared_reference:
             reference = request.getfixturevalue(row.shared_reference)["summary"]
@@ -158,8 +133,8 @@ def matrix(request, tmp_path_factory):
             interrupted_resume = train_all_seeds(base / "interrupted", resume=True, progress=False)
     if child is not None:
         output = child.wait()
-        killed = {"rows": child.rows, "returncode": child.child.returncode, "output": output}
-    if child is not None and child.child.returncode == -signal.SIGKILL:
+        killed = {"rows": child.rows, "returncode": child.returncode, "output": output}
+    if child is not None and child.returncode == -signal.SIGKILL:
         with contextlib.redirect_stderr(io.StringIO()):
             train_all_seeds(base / "killed", resume=True, progress=False)
     return {
