@@ -10,14 +10,13 @@ Each `PPOConfig` field's help (the text of its command-line flag) sits beside it
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
+from purehr.algorithms.config_types import normalise_fields
 from purehr.protocol_settings import PROTOCOL_FIELDS, ProtocolSettings, with_help
 
 ACTIVATIONS = ("tanh", "relu", "swish")
@@ -45,7 +44,6 @@ BOOL_FIELDS = ("anneal_lr", "normalize_observations", "elementwise_grad_clip", "
 SIZES_FIELDS = ("actor_hidden", "critic_hidden")
 RETIRED_FIELDS = ("progress_interval",)
 """Fields older manifests hold that nothing reads any more: ``from_dict`` drops them."""
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_OPTIMIZER_STEPS = 2**31 - 1
 """Largest count of an int32 counter: the limit on updates x epochs x minibatches per seed."""
 
@@ -184,49 +182,13 @@ class PPOConfig:
         self._check_budget()
 
     def _check_types(self) -> None:
-        """Wrong types and non-finite numbers are refused by name (a string learning rate, a
-        NaN log std, ``anneal_lr='no'``, which is truthy); numbers are normalised to Python
-        ``int``/``float`` and sizes to tuples, so configs compare, hash and serialise alike."""
-        for name in INT_FIELDS:
-            value = getattr(self, name)
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer, got {type(value).__name__}")
-            object.__setattr__(self, name, int(value))
-        for name in FLOAT_FIELDS:
-            value = getattr(self, name)
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise ValueError(
-                    f"PPOConfig.{name}={value!r}: expected a finite real number (int or float), "
-                    f"got {type(value).__name__}"
-                )
-            try:
-                number = float(value)
-            except OverflowError:  # an int beyond float range
-                number = math.inf
-            if not abs(number) <= FLOAT32_MAX:  # NaN fails this too; training is float32
-                raise ValueError(
-                    f"PPOConfig.{name}={value!r}: expected a finite number "
-                    f"(|x| <= {FLOAT32_MAX:.4g}, the float32 range training uses)"
-                )
-            object.__setattr__(self, name, number)
-        for name in BOOL_FIELDS:
-            value = getattr(self, name)
-            if not isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"PPOConfig.{name}={value!r}: expected True or False, got {type(value).__name__}")
-            object.__setattr__(self, name, bool(value))
+        """Wrong types and non-finite numbers are refused by name, numbers normalised
+        (``purehr.algorithms.config_types``)."""
+        normalise_fields(self, ints=INT_FIELDS, floats=FLOAT_FIELDS, bools=BOOL_FIELDS, sizes=SIZES_FIELDS)
         if not isinstance(self.activation, str):
             raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
         if not isinstance(self.policy, str):
             raise ValueError(f"PPOConfig.policy={self.policy!r}: expected one of {POLICIES}")
-        for name in SIZES_FIELDS:
-            sizes = getattr(self, name)
-            if (
-                not isinstance(sizes, (tuple, list))
-                or not sizes
-                or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s <= 0 for s in sizes)
-            ):
-                raise ValueError(f"PPOConfig.{name}={sizes!r}: expected a non-empty tuple of positive ints")
-            object.__setattr__(self, name, tuple(int(s) for s in sizes))
 
     def _check_budget(self) -> None:
         """The update and optimiser-step counters are int32 on the device (optax counts its

@@ -10,14 +10,13 @@ two LayerNorm layers of 256. A task sets its own (``purehr.tasks``).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
+from purehr.algorithms.config_types import normalise_fields
 from purehr.protocol_settings import with_help
 
 ACTIVATIONS = ("relu", "tanh", "swish")
@@ -34,7 +33,6 @@ FLOAT_FIELDS = (
     "eval_epsilon",
 )
 BOOL_FIELDS = ("anneal_lr", "layer_norm", "normalize_observations")
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_UPDATES = 2**31 - 1
 """The update counter is int32 on the device."""
 
@@ -113,39 +111,11 @@ class PQNConfig:
             )
 
     def _check_types(self) -> None:
-        """Wrong types and non-finite numbers are refused by name; numbers are normalised to
-        Python ``int``/``float`` and sizes to tuples, so configs compare, hash and serialise alike."""
-        for name in INT_FIELDS:
-            value = getattr(self, name)
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise ValueError(f"PQNConfig.{name}={value!r}: expected a positive integer, got {type(value).__name__}")
-            object.__setattr__(self, name, int(value))
-        for name in FLOAT_FIELDS:
-            value = getattr(self, name)
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise ValueError(f"PQNConfig.{name}={value!r}: expected a real number, got {type(value).__name__}")
-            try:
-                number = float(value)
-            except OverflowError:
-                number = math.inf
-            if not abs(number) <= FLOAT32_MAX:
-                raise ValueError(f"PQNConfig.{name}={value!r}: expected a finite number (float32 range)")
-            object.__setattr__(self, name, number)
-        for name in BOOL_FIELDS:
-            value = getattr(self, name)
-            if not isinstance(value, (bool, np.bool_)):
-                raise ValueError(f"PQNConfig.{name}={value!r}: expected True or False, got {type(value).__name__}")
-            object.__setattr__(self, name, bool(value))
+        """Wrong types and non-finite numbers are refused by name, numbers normalised
+        (``purehr.algorithms.config_types``)."""
+        normalise_fields(self, ints=INT_FIELDS, floats=FLOAT_FIELDS, bools=BOOL_FIELDS, sizes=("hidden",))
         if not isinstance(self.activation, str):
             raise ValueError(f"PQNConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
-        sizes = self.hidden
-        if (
-            not isinstance(sizes, (tuple, list))
-            or not sizes
-            or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s <= 0 for s in sizes)
-        ):
-            raise ValueError(f"PQNConfig.hidden={sizes!r}: expected a non-empty tuple of positive ints")
-        object.__setattr__(self, "hidden", tuple(int(s) for s in sizes))
 
     @property
     def batch_size(self) -> int:

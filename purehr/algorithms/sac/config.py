@@ -16,14 +16,13 @@ environment step.
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import struct
 
+from purehr.algorithms.config_types import normalise_fields
 from purehr.protocol_settings import with_help
 
 ACTIVATIONS = ("tanh", "relu", "swish")
@@ -46,7 +45,6 @@ FLOAT_FIELDS = (
     "target_entropy_per_dimension",
 )
 SIZES_FIELDS = ("actor_hidden", "critic_hidden")
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 MAX_OPTIMIZER_STEPS = 2**31 - 1
 """Largest count of an int32 counter: the limit on updates x gradient steps per seed."""
 
@@ -122,37 +120,13 @@ class SACConfig:
             )
 
     def _check_types(self) -> None:
-        """Wrong types and non-finite numbers refused by name; numbers normalised to Python
-        ``int``/``float`` and sizes to tuples (configs compare, hash and serialise alike)."""
-        for name in INT_FIELDS + NON_NEGATIVE_INT_FIELDS:
-            value = getattr(self, name)
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-                raise ValueError(f"SACConfig.{name}={value!r}: expected an integer, got {type(value).__name__}")
-            object.__setattr__(self, name, int(value))
-        for name in FLOAT_FIELDS:
-            value = getattr(self, name)
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-                raise ValueError(
-                    f"SACConfig.{name}={value!r}: expected a finite real number, got {type(value).__name__}"
-                )
-            try:
-                number = float(value)
-            except OverflowError:
-                number = math.inf
-            if not abs(number) <= FLOAT32_MAX:
-                raise ValueError(f"SACConfig.{name}={value!r}: expected a finite number (the float32 range)")
-            object.__setattr__(self, name, number)
+        """Wrong types and non-finite numbers are refused by name, numbers normalised
+        (``purehr.algorithms.config_types``)."""
+        normalise_fields(
+            self, ints=INT_FIELDS, non_negative_ints=NON_NEGATIVE_INT_FIELDS, floats=FLOAT_FIELDS, sizes=SIZES_FIELDS
+        )
         if not isinstance(self.activation, str):
             raise ValueError(f"SACConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
-        for name in SIZES_FIELDS:
-            sizes = getattr(self, name)
-            if (
-                not isinstance(sizes, (tuple, list))
-                or not sizes
-                or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s <= 0 for s in sizes)
-            ):
-                raise ValueError(f"SACConfig.{name}={sizes!r}: expected a non-empty tuple of positive ints")
-            object.__setattr__(self, name, tuple(int(s) for s in sizes))
 
     @property
     def batch_size(self) -> int:
