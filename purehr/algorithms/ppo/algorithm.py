@@ -38,6 +38,7 @@ from purehr.engine.distributions import (
 from purehr.engine.env_params import make_env_params_at
 from purehr.engine.gae import generalized_advantages
 from purehr.engine.networks import ActorCritic, RecurrentActorCritic, update_observation_statistics
+from purehr.engine.schedules import learning_rate_schedule
 from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
@@ -235,13 +236,9 @@ def make_ppo(
     def make_optimizer(hparams: PPOHyperparams) -> optax.GradientTransformation:
         # Built again at every update (same state layout) because the learning rate and the
         # gradient-norm limit are traced values of the runner, not Python constants.
-        learning_rate = hparams.learning_rate
-        if config.anneal_lr:
-
-            def learning_rate(count):
-                update = count // (num_minibatches * config.num_epochs)
-                return hparams.learning_rate * (1.0 - update / num_updates)
-
+        learning_rate = learning_rate_schedule(
+            hparams.learning_rate, config.anneal_lr, num_minibatches * config.num_epochs, num_updates
+        )
         clip = optax.clip if config.elementwise_grad_clip else optax.clip_by_global_norm
         return optax.chain(clip(hparams.max_grad_norm), optax.adam(learning_rate, eps=1e-5))
 

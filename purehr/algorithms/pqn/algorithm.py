@@ -31,6 +31,7 @@ from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.engine.distributions import action_mask_reader
 from purehr.engine.env_params import make_env_params_at
 from purehr.engine.networks import update_observation_statistics
+from purehr.engine.schedules import learning_rate_schedule
 from purehr.engine.shuffle import random_permutation
 from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import flat_dim, flatten_observation
@@ -180,13 +181,9 @@ def make_pqn(
     def make_optimizer(hparams: PQNHyperparams) -> optax.GradientTransformation:
         # Built again at every update (same state layout): the learning rate and the clip are
         # traced values of the state. RAdam, as purejaxql's PQN.
-        learning_rate = hparams.learning_rate
-        if config.anneal_lr:
-
-            def learning_rate(count):
-                update = count // (num_minibatches * config.num_epochs)
-                return hparams.learning_rate * (1.0 - update / num_updates)
-
+        learning_rate = learning_rate_schedule(
+            hparams.learning_rate, config.anneal_lr, num_minibatches * config.num_epochs, num_updates
+        )
         return optax.chain(optax.clip_by_global_norm(hparams.max_grad_norm), optax.radam(learning_rate))
 
     env_params_at = make_env_params_at(env_params, env_params_schedule)
