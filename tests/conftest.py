@@ -124,6 +124,18 @@ def protocol_configs() -> dict:
     return {task: get_task(task).default_config.replace(**PROTOCOL_SMALL) for task in PROTOCOL_TASKS}
 
 
+def train_all_seeds_script():
+    """``scripts/train_all_seeds.py`` as a module (its ``main``, ``build_parser``), imported as a
+    user's ``python scripts/train_all_seeds.py`` would find it, once per worker."""
+    scripts = str(Path(__file__).resolve().parents[1] / "scripts")
+    sys.path.insert(0, scripts)
+    try:
+        import train_all_seeds as script
+    finally:
+        sys.path.remove(scripts)
+    return script
+
+
 def ctrl_c_from_a_callback(recorder, timeout_s: float = 120.0) -> None:
     """A terminal's Ctrl-C sent from inside the recorder's ``on_update``: SIGINT to this process,
     then wait until the main thread has heard it (``recorder.stop_requested``). The program waits

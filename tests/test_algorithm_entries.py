@@ -9,18 +9,16 @@ only, no ``learning_rate``; nothing of it is ever built or compiled."""
 import csv
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS
+from conftest import PROTOCOL_CLI, PROTOCOL_SEEDS, train_all_seeds_script
 
 from purehr.algorithms import registry
 from purehr.cli.config_file import parse_with_config
 from purehr.run.planning.run_plan import RunRequest, new_run_plan
 from purehr.tasks import get_task
 
-ROOT = Path(__file__).resolve().parents[1]
 REFUSED = ["--steps", "1024", "--seeds", "0", "--no-render", "--no-progress"]  # fields every config has
 
 
@@ -59,20 +57,11 @@ def fake_algorithm(monkeypatch):
     monkeypatch.setitem(registry.ALGORITHMS, "fake", entry)
 
 
-def _script():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import train_all_seeds as script
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return script
-
-
 def _refused(tmp_path, capsys, argv) -> str:
     """The one error line of ``argv`` (exit 2), having written nothing."""
     run_dir = tmp_path / "run"
     with pytest.raises(SystemExit) as exit_:
-        _script().main([*argv, *REFUSED, "--run-dir", str(run_dir)])
+        train_all_seeds_script().main([*argv, *REFUSED, "--run-dir", str(run_dir)])
     assert exit_.value.code == 2
     assert not run_dir.exists()
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
@@ -117,7 +106,7 @@ def two_entries(tmp_path_factory, protocol_reference) -> dict[str, Path]:
     run_dir = tmp_path_factory.mktemp("entries") / "two"
     flags = PROTOCOL_CLI[PROTOCOL_CLI.index("--steps") :]
     argv = ["--tasks", "swing", "swing@ppo", *flags, "--seeds", *map(str, PROTOCOL_SEEDS), "--no-render"]
-    assert _script().main([*argv, "--no-progress", "--run-dir", str(run_dir)]) == 0
+    assert train_all_seeds_script().main([*argv, "--no-progress", "--run-dir", str(run_dir)]) == 0
     return {"two": run_dir, "reference": protocol_reference["summary"].run_dir}
 
 
@@ -150,7 +139,7 @@ def test_a_toml_file_with_an_entry_plans_the_manifest_the_flags_recorded(two_ent
         "anneal_lr = false\nseeds = [0, 1]\n"
         '[task."swing@ppo"]\ngamma = 0.9\n'
     )
-    script = _script()
+    script = train_all_seeds_script()
     resolved = parse_with_config(script.build_parser(), ["--config", str(config)])
     assert resolved.task_overrides == {"swing@ppo": {"gamma": 0.9}}
     assert resolved.record["values"]["task"] == {"swing@ppo": {"gamma": 0.9}}

@@ -10,11 +10,11 @@ the resume messages of a task with nothing to continue from (unit level)."""
 
 import json
 import os
-import sys
 from pathlib import Path
 
 import jax
 import pytest
+from conftest import train_all_seeds_script
 
 from purehr.run.planning.preparation import prepare_run_directory
 from purehr.run.planning.triage import restore_task
@@ -40,15 +40,6 @@ TINY = [
     "--no-render",
     "--no-progress",
 ]
-
-
-def _script():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import train_all_seeds as script
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return script
 
 
 def write_run(root: Path, *, tasks=("hrv",), seeds=(0, 1), status="running", precision="float32", **changes) -> Path:
@@ -425,7 +416,7 @@ def test_bad_run_directory_is_refused_before_anything_is_written(
     existed = run.exists()
     arguments = [argument.replace("TMP", str(tmp_path)) for argument in arguments]
     with pytest.raises(SystemExit) as stopped:
-        _script().main(["--run-dir", str(run), *arguments])
+        train_all_seeds_script().main(["--run-dir", str(run), *arguments])
     err = capsys.readouterr().err
     assert stopped.value.code == 2, err
     message = " ".join(err.split())
@@ -437,7 +428,7 @@ def test_bad_run_directory_is_refused_before_anything_is_written(
 
 
 def test_run_name_is_named_when_the_user_gave_run_name(tmp_path, capsys, monkeypatch):
-    script = _script()
+    script = train_all_seeds_script()
     monkeypatch.setattr(script, "ROOT", tmp_path)
     write_run(tmp_path / "artifacts" / "quick", status="finished")
     with pytest.raises(SystemExit) as stopped:

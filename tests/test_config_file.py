@@ -5,14 +5,13 @@ same flags train, records the file, and ``--config RUN/manifest.json`` repeats t
 import csv
 import hashlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import train_all_seeds_script
 
 from purehr.cli.config_file import parse_with_config
 
-ROOT = Path(__file__).resolve().parents[1]
 FLAGS = ["--tasks", "hrv", "--steps", "4096", "--num-envs", "8", "--num-steps", "64"]
 FLAGS += ["--minibatch-size", "128", "--seeds", "0", "--no-render", "--no-progress"]
 FLAGS += ["--actor-hidden", "16", "--critic-hidden", "16", "--eval-episodes", "4"]
@@ -33,15 +32,6 @@ eval_episodes = 4
 256-128-64 and its default episodes: the guarantee is equality, which any size shows)."""
 
 
-def _script():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import train_all_seeds as script
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return script
-
-
 def _digests(run_dir: Path) -> list[str]:
     with open(run_dir / "hrv" / "seed_0" / "checkpoints.csv") as rows:
         return [row["state_digest"] for row in csv.DictReader(rows)]
@@ -50,7 +40,7 @@ def _digests(run_dir: Path) -> list[str]:
 def test_a_run_from_a_toml_file_is_the_run_of_the_same_flags(tmp_path, capsys):
     config = tmp_path / "run.toml"
     config.write_text(TOML)
-    script = _script()
+    script = train_all_seeds_script()
     assert script.main([*FLAGS, "--run-dir", str(tmp_path / "flags")]) == 0
     assert script.main(["--config", str(config), "--run-dir", str(tmp_path / "file")]) == 0
     assert f"from {config}" in capsys.readouterr().err
@@ -74,7 +64,7 @@ def test_flags_beside_the_file_override_it_and_task_sections_apply_to_their_task
     config.write_text(
         TOML + "learning_rate = 0.01\n[task.hrv]\nnum_epochs = 2\ngamma = 0.9\n[task.hrv.env]\ndifficulty = 0.5\n"
     )
-    script = _script()
+    script = train_all_seeds_script()
     resolved = parse_with_config(script.build_parser(), ["--config", str(config), "--learning-rate", "1e-3"])
     assert resolved.source_line == f"from {config}; --learning-rate 1e-3 given on the command line overrides it"
     request = script._run_request(resolved.args)
@@ -99,6 +89,6 @@ def test_a_bad_file_is_one_usage_error(tmp_path, capsys, text, fragment):
     config = tmp_path / "run.toml"
     config.write_text(text)
     with pytest.raises(SystemExit) as stopped:
-        parse_with_config(_script().build_parser(), ["--config", str(config)])
+        parse_with_config(train_all_seeds_script().build_parser(), ["--config", str(config)])
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and fragment in " ".join(err.split()) and "Traceback" not in err
