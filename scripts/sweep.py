@@ -30,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.arguments import HelpFormatter, task_name
     from purehr.cli.cache_flags import add_compile_cache_flags
     from purehr.cli.ppo_flags import add_config_flags
+    from purehr.cli.profile_flags import add_profile_flag
     from purehr.cli.tracking_flags import add_tracking_flags
     from purehr.experiments.sweep import HYPERPARAMETERS, SHAPE_FIELDS
 
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         group = parser.add_argument_group(title)
         add_config_flags(group, fields, several=True, default_note=lambda name, note=note: note)
     add_compile_cache_flags(parser)
+    add_profile_flag(parser, resumable=False)
     return parser
 
 
@@ -98,6 +100,7 @@ def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
     from purehr.experiments import sweep
     from purehr.experiments.sweep import HYPERPARAMETERS
     from purehr.tasks import get_task
+    from purehr.tasks.profiles import profile_config, resolve_profile
     from purehr.viz.sweep_heatmap import heatmap_axes
 
     given = config_values(args, several=True)
@@ -113,7 +116,8 @@ def checked_plan(parser: argparse.ArgumentParser, args: argparse.Namespace) -> t
         if curriculum is not None and args.task != "hrv":
             raise ValueError("--curriculum applies to the hrv task only")
         task = get_task(args.task)
-        base = task.default_config.replace(total_timesteps=args.steps)
+        profile = resolve_profile(args.profile or "auto")  # the swept shapes given win over it
+        base = profile_config(task.default_config, profile, args.task).replace(total_timesteps=args.steps)
         if args.eval_episodes is not None:
             base = base.replace(eval_episodes=args.eval_episodes)
         single = {k: v[0] for k, v in shapes.items() if len(v) == 1}

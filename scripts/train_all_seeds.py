@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.env_args import add_environment_flags
     from purehr.cli.pbt_flags import add_pbt_flags
     from purehr.cli.ppo_flags import FIELDS, add_config_flags
+    from purehr.cli.profile_flags import add_profile_flag
     from purehr.cli.tracking_flags import add_tracking_flags
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
@@ -62,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(swing@sac beside swing: two entries of one run, keyed so)",
     )
     add_environment_flags(parser)
+    add_profile_flag(parser)
     parser.add_argument(
         "--algorithm",
         choices=sorted(ALGORITHMS),
@@ -181,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = args.run_dir or ROOT / "artifacts" / args.run_name
     directory_option = "--run-dir" if args.run_dir is not None else "--run-name"
     _start_jax(args, parser, run_dir)
+    _choose_profile(args, parser, run_dir)
     import jax
 
     from purehr.run.outcome import RunInterrupted
@@ -295,6 +298,29 @@ def _start_jax(args, parser, run_dir: Path) -> None:
     from purehr.cli.cache_flags import start_compile_cache
 
     start_compile_cache(args, parser)
+
+
+def _choose_profile(args, parser, run_dir: Path) -> None:
+    """The run's profile (``--profile``; a resume keeps its run's), recorded in ``run_config``;
+    a new run gets its values under the flags and the config file's (``args.task_overrides``)."""
+    from purehr.cli.profile_flags import apply_profile, profile_line, run_profile
+    from purehr.run.planning.run_plan import DEFAULT_TASKS
+
+    try:
+        profile, why = run_profile(args.profile, args.resume, run_dir)
+    except ValueError as error:
+        parser.exit(2, f"error: {error}\n")
+    args.profile = profile
+    if getattr(args, "run_config", None) is not None:
+        args.run_config["values"]["profile"] = profile
+    if args.resume:  # the recorded configs hold the profile's values
+        print(f"profile {profile} ({why})", file=sys.stderr)
+        return
+    entries = list(args.tasks or DEFAULT_TASKS)
+    args.task_overrides, overridden = apply_profile(
+        profile, entries, args.algorithm, overrides_from_args(args), getattr(args, "task_overrides", None) or {}
+    )
+    print(profile_line(profile, why, entries, args.algorithm, overridden), file=sys.stderr)
 
 
 def _run_request(args) -> dict:

@@ -1,0 +1,66 @@
+"""Task defaults per kind of device: the ``cpu`` profile (the tasks' defaults as they are) and
+the ``accelerator`` profile (GPU/TPU), which trades rollout length for width (issue 49).
+
+On an accelerator a loop costs its length, not its width: a swing update of 32 envs x 128 steps
+runs 1,217 sequential loop iterations (128 x 8 RK4 sub-steps of rollout, 128 of GAE, 64
+gradient steps), one of 256 envs x 16 steps 209, on the same 4,096 transitions, the same
+minibatches and gradient steps, the same updates. The checkpoint targets (every 50k steps),
+held-out evaluations and goals are the protocol's, unchanged (benchmarks/README.md, "The
+accelerator profile")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PROFILES = ("cpu", "accelerator")
+PROFILE_CHOICES = ("auto", *PROFILES)
+"""``auto``: ``accelerator`` where JAX's default backend is a GPU or TPU, else ``cpu``."""
+ACCELERATOR_BACKENDS = ("gpu", "cuda", "rocm", "tpu")
+
+SWING_ACCELERATOR = {"num_envs": 256, "num_steps": 16, "minibatch_size": 256}
+"""Swing: 8x the environments for 1/8 of the rollout, the batch (4,096), minibatches (16 of
+256) and updates (489) of ``SWING_DEFAULTS``: 209 sequential iterations an update, not 1,217."""
+HRV_ACCELERATOR = {"num_envs": 256, "num_steps": 8, "minibatch_size": 512}
+"""hrv: 4x the environments for 1/4 of the rollout (episodes last ~4 steps, gamma 0.8), the
+batch (2,048), minibatches (4 of 512) and updates (147) of ``HRV_DEFAULTS``."""
+ACCELERATOR_DEFAULTS: dict[str, dict[str, Any]] = {"swing": SWING_ACCELERATOR, "hrv": HRV_ACCELERATOR}
+"""Task -> the PPO config fields the accelerator profile sets over its defaults: the tasks whose
+goals it was checked against (the partially observed variants keep their defaults)."""
+
+
+def check_profile(profile: str) -> str:
+    """``profile`` itself, or ``ValueError`` naming it and the choices."""
+    if profile not in PROFILE_CHOICES:
+        raise ValueError(f"profile={profile!r}: expected one of {', '.join(PROFILE_CHOICES)}")
+    return profile
+
+
+def resolve_profile(profile: str = "auto", backend: str | None = None) -> str:
+    """``cpu`` or ``accelerator``: ``profile`` itself, or for ``auto`` what ``backend`` (default:
+    ``jax.default_backend()``) is."""
+    if check_profile(profile) != "auto":
+        return profile
+    if backend is None:
+        import jax
+
+        backend = jax.default_backend()
+    return "accelerator" if backend.lower() in ACCELERATOR_BACKENDS else "cpu"
+
+
+def profile_values(profile: str, entry: str, algorithm: str | None = None) -> dict[str, Any]:
+    """The config fields ``profile`` (``cpu`` or ``accelerator``) sets for the task entry
+    ``entry`` trained by ``algorithm`` (None: PPO; an entry ``swing@sac`` names its own):
+    none under ``cpu``, nor for an entry the profile has no values for."""
+    from purehr.algorithms.registry import DEFAULT_ALGORITHM, split_entry
+
+    if check_profile(profile) == "auto":
+        raise ValueError("profile='auto': resolve it first (resolve_profile)")
+    task, suffix = split_entry(entry)
+    if profile == "cpu" or (suffix or algorithm or DEFAULT_ALGORITHM) != "ppo":
+        return {}
+    return dict(ACCELERATOR_DEFAULTS.get(task, {}))
+
+
+def profile_config(config, profile: str, entry: str, algorithm: str | None = None):
+    """``config`` (a task's default) with ``profile``'s values for ``entry`` over it."""
+    return config.replace(**profile_values(profile, entry, algorithm))
