@@ -85,5 +85,5 @@ def profile_line(profile: str, why: str, entries: list[str], algorithm: str | No
             given = overridden.get(entry, [])
             shown = " ".join(f"{k}={v}" + (" (given: yours)" if k in given else "") for k, v in values.items())
             parts.append(f"{entry} {shown}")
-    what = f": {'; '.join(parts)}" if parts else " (the tasks' defaults)"
+    what = f": {'; '.join(parts)}" if parts else ": the tasks' defaults"
     return f"profile {profile} ({why}){what}"

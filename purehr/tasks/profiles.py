@@ -3,10 +3,10 @@ the ``accelerator`` profile (GPU/TPU), which trades rollout length for width (is
 
 On an accelerator a loop costs its length, not its width: a swing update of 32 envs x 128 steps
 runs 1,217 sequential loop iterations (128 x 8 RK4 sub-steps of rollout, 128 of GAE, 64
-gradient steps), one of 256 envs x 16 steps 209, on the same 4,096 transitions, the same
-minibatches and gradient steps, the same updates. The checkpoint targets (every 50k steps),
-held-out evaluations and goals are the protocol's, unchanged (benchmarks/README.md, "The
-accelerator profile")."""
+gradient steps), one of 128 envs x 32 steps with minibatches of 128 runs 417 (256 + 32 + 128),
+on the same 4,096 transitions and 489 updates. The checkpoint targets (every 50k steps),
+held-out evaluations and goals are the protocol's, unchanged (docs/protocol.md, "Profiles";
+benchmarks/README.md, "The accelerator profile")."""
 
 from __future__ import annotations
 
@@ -17,9 +17,12 @@ PROFILE_CHOICES = ("auto", *PROFILES)
 """``auto``: ``accelerator`` where JAX's default backend is a GPU or TPU, else ``cpu``."""
 ACCELERATOR_BACKENDS = ("gpu", "cuda", "rocm", "tpu")
 
-SWING_ACCELERATOR = {"num_envs": 256, "num_steps": 16, "minibatch_size": 256}
-"""Swing: 8x the environments for 1/8 of the rollout, the batch (4,096), minibatches (16 of
-256) and updates (489) of ``SWING_DEFAULTS``: 209 sequential iterations an update, not 1,217."""
+SWING_ACCELERATOR = {"num_envs": 128, "num_steps": 32, "minibatch_size": 128}
+"""Swing: 4x the environments for 1/4 of the rollout, the batch (4,096) and updates (489) of
+``SWING_DEFAULTS``, minibatches of 128 (32 gradient steps an epoch, not 16): 417 sequential
+iterations an update, not 1,217. Shorter rollouts with the minibatch of 256 learned worse (256
+x 16: 3 seeds of 5 at >= 0.95; 128 x 32: 4, one at 0); halving the minibatch gave 5 of 5 at
+1.00, median 13.29 s (docs/protocol.md, "Profiles")."""
 HRV_ACCELERATOR = {"num_envs": 256, "num_steps": 8, "minibatch_size": 512}
 """hrv: 4x the environments for 1/4 of the rollout (episodes last ~4 steps, gamma 0.8), the
 batch (2,048), minibatches (4 of 512) and updates (147) of ``HRV_DEFAULTS``."""
