@@ -3,6 +3,7 @@ decides their cost on an accelerator, where a loop costs its length, not its wid
 
 python benchmarks/evaluation_steps.py                        # swing and hrv, 5 seeds
 python benchmarks/evaluation_steps.py --tasks hrv --json out.json
+python benchmarks/evaluation_steps.py --profile accelerator   # the accelerator profile's defaults
 
 Read from the traced program (``purehr.run.compiled.evaluation_steps``); nothing is compiled
 or run. ``grouped_total`` is a projection, not the program: the quick checkpoints between two
@@ -19,12 +20,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write_json  # noqa: E402
 
 from purehr.cli.arguments import HelpFormatter, output_file, positive_int  # noqa: E402
+from purehr.tasks.profiles import PROFILES  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--tasks", nargs="+", default=["swing", "hrv"], help="tasks, with their default settings")
     parser.add_argument("--seeds", type=positive_int, default=5, help="seeds vmapped, as the run does")
+    parser.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default="cpu",
+        help="the task defaults counted (purehr.tasks.profiles): cpu, the tasks' own; accelerator, the GPU/TPU "
+        "profile's",
+    )
     parser.add_argument("--json", type=output_file, default=None, help="where to write the record (default: nowhere)")
     return parser
 
@@ -43,10 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from purehr.run.compiled.evaluation_steps import evaluation_steps
     from purehr.run.compiled.task_setup import build_task_setup
+    from purehr.tasks import get_task
+    from purehr.tasks.profiles import profile_config
 
     record = {}
     for task in args.tasks:
-        counts = evaluation_steps(build_task_setup(task), args.seeds)
+        config = profile_config(get_task(task).default_config, args.profile, task)
+        counts = evaluation_steps(build_task_setup(task, config), args.seeds)
+        counts["config"] = {name: getattr(config, name) for name in ("num_envs", "num_steps", "minibatch_size")}
         counts["grouped_total"] = grouped_total(counts)
         record[task] = counts
         print(
@@ -56,7 +69,13 @@ def main(argv: list[str] | None = None) -> int:
             f"the run's checkpoints {counts['run_total']:,} (grouped: {counts['grouped_total']:,}) against "
             f"{counts['training_total']:,} for its {counts['updates']} updates"
         )
-    write_json(args.json, {"command": [sys.executable, *sys.argv], "tasks": record})
+    import datetime
+
+    import jax
+
+    when = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    meta = {"command": [sys.executable, *sys.argv], "date": when, "jax": jax.__version__}
+    write_json(args.json, {**meta, "profile": args.profile, "tasks": record})
     return 0
 
 
