@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One run on a GPU or TPU (about 6 minutes on an H200, every step capped), writing one JSON:
+# One run on a GPU or TPU (about 6 minutes on an H200 before step 4b, which adds one cold main job,
+# about 1.5 minutes more: not yet measured; every step capped), writing one JSON:
 #
 #   bash benchmarks/accelerator_check.sh --purejaxrl PATH     # accelerator sizes -> accelerator_check/accelerator_check.json
 #   bash benchmarks/accelerator_check.sh --quick              # tiny sizes, for a CPU (a few minutes on 2 cores)
@@ -19,8 +20,13 @@
 #      (benchmarks/peers.py; skipped without --purejaxrl PATH, a folder with PureJaxRL's ppo.py)
 # then benchmarks/accelerator_summary.py writes the JSON with the goals of issues 12 and 49
 # (H200: the main job <= 20 s cold with both goals met; purehr >= 1.2x PureJaxRL's steps/s at
-# 5 and 256 seeds, first call no slower, returns no worse). The accelerator profile's main job
-# (issue 49, item 4) is not built yet: PROFILE_FLAGS="..." adds a main job with those flags.
+# 5 and 256 seeds, first call no slower, returns no worse).
+# The accelerator profile (issue 49, item 4; purehr.tasks.profiles): on a GPU/TPU the default
+# --profile auto is "accelerator", so steps 3-4 run that profile (each manifest's
+# run_config.values.profile says which); step 2 also counts its sequential iterations, and
+# step 4b, main_cpu_profile, runs the main job with --profile cpu (the CPU defaults, the main
+# job of before profiles) on the same cache for the comparison. PROFILE_FLAGS="..." adds words
+# to every main job (steps 3, 4 and 4b).
 set -u
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python}"
@@ -34,7 +40,7 @@ while [ $# -gt 0 ]; do
     --issue12) ISSUE12=1 ;;
     --out) OUT="$2"; shift ;;
     --purejaxrl) PUREJAXRL="$2"; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     *) echo "error: unknown argument $1; expected --quick, --issue12, --out DIR or --purejaxrl PATH" >&2; exit 2 ;;
   esac
   shift
@@ -99,16 +105,18 @@ print(json.dumps(report, default=str))
 " "$OUT/device.json"
 step evaluation_steps "${LIMITS[1]}" "$PYTHON" benchmarks/evaluation_steps.py ${EVAL_STEPS[@]+"${EVAL_STEPS[@]}"} \
   --json "$OUT/evaluation_steps.json"
+step evaluation_steps_accelerator "${LIMITS[1]}" "$PYTHON" benchmarks/evaluation_steps.py --profile accelerator \
+  ${EVAL_STEPS[@]+"${EVAL_STEPS[@]}"} --json "$OUT/evaluation_steps_accelerator.json"
 for temperature in cold warm; do
+  # shellcheck disable=SC2086  # PROFILE_FLAGS are words
   step "main_$temperature" "${LIMITS[$([ $temperature = cold ] && echo 2 || echo 3)]}" "$PYTHON" \
     scripts/train_all_seeds.py --run-dir "$OUT/main_$temperature" --no-render --no-progress --overwrite \
-    --compile-cache "$CACHE" ${MAIN[@]+"${MAIN[@]}"}
+    --compile-cache "$CACHE" ${MAIN[@]+"${MAIN[@]}"} ${PROFILE_FLAGS:-}
 done
-if [ -n "${PROFILE_FLAGS:-}" ]; then
-  # shellcheck disable=SC2086  # the flags are words
-  step main_profile "${LIMITS[2]}" "$PYTHON" scripts/train_all_seeds.py --run-dir "$OUT/main_profile" --no-render \
-    --no-progress --overwrite --compile-cache "$CACHE" ${MAIN[@]+"${MAIN[@]}"} $PROFILE_FLAGS
-fi
+# shellcheck disable=SC2086  # PROFILE_FLAGS are words
+step main_cpu_profile "${LIMITS[2]}" "$PYTHON" scripts/train_all_seeds.py --run-dir "$OUT/main_cpu_profile" \
+  --no-render --no-progress --overwrite --compile-cache "$CACHE" ${MAIN[@]+"${MAIN[@]}"} --profile cpu \
+  ${PROFILE_FLAGS:-}
 step checkpoint_cost "${LIMITS[4]}" "$PYTHON" benchmarks/checkpoint_cost.py --json "$OUT/checkpoint_cost.json" "${COST[@]}"
 if [ -n "$PUREJAXRL" ]; then
   step peers_narrow "${LIMITS[5]}" "$PYTHON" benchmarks/peers.py --configs purejaxrl:CartPole-v1 --purejaxrl "$PUREJAXRL" \

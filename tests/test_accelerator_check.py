@@ -101,7 +101,8 @@ def test_accelerator_check_quick_runs_every_step_and_writes_one_json(tmp_path):
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     steps = json.loads((out / "steps.json").read_text())
-    assert set(steps) == {"device", "evaluation_steps", "main_cold", "main_warm", "checkpoint_cost"}
+    expected = {"device", "evaluation_steps", "evaluation_steps_accelerator", "main_cold", "main_warm"}
+    assert set(steps) == expected | {"main_cpu_profile", "checkpoint_cost"}
     assert all(step["exit"] == 0 for step in steps.values()), steps
     summary = json.loads((out / "accelerator_check.json").read_text())
     goals = summary["issue49"]
@@ -109,3 +110,8 @@ def test_accelerator_check_quick_runs_every_step_and_writes_one_json(tmp_path):
     assert set(goals["goals_met"]) == {"hrv"}  # judged on the cold run's last checkpoints
     assert goals["checkpoint_share_of_training"] < 1.0
     assert summary["evaluation_steps"]["tasks"]["hrv"]["full_evaluation"] == 100
+    profiles = {
+        run: json.loads((out / run / "manifest.json").read_text())["run_config"]["values"]["profile"]
+        for run in ("main_cold", "main_cpu_profile")
+    }
+    assert profiles == {"main_cold": "cpu", "main_cpu_profile": "cpu"}  # auto is cpu on this CPU
