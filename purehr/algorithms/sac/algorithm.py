@@ -25,6 +25,7 @@ import optax
 from flax import struct
 
 from purehr.algorithms.rollout_metrics import rollout_metrics
+from purehr.algorithms.sac.batch_cond import cond_any
 from purehr.algorithms.sac.buffer import ReplayBuffer, add, gather, init_buffer, sample_indices
 from purehr.algorithms.sac.config import SACConfig, SACHyperparams
 from purehr.algorithms.sac.loss import (
@@ -38,7 +39,7 @@ from purehr.algorithms.sac.loss import (
 from purehr.algorithms.sac.metrics import LOSS_STATISTICS, METRIC_NAMES
 from purehr.algorithms.sac.networks import Actor, TwinCritic, env_distribution, polyak, unit_to_env
 from purehr.engine.env_params import make_env_params_at
-from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
+from purehr.envs.base import Environment, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.types import EnvParamsSchedule
@@ -136,6 +137,14 @@ class SAC:
         return act
 
 
+def finite_everywhere(tree) -> jax.Array:
+    """True when every floating leaf of ``tree`` is finite: one reduction over all of them
+    ravelled into one vector (``all_finite`` reduces each leaf apart: 148 reductions a SAC
+    update, one per parameter and optimiser-state array)."""
+    leaves = [jnp.ravel(leaf) for leaf in jax.tree.leaves(tree) if jnp.issubdtype(leaf.dtype, jnp.inexact)]
+    return jnp.all(jnp.isfinite(jnp.concatenate(leaves)))
+
+
 def _bounds(space: Box) -> tuple[jax.Array, jax.Array]:
     """The Box's bounds, flat [A] float32."""
     shape = (flat_dim(space),)
@@ -219,19 +228,21 @@ def make_sac(
             jnp.int32(0),
         )
 
-    def environment_steps(state: SACState, key: jax.Array, explore: jax.Array):
+    def environment_steps(state: SACState, keys: tuple[jax.Array, ...], explore: jax.Array):
         """T steps of E environments: (env state, observation, Step of [T, E, ...]). The policy
         acts (sampled), or uniform random actions where ``explore``. Every draw is made before
-        the scan in batched calls (PPO's rollout does the same; docs/protocol.md)."""
+        the scan in batched calls (PPO's rollout does the same; docs/protocol.md); ``keys``:
+        (noise, uniform, environment) keys from the update's one split."""
         step_params = env_params_at(state.update_index, state.hparams)
-        noise_key, uniform_key, step_key, reset_key = jax.random.split(key, 4)
+        noise_key, uniform_key, env_key = keys
         per_step = (num_steps, num_envs)
         reset_every = jax.vmap(jax.vmap(env.reset, in_axes=(0, None)), in_axes=(0, None))
+        step_keys, reset_keys = jax.random.split(env_key, (2, *per_step))  # [2, T, E] in one call
         draws = (
             jax.random.normal(noise_key, per_step + (action_size,)),
             jax.random.uniform(uniform_key, per_step + (action_size,), minval=-1.0, maxval=1.0),
-            jax.random.split(step_key, per_step),
-            reset_every(jax.random.split(reset_key, per_step), step_params),
+            step_keys,
+            reset_every(reset_keys, step_params),
         )
 
         def env_step(carry, draw):
@@ -262,22 +273,23 @@ def make_sac(
         (env_state, observation), steps = jax.lax.scan(env_step, (state.env_state, state.observation), draws)
         return env_state, observation, steps
 
-    def learn(state: SACState, buffer: ReplayBuffer, key: jax.Array):
-        """G gradient steps on samples of ``buffer``: (the learned fields, summed statistics)."""
-        hparams = state.hparams
+    def learn(operands):
+        """G gradient steps on samples of the buffer, then the divergence freeze: (the learned
+        fields, summed statistics). ``operands``: (learned fields, hyperparameters, buffer,
+        (rows key, noise key), update index, learning, diverged_at): explicit, as
+        ``cond_any`` needs."""
+        old, hparams, buffer, (rows_key, noise_key), update_index, learning, diverged_at = operands
         actor_opt, critic_opt, temperature_opt = optimizers(hparams)
         target_entropy = hparams.target_entropy_per_dimension * action_size
-        rows_key, next_key, noise_key = jax.random.split(key, 3)
         draws = (
             sample_indices(rows_key, buffer.size, (gradient_steps, config.sample_size)),
-            jax.random.normal(next_key, (gradient_steps, config.sample_size, action_size)),
-            jax.random.normal(noise_key, (gradient_steps, config.sample_size, action_size)),
+            jax.random.normal(noise_key, (gradient_steps, 2, config.sample_size, action_size)),  # [G, 2, S, A]
         )
 
         def gradient_step(carry, draw):
             learned, sums = carry
             actor_params, critic_params, target_params, log_alpha, actor_os, critic_os, temperature_os = learned
-            rows, next_noise, noise = draw
+            rows, (next_noise, noise) = draw
             batch = gather(buffer, rows)  # Transition of [S, ...]
             alpha = jnp.exp(log_alpha)
             next_action, next_log_prob = sample_actions(actor.apply, actor_params, batch.next_observation, next_noise)
@@ -308,30 +320,36 @@ def make_sac(
             learned = (actor_params, critic_params, target_params, log_alpha, actor_os, critic_os, temperature_os)
             return (learned, jax.tree.map(jnp.add, sums, stats)), None
 
-        no_stats = varying_with({name: jnp.zeros((), jnp.float32) for name in LOSS_STATISTICS}, state.update_index)
-        learned = tuple(getattr(state, name) for name in LEARNED_FIELDS)
-        (learned, sums), _ = jax.lax.scan(gradient_step, (learned, no_stats), draws)
-        return learned, sums
-
-    def update(state: SACState) -> tuple[SACState, dict[str, jax.Array]]:
-        key, steps_key, learn_key = jax.random.split(state.key, 3)
-        learning = state.update_index >= config.warmup_updates
-        env_state, observation, steps = environment_steps(state, steps_key, jnp.logical_not(learning))
-        buffer = add(state.buffer, jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), steps.transition))
-        # The gradient steps are computed in the warm-up updates too and not kept: under the
-        # seed vmap a cond on the (batched) update counter would run both branches anyway.
-        learned, sums = learn(state, buffer, learn_key)
+        no_stats = varying_with({name: jnp.zeros((), jnp.float32) for name in LOSS_STATISTICS}, update_index)
+        (learned, sums), _ = jax.lax.scan(gradient_step, (old, no_stats), draws)
         stats = {name: total / gradient_steps for name, total in sums.items()}
 
         # --- divergence: a seed whose losses or parameters stop being finite is frozen ---
-        finite = jnp.logical_and(all_finite(stats), all_finite(learned))
-        newly_diverged = jnp.logical_and(learning, jnp.logical_not(finite))
-        keep_old = jnp.logical_or(jnp.logical_not(learning), jnp.logical_or(state.diverged_at > 0, newly_diverged))
-        old = tuple(getattr(state, name) for name in LEARNED_FIELDS)
+        newly_diverged = jnp.logical_and(learning, jnp.logical_not(finite_everywhere((stats, learned))))
+        keep_old = jnp.logical_or(jnp.logical_not(learning), jnp.logical_or(diverged_at > 0, newly_diverged))
         learned = jax.tree.map(lambda o, n: jnp.where(keep_old, o, n), old, learned)
-        diverged_at = jnp.where(
-            state.diverged_at > 0, state.diverged_at, jnp.where(newly_diverged, state.update_index + 1, 0)
-        ).astype(jnp.int32)
+        diverged_at = jnp.where(diverged_at > 0, diverged_at, jnp.where(newly_diverged, update_index + 1, 0))
+        return learned, stats, diverged_at.astype(jnp.int32)
+
+    def warm_up(operands):
+        """A warm-up update's learning: none (the learned fields as they were, NaN statistics)."""
+        old, _, _, _, update_index, _, diverged_at = operands
+        nan = varying_with({name: jnp.full((), jnp.nan, jnp.float32) for name in LOSS_STATISTICS}, update_index)
+        return old, nan, diverged_at
+
+    def update(state: SACState) -> tuple[SACState, dict[str, jax.Array]]:
+        key, noise_key, uniform_key, env_key, rows_key, learn_noise_key = jax.random.split(state.key, 6)
+        learning = state.update_index >= config.warmup_updates
+        env_state, observation, steps = environment_steps(
+            state, (noise_key, uniform_key, env_key), jnp.logical_not(learning)
+        )
+        buffer = add(state.buffer, jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), steps.transition))
+        # No gradient step in the warm-up updates: a cond on the update counter, kept a branch
+        # under the seed vmap by ``cond_any`` (the counter is the same for every seed of a loop;
+        # ``learn`` keeps the old fields of any seed still warming up all the same).
+        old = tuple(getattr(state, name) for name in LEARNED_FIELDS)
+        operands = (old, state.hparams, buffer, (rows_key, learn_noise_key), state.update_index, learning)
+        learned, stats, diverged_at = cond_any(learning, learn, warm_up, (*operands, state.diverged_at))
 
         metrics = {name: jnp.where(learning, value, jnp.nan) for name, value in stats.items()}
         metrics.update(rollout_metrics(steps))
