@@ -25,6 +25,7 @@ import optax
 from flax import struct
 
 from purehr.algorithms.rollout_metrics import rollout_metrics
+from purehr.algorithms.sac import draws as draws_from
 from purehr.algorithms.sac.batch_cond import cond_any
 from purehr.algorithms.sac.buffer import ReplayBuffer, add, gather, init_buffer, sample_indices
 from purehr.algorithms.sac.config import SACConfig, SACHyperparams
@@ -197,6 +198,24 @@ def make_sac(
         )
 
     env_params_at = make_env_params_at(env_params, env_params_schedule)
+    per_step = (num_steps, num_envs)
+    learn_shapes = {
+        "rows": (gradient_steps, config.sample_size),
+        "noise": (gradient_steps, 2, config.sample_size, action_size),
+    }
+
+    def update_shapes(key: jax.Array) -> dict[str, tuple[int, ...]]:
+        """What an update draws before it learns, in words (``draws``): the next state's key, the
+        gradient steps' key (drawn from only where they run), and the environment steps'."""
+        words = draws_from.key_words(key)
+        return {
+            "key": words,
+            "learn_key": words,
+            "step_keys": per_step + words,
+            "reset_keys": per_step + words,
+            "action_noise": per_step + (action_size,),
+            "uniform_actions": per_step + (action_size,),
+        }
 
     def init(key: jax.Array, hparams: SACHyperparams | None = None) -> SACState:
         hparams = config.hyperparams() if hparams is None else hparams
@@ -228,21 +247,18 @@ def make_sac(
             jnp.int32(0),
         )
 
-    def environment_steps(state: SACState, keys: tuple[jax.Array, ...], explore: jax.Array):
+    def environment_steps(state: SACState, bits: dict[str, jax.Array], explore: jax.Array):
         """T steps of E environments: (env state, observation, Step of [T, E, ...]). The policy
         acts (sampled), or uniform random actions where ``explore``. Every draw is made before
-        the scan in batched calls (PPO's rollout does the same; docs/protocol.md); ``keys``:
-        (noise, uniform, environment) keys from the update's one split."""
+        the scan in batched calls (PPO's rollout does the same; docs/protocol.md), from
+        ``bits``, the update's one draw (``draws``)."""
         step_params = env_params_at(state.update_index, state.hparams)
-        noise_key, uniform_key, env_key = keys
-        per_step = (num_steps, num_envs)
         reset_every = jax.vmap(jax.vmap(env.reset, in_axes=(0, None)), in_axes=(0, None))
-        step_keys, reset_keys = jax.random.split(env_key, (2, *per_step))  # [2, T, E] in one call
         draws = (
-            jax.random.normal(noise_key, per_step + (action_size,)),
-            jax.random.uniform(uniform_key, per_step + (action_size,), minval=-1.0, maxval=1.0),
-            step_keys,
-            reset_every(reset_keys, step_params),
+            draws_from.normal(bits["action_noise"]),
+            draws_from.uniform(bits["uniform_actions"], -1.0, 1.0),
+            draws_from.as_keys(bits["step_keys"], state.key),
+            reset_every(draws_from.as_keys(bits["reset_keys"], state.key), step_params),
         )
 
         def env_step(carry, draw):
@@ -276,14 +292,15 @@ def make_sac(
     def learn(operands):
         """G gradient steps on samples of the buffer, then the divergence freeze: (the learned
         fields, summed statistics). ``operands``: (learned fields, hyperparameters, buffer,
-        (rows key, noise key), update index, learning, diverged_at): explicit, as
+        key of the draws, update index, learning, diverged_at): explicit, as
         ``cond_any`` needs."""
-        old, hparams, buffer, (rows_key, noise_key), update_index, learning, diverged_at = operands
+        old, hparams, buffer, key, update_index, learning, diverged_at = operands
         actor_opt, critic_opt, temperature_opt = optimizers(hparams)
         target_entropy = hparams.target_entropy_per_dimension * action_size
+        bits = draws_from.split_bits(key, learn_shapes)
         draws = (
-            sample_indices(rows_key, buffer.size, (gradient_steps, config.sample_size)),
-            jax.random.normal(noise_key, (gradient_steps, 2, config.sample_size, action_size)),  # [G, 2, S, A]
+            sample_indices(bits["rows"], buffer.size),  # [G, S]
+            draws_from.normal(bits["noise"]),  # [G, 2, S, A]: the next actions' and the actor's
         )
 
         def gradient_step(carry, draw):
@@ -338,17 +355,16 @@ def make_sac(
         return old, nan, diverged_at
 
     def update(state: SACState) -> tuple[SACState, dict[str, jax.Array]]:
-        key, noise_key, uniform_key, env_key, rows_key, learn_noise_key = jax.random.split(state.key, 6)
+        bits = draws_from.split_bits(state.key, update_shapes(state.key))
+        key, learn_key = (draws_from.as_keys(bits[name], state.key) for name in ("key", "learn_key"))
         learning = state.update_index >= config.warmup_updates
-        env_state, observation, steps = environment_steps(
-            state, (noise_key, uniform_key, env_key), jnp.logical_not(learning)
-        )
+        env_state, observation, steps = environment_steps(state, bits, jnp.logical_not(learning))
         buffer = add(state.buffer, jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), steps.transition))
         # No gradient step in the warm-up updates: a cond on the update counter, kept a branch
         # under the seed vmap by ``cond_any`` (the counter is the same for every seed of a loop;
         # ``learn`` keeps the old fields of any seed still warming up all the same).
         old = tuple(getattr(state, name) for name in LEARNED_FIELDS)
-        operands = (old, state.hparams, buffer, (rows_key, learn_noise_key), state.update_index, learning)
+        operands = (old, state.hparams, buffer, learn_key, state.update_index, learning)
         learned, stats, diverged_at = cond_any(learning, learn, warm_up, (*operands, state.diverged_at))
 
         metrics = {name: jnp.where(learning, value, jnp.nan) for name, value in stats.items()}
