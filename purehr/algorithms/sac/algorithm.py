@@ -14,6 +14,7 @@ O = flat observation size, A = action dimensions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -203,18 +204,21 @@ def make_sac(
         "rows": (gradient_steps, config.sample_size),
         "noise": (gradient_steps, 2, config.sample_size, action_size),
     }
+    fold = math.prod(learn_shapes["rows"]) + math.prod(learn_shapes["noise"]) <= draws_from.FOLD_WORDS
 
     def update_shapes(key: jax.Array) -> dict[str, tuple[int, ...]]:
-        """What an update draws before it learns, in words (``draws``): the next state's key, the
-        gradient steps' key (drawn from only where they run), and the environment steps'."""
+        """What an update draws before it learns, in words (``draws``): the next state's key and
+        the environment steps' draws; then the gradient steps' draws where they are small
+        (``draws.FOLD_WORDS``), else a key they draw from only where they run."""
         words = draws_from.key_words(key)
+        learning = learn_shapes if fold else {"learn_key": words}
         return {
             "key": words,
-            "learn_key": words,
             "step_keys": per_step + words,
             "reset_keys": per_step + words,
             "action_noise": per_step + (action_size,),
             "uniform_actions": per_step + (action_size,),
+            **learning,
         }
 
     def init(key: jax.Array, hparams: SACHyperparams | None = None) -> SACState:
@@ -292,12 +296,12 @@ def make_sac(
     def learn(operands):
         """G gradient steps on samples of the buffer, then the divergence freeze: (the learned
         fields, summed statistics). ``operands``: (learned fields, hyperparameters, buffer,
-        key of the draws, update index, learning, diverged_at): explicit, as
-        ``cond_any`` needs."""
-        old, hparams, buffer, key, update_index, learning, diverged_at = operands
+        the draws' bits or key, update index, learning, diverged_at): explicit, as ``cond_any``
+        needs."""
+        old, hparams, buffer, draw, update_index, learning, diverged_at = operands
         actor_opt, critic_opt, temperature_opt = optimizers(hparams)
         target_entropy = hparams.target_entropy_per_dimension * action_size
-        bits = draws_from.split_bits(key, learn_shapes)
+        bits = draw if fold else draws_from.split_bits(draw, learn_shapes)
         draws = (
             sample_indices(bits["rows"], buffer.size),  # [G, S]
             draws_from.normal(bits["noise"]),  # [G, 2, S, A]: the next actions' and the actor's
@@ -356,7 +360,8 @@ def make_sac(
 
     def update(state: SACState) -> tuple[SACState, dict[str, jax.Array]]:
         bits = draws_from.split_bits(state.key, update_shapes(state.key))
-        key, learn_key = (draws_from.as_keys(bits[name], state.key) for name in ("key", "learn_key"))
+        key = draws_from.as_keys(bits["key"], state.key)
+        draw = {name: bits[name] for name in learn_shapes} if fold else draws_from.as_keys(bits["learn_key"], state.key)
         learning = state.update_index >= config.warmup_updates
         env_state, observation, steps = environment_steps(state, bits, jnp.logical_not(learning))
         buffer = add(state.buffer, jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), steps.transition))
@@ -364,7 +369,7 @@ def make_sac(
         # under the seed vmap by ``cond_any`` (the counter is the same for every seed of a loop;
         # ``learn`` keeps the old fields of any seed still warming up all the same).
         old = tuple(getattr(state, name) for name in LEARNED_FIELDS)
-        operands = (old, state.hparams, buffer, learn_key, state.update_index, learning)
+        operands = (old, state.hparams, buffer, draw, state.update_index, learning)
         learned, stats, diverged_at = cond_any(learning, learn, warm_up, (*operands, state.diverged_at))
 
         metrics = {name: jnp.where(learning, value, jnp.nan) for name, value in stats.items()}

@@ -22,6 +22,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+FOLD_WORDS = 4096
+"""SAC's gradient steps draw in the update's one draw when they need at most this many words
+(rejax's Pendulum config: 768), in a second draw inside the learning branch otherwise (Brax's
+settings: 98,304, half of its updates warm-up ones, which would hash them for nothing): a
+wasted hash of a few thousand words costs about what a second hash loop's thunks do."""
+
 
 def split_bits(key: jax.Array, shapes: dict[str, tuple[int, ...]]) -> dict[str, jax.Array]:
     """One ``jax.random.bits`` draw cut into uint32 arrays of ``shapes`` (by name, in order)."""
