@@ -6,7 +6,9 @@ Read top to bottom, ``make_sac`` is the whole algorithm: ``num_steps`` steps of 
 environments (a scan with auto-reset; uniform random actions in the warm-up updates), their
 insertion into the replay buffer held in the state, then ``gradient_steps`` gradient steps (a
 scan): the twin critics towards the soft target, the actor against the updated critics, the
-temperature towards the target entropy, and the target critics by Polyak averaging.
+temperature towards the target entropy, and the target critics by Polyak averaging; none in
+the warm-up updates (a real branch under the seed vmap: ``batch_cond``). An update's random
+numbers come from one hash call (``draws``).
 
 Shapes: E = ``num_envs``, T = ``num_steps``, G = ``gradient_steps``, S = ``sample_size``,
 O = flat observation size, A = action dimensions.
