@@ -8,7 +8,8 @@ callee. Fused computations are inside their fusion's one thunk. The count of a p
 updates and at 2n updates differ by n updates' thunks, so ``per_update`` needs no knowledge
 of how each library nests its loops.
 
-    python benchmarks/_hlo_thunks.py      # rejax's SAC and purehr's on rejax's Pendulum config
+    python benchmarks/_hlo_thunks.py                # rejax's SAC and purehr's on rejax's Pendulum config
+    python benchmarks/_hlo_thunks.py --purehr-only  # purehr's alone (a change to purehr's SAC)
 """
 
 from __future__ import annotations
@@ -137,7 +138,10 @@ def main() -> None:
         config = rejax_sac_as_purehr(settings).replace(total_timesteps=512 + n)
         return make_train(config, GymnaxEnv("Pendulum-v1")).jitted.lower(keys_for_seeds(range(5)), None).compile()
 
-    print(json.dumps({"rejax-sac": per_update(rejax_at, 512), "purehr": per_update(purehr_at, 512)}))
+    if "--purehr-only" in sys.argv[1:]:
+        print(json.dumps({"purehr": per_update(purehr_at, 512)}))
+    else:
+        print(json.dumps({"rejax-sac": per_update(rejax_at, 512), "purehr": per_update(purehr_at, 512)}))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ def test_buffer_wraps_around_and_samples_filled_rows():
     assert (int(buffer.position), int(buffer.size)) == (2, 5)
     np.testing.assert_array_equal(gather(buffer, jnp.array([[0, 4], [2, 2]]))["x"], [[5.0, 4.0], [2.0, 2.0]])
     # uniform over the filled rows only: 3 filled of 5 -> rows 0..2, each about a third
-    rows = np.asarray(sample_indices(jax.random.PRNGKey(0), jnp.int32(3), (3000,)))
+    rows = np.asarray(sample_indices(jax.random.bits(jax.random.PRNGKey(0), (3000,), jnp.uint32), jnp.int32(3)))
     assert rows.min() == 0 and rows.max() == 2
     assert np.all(np.abs(np.bincount(rows) / 3000 - 1 / 3) < 0.05)
 

@@ -1,6 +1,8 @@
 """SAC (Haarnoja et al., 2018, with the learned temperature of the second paper), one concept a
 module: the algorithm read top to bottom (``algorithm.make_sac``: environment steps, insert,
 gradient steps), its ``config`` (hyperparameters with help), the replay ``buffer`` held in the
-state, the ``networks`` (tanh-Gaussian actor, twin critics), the ``loss``es and the names of its
-``metrics``. Continuous (Box) actions only. The protocol reaches SAC only through
+state, the ``networks`` (tanh-Gaussian actor, twin critics as one ensemble), the ``loss``es,
+the names of its ``metrics``, an update's random numbers from one hash call (``draws``) and the
+cond that skips the warm-up updates' gradient steps under the seed vmap (``batch_cond``).
+Continuous (Box) actions only. The protocol reaches SAC only through
 ``purehr.algorithms.registry``."""

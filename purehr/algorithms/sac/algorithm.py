@@ -6,7 +6,9 @@ Read top to bottom, ``make_sac`` is the whole algorithm: ``num_steps`` steps of 
 environments (a scan with auto-reset; uniform random actions in the warm-up updates), their
 insertion into the replay buffer held in the state, then ``gradient_steps`` gradient steps (a
 scan): the twin critics towards the soft target, the actor against the updated critics, the
-temperature towards the target entropy, and the target critics by Polyak averaging.
+temperature towards the target entropy, and the target critics by Polyak averaging; none in
+the warm-up updates (a real branch under the seed vmap: ``batch_cond``). An update's random
+numbers come from one hash call (``draws``).
 
 Shapes: E = ``num_envs``, T = ``num_steps``, G = ``gradient_steps``, S = ``sample_size``,
 O = flat observation size, A = action dimensions.
@@ -14,6 +16,7 @@ O = flat observation size, A = action dimensions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -25,6 +28,8 @@ import optax
 from flax import struct
 
 from purehr.algorithms.rollout_metrics import rollout_metrics
+from purehr.algorithms.sac import draws as draws_from
+from purehr.algorithms.sac.batch_cond import cond_any
 from purehr.algorithms.sac.buffer import ReplayBuffer, add, gather, init_buffer, sample_indices
 from purehr.algorithms.sac.config import SACConfig, SACHyperparams
 from purehr.algorithms.sac.loss import (
@@ -38,7 +43,7 @@ from purehr.algorithms.sac.loss import (
 from purehr.algorithms.sac.metrics import LOSS_STATISTICS, METRIC_NAMES
 from purehr.algorithms.sac.networks import Actor, TwinCritic, env_distribution, polyak, unit_to_env
 from purehr.engine.env_params import make_env_params_at
-from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
+from purehr.envs.base import Environment, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.types import EnvParamsSchedule
@@ -136,6 +141,14 @@ class SAC:
         return act
 
 
+def finite_everywhere(tree) -> jax.Array:
+    """True when every floating leaf of ``tree`` is finite: one reduction over all of them
+    ravelled into one vector (``all_finite`` reduces each leaf apart: 148 reductions a SAC
+    update, one per parameter and optimiser-state array)."""
+    leaves = [jnp.ravel(leaf) for leaf in jax.tree.leaves(tree) if jnp.issubdtype(leaf.dtype, jnp.inexact)]
+    return jnp.all(jnp.isfinite(jnp.concatenate(leaves)))
+
+
 def _bounds(space: Box) -> tuple[jax.Array, jax.Array]:
     """The Box's bounds, flat [A] float32."""
     shape = (flat_dim(space),)
@@ -188,6 +201,27 @@ def make_sac(
         )
 
     env_params_at = make_env_params_at(env_params, env_params_schedule)
+    per_step = (num_steps, num_envs)
+    learn_shapes = {
+        "rows": (gradient_steps, config.sample_size),
+        "noise": (gradient_steps, 2, config.sample_size, action_size),
+    }
+    fold = math.prod(learn_shapes["rows"]) + math.prod(learn_shapes["noise"]) <= draws_from.FOLD_WORDS
+
+    def update_shapes(key: jax.Array) -> dict[str, tuple[int, ...]]:
+        """What an update draws before it learns, in words (``draws``): the next state's key and
+        the environment steps' draws; then the gradient steps' draws where they are small
+        (``draws.FOLD_WORDS``), else a key they draw from only where they run."""
+        words = draws_from.key_words(key)
+        learning = learn_shapes if fold else {"learn_key": words}
+        return {
+            "key": words,
+            "step_keys": per_step + words,
+            "reset_keys": per_step + words,
+            "action_noise": per_step + (action_size,),
+            "uniform_actions": per_step + (action_size,),
+            **learning,
+        }
 
     def init(key: jax.Array, hparams: SACHyperparams | None = None) -> SACState:
         hparams = config.hyperparams() if hparams is None else hparams
@@ -219,19 +253,18 @@ def make_sac(
             jnp.int32(0),
         )
 
-    def environment_steps(state: SACState, key: jax.Array, explore: jax.Array):
+    def environment_steps(state: SACState, bits: dict[str, jax.Array], explore: jax.Array):
         """T steps of E environments: (env state, observation, Step of [T, E, ...]). The policy
         acts (sampled), or uniform random actions where ``explore``. Every draw is made before
-        the scan in batched calls (PPO's rollout does the same; docs/protocol.md)."""
+        the scan in batched calls (PPO's rollout does the same; docs/protocol.md), from
+        ``bits``, the update's one draw (``draws``)."""
         step_params = env_params_at(state.update_index, state.hparams)
-        noise_key, uniform_key, step_key, reset_key = jax.random.split(key, 4)
-        per_step = (num_steps, num_envs)
         reset_every = jax.vmap(jax.vmap(env.reset, in_axes=(0, None)), in_axes=(0, None))
         draws = (
-            jax.random.normal(noise_key, per_step + (action_size,)),
-            jax.random.uniform(uniform_key, per_step + (action_size,), minval=-1.0, maxval=1.0),
-            jax.random.split(step_key, per_step),
-            reset_every(jax.random.split(reset_key, per_step), step_params),
+            draws_from.normal(bits["action_noise"]),
+            draws_from.uniform(bits["uniform_actions"], -1.0, 1.0),
+            draws_from.as_keys(bits["step_keys"], state.key),
+            reset_every(draws_from.as_keys(bits["reset_keys"], state.key), step_params),
         )
 
         def env_step(carry, draw):
@@ -262,22 +295,24 @@ def make_sac(
         (env_state, observation), steps = jax.lax.scan(env_step, (state.env_state, state.observation), draws)
         return env_state, observation, steps
 
-    def learn(state: SACState, buffer: ReplayBuffer, key: jax.Array):
-        """G gradient steps on samples of ``buffer``: (the learned fields, summed statistics)."""
-        hparams = state.hparams
+    def learn(operands):
+        """G gradient steps on samples of the buffer, then the divergence freeze: (the learned
+        fields, summed statistics). ``operands``: (learned fields, hyperparameters, buffer,
+        the draws' bits or key, update index, learning, diverged_at): explicit, as ``cond_any``
+        needs."""
+        old, hparams, buffer, draw, update_index, learning, diverged_at = operands
         actor_opt, critic_opt, temperature_opt = optimizers(hparams)
         target_entropy = hparams.target_entropy_per_dimension * action_size
-        rows_key, next_key, noise_key = jax.random.split(key, 3)
+        bits = draw if fold else draws_from.split_bits(draw, learn_shapes)
         draws = (
-            sample_indices(rows_key, buffer.size, (gradient_steps, config.sample_size)),
-            jax.random.normal(next_key, (gradient_steps, config.sample_size, action_size)),
-            jax.random.normal(noise_key, (gradient_steps, config.sample_size, action_size)),
+            sample_indices(bits["rows"], buffer.size),  # [G, S]
+            draws_from.normal(bits["noise"]),  # [G, 2, S, A]: the next actions' and the actor's
         )
 
         def gradient_step(carry, draw):
             learned, sums = carry
             actor_params, critic_params, target_params, log_alpha, actor_os, critic_os, temperature_os = learned
-            rows, next_noise, noise = draw
+            rows, (next_noise, noise) = draw
             batch = gather(buffer, rows)  # Transition of [S, ...]
             alpha = jnp.exp(log_alpha)
             next_action, next_log_prob = sample_actions(actor.apply, actor_params, batch.next_observation, next_noise)
@@ -308,30 +343,36 @@ def make_sac(
             learned = (actor_params, critic_params, target_params, log_alpha, actor_os, critic_os, temperature_os)
             return (learned, jax.tree.map(jnp.add, sums, stats)), None
 
-        no_stats = varying_with({name: jnp.zeros((), jnp.float32) for name in LOSS_STATISTICS}, state.update_index)
-        learned = tuple(getattr(state, name) for name in LEARNED_FIELDS)
-        (learned, sums), _ = jax.lax.scan(gradient_step, (learned, no_stats), draws)
-        return learned, sums
-
-    def update(state: SACState) -> tuple[SACState, dict[str, jax.Array]]:
-        key, steps_key, learn_key = jax.random.split(state.key, 3)
-        learning = state.update_index >= config.warmup_updates
-        env_state, observation, steps = environment_steps(state, steps_key, jnp.logical_not(learning))
-        buffer = add(state.buffer, jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), steps.transition))
-        # The gradient steps are computed in the warm-up updates too and not kept: under the
-        # seed vmap a cond on the (batched) update counter would run both branches anyway.
-        learned, sums = learn(state, buffer, learn_key)
+        no_stats = varying_with({name: jnp.zeros((), jnp.float32) for name in LOSS_STATISTICS}, update_index)
+        (learned, sums), _ = jax.lax.scan(gradient_step, (old, no_stats), draws)
         stats = {name: total / gradient_steps for name, total in sums.items()}
 
         # --- divergence: a seed whose losses or parameters stop being finite is frozen ---
-        finite = jnp.logical_and(all_finite(stats), all_finite(learned))
-        newly_diverged = jnp.logical_and(learning, jnp.logical_not(finite))
-        keep_old = jnp.logical_or(jnp.logical_not(learning), jnp.logical_or(state.diverged_at > 0, newly_diverged))
-        old = tuple(getattr(state, name) for name in LEARNED_FIELDS)
+        newly_diverged = jnp.logical_and(learning, jnp.logical_not(finite_everywhere((stats, learned))))
+        keep_old = jnp.logical_or(jnp.logical_not(learning), jnp.logical_or(diverged_at > 0, newly_diverged))
         learned = jax.tree.map(lambda o, n: jnp.where(keep_old, o, n), old, learned)
-        diverged_at = jnp.where(
-            state.diverged_at > 0, state.diverged_at, jnp.where(newly_diverged, state.update_index + 1, 0)
-        ).astype(jnp.int32)
+        diverged_at = jnp.where(diverged_at > 0, diverged_at, jnp.where(newly_diverged, update_index + 1, 0))
+        return learned, stats, diverged_at.astype(jnp.int32)
+
+    def warm_up(operands):
+        """A warm-up update's learning: none (the learned fields as they were, NaN statistics)."""
+        old, _, _, _, update_index, _, diverged_at = operands
+        nan = varying_with({name: jnp.full((), jnp.nan, jnp.float32) for name in LOSS_STATISTICS}, update_index)
+        return old, nan, diverged_at
+
+    def update(state: SACState) -> tuple[SACState, dict[str, jax.Array]]:
+        bits = draws_from.split_bits(state.key, update_shapes(state.key))
+        key = draws_from.as_keys(bits["key"], state.key)
+        draw = {name: bits[name] for name in learn_shapes} if fold else draws_from.as_keys(bits["learn_key"], state.key)
+        learning = state.update_index >= config.warmup_updates
+        env_state, observation, steps = environment_steps(state, bits, jnp.logical_not(learning))
+        buffer = add(state.buffer, jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), steps.transition))
+        # No gradient step in the warm-up updates: a cond on the update counter, kept a branch
+        # under the seed vmap by ``cond_any`` (the counter is the same for every seed of a loop;
+        # ``learn`` keeps the old fields of any seed still warming up all the same).
+        old = tuple(getattr(state, name) for name in LEARNED_FIELDS)
+        operands = (old, state.hparams, buffer, draw, state.update_index, learning)
+        learned, stats, diverged_at = cond_any(learning, learn, warm_up, (*operands, state.diverged_at))
 
         metrics = {name: jnp.where(learning, value, jnp.nan) for name, value in stats.items()}
         metrics.update(rollout_metrics(steps))

@@ -20,6 +20,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from purehr.algorithms.sac.draws import below
+
 
 @struct.dataclass
 class ReplayBuffer:
@@ -64,10 +66,11 @@ def add(buffer: ReplayBuffer, batch: Any) -> ReplayBuffer:
     )
 
 
-def sample_indices(key: jax.Array, size: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    """Rows drawn uniformly with replacement from the ``size`` filled ones: int32 of ``shape``
+def sample_indices(bits: jax.Array, size: jax.Array) -> jax.Array:
+    """Rows drawn uniformly with replacement from the ``size`` filled ones, one per uint32 of
+    ``bits`` (``purehr.algorithms.sac.draws``: the update's one draw): int32 of ``bits.shape``
     (all 0 while the buffer is empty: callers take no gradient step then)."""
-    return jax.random.randint(key, shape, 0, jnp.maximum(size, 1), dtype=jnp.int32)
+    return below(bits, size)
 
 
 def gather(buffer: ReplayBuffer, rows: jax.Array) -> Any:

@@ -1,6 +1,7 @@
 """SAC's networks: a tanh-squashed Gaussian actor and twin Q critics, built from the engine's
-MLP (Gaussian initialisers with std gain / sqrt(fan_in): no orthogonal init, whose QR deadlocks
-under a seed vmap; ``purehr.engine.networks``). The target critics are a second copy of the
+MLP (the twins one ``nn.vmap`` ensemble of it; Gaussian initialisers with std gain /
+sqrt(fan_in): no orthogonal init, whose QR deadlocks under a seed vmap;
+``purehr.engine.networks``). The target critics are a second copy of the
 critics' parameters, moved towards them by Polyak averaging (``polyak``).
 
 Actions inside SAC are in the squashed unit box [-1, 1]^A (what the critics read, what the
@@ -40,7 +41,10 @@ class Actor(nn.Module):
 
 
 class TwinCritic(nn.Module):
-    """(obs [..., O], unit action [..., A]) -> Q [..., 2]: two independent MLPs (clipped double Q)."""
+    """(obs [..., O], unit action [..., A]) -> Q [..., 2]: two independent MLPs (clipped double Q)
+    as one ensemble, ``nn.vmap`` over the engine's MLP: every parameter has a leading axis of 2
+    and each member is initialised from its own key (``split_rngs``). One batched matmul per
+    layer serves both twins, where two MLPs took two (SAC's update is mostly critic matmuls)."""
 
     hidden: Sequence[int]
     activation: str
@@ -48,8 +52,15 @@ class TwinCritic(nn.Module):
     @nn.compact
     def __call__(self, observation: jax.Array, action: jax.Array) -> jax.Array:
         inputs = jnp.concatenate([observation, action], axis=-1)
-        q = [MLP(self.hidden, self.activation, 1, VALUE_GAIN, name=f"q{i}")(inputs) for i in range(2)]
-        return jnp.concatenate(q, axis=-1)
+        twins = nn.vmap(
+            MLP,
+            variable_axes={"params": 0},
+            split_rngs={"params": True},
+            in_axes=None,
+            out_axes=-1,
+            axis_size=2,
+        )
+        return twins(self.hidden, self.activation, 1, VALUE_GAIN, name="twins")(inputs)[..., 0, :]
 
 
 def unit_distribution(mean: jax.Array, log_std: jax.Array) -> TanhGaussian:
