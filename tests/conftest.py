@@ -39,9 +39,13 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 # level 0 compiles in 8.5 s but runs 2x slower, which the learning tests pay for). Results agree
 # with the default to float32 rounding, not bit for bit, so every bit-identity the suite checks
 # is between runs made under the same level (a subprocess inherits it).
+# And XLA's CPU fusions emitted the older way (--xla_cpu_use_fusion_emitters=false): the newer
+# MLIR fusion emitters cost a third of a small program's compilation (a tiny swing make_train at
+# level 1, 2 seeds, side by side: 7.6-7.8 CPU-s to compile against 10.5-13.5, run time equal).
 # PUREHR_TEST_XLA_DEFAULT=1 tests under XLA's default instead.
+SUITE_XLA_FLAGS = "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=false"
 if os.environ.get("PUREHR_TEST_XLA_DEFAULT") != "1":
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=1".strip()
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SUITE_XLA_FLAGS}".strip()
 # the baselines a run evaluates are cached by their definition (purehr.run.baselines); the
 # tests keep theirs in a fresh folder, never in the user's ~/.cache/purehr
 if "PUREHR_CACHE_DIR" not in os.environ:
