@@ -39,9 +39,13 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 # level 0 compiles in 8.5 s but runs 2x slower, which the learning tests pay for). Results agree
 # with the default to float32 rounding, not bit for bit, so every bit-identity the suite checks
 # is between runs made under the same level (a subprocess inherits it).
+# And XLA's CPU fusions emitted the older way (--xla_cpu_use_fusion_emitters=false): the newer
+# MLIR fusion emitters cost a third of a small program's compilation (a tiny swing make_train at
+# level 1, 2 seeds, side by side: 7.6-7.8 CPU-s to compile against 10.5-13.5, run time equal).
 # PUREHR_TEST_XLA_DEFAULT=1 tests under XLA's default instead.
+SUITE_XLA_FLAGS = "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=false"
 if os.environ.get("PUREHR_TEST_XLA_DEFAULT") != "1":
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=1".strip()
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SUITE_XLA_FLAGS}".strip()
 # the baselines a run evaluates are cached by their definition (purehr.run.baselines); the
 # tests keep theirs in a fresh folder, never in the user's ~/.cache/purehr
 if "PUREHR_CACHE_DIR" not in os.environ:
@@ -146,6 +150,58 @@ def ctrl_c_from_a_callback(recorder, timeout_s: float = 120.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not recorder.stop_requested and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+COMPILE_REPORT = os.environ.get("PUREHR_TEST_COMPILE_REPORT")
+"""A file to which every XLA compilation of this process is appended as one line, ``pid test
+module fingerprint source cpu_s wall_s`` (tab-separated; ``source``: ``compiled``, or ``loaded``
+from JAX's persistent cache). ``test``: the node id whose setup, call or
+teardown compiled it (a module fixture's programs count against the first test using it);
+``fingerprint``: of the program's text without locations, so one program compiled twice in a
+process shows one fingerprint twice; ``cpu_s``: the process's CPU seconds meanwhile (robust to a
+shared machine's load, unlike ``wall_s``).
+Subprocesses (killed-run children, scripts) are not counted. Off unless set: how the suite's
+compilations are counted per file (see benchmarks/README.md, "The test suite's compilations")."""
+_CURRENT_TEST = ["(collection)"]
+
+if COMPILE_REPORT:
+    import hashlib
+
+    import jax._src.compiler as _jax_compiler  # the one place every backend compilation passes
+    import jax.monitoring
+
+    _compile_or_get_cached = _jax_compiler.compile_or_get_cached
+    _CACHE_HITS = [0]
+
+    def _count_cache_hit(event: str, **kwargs) -> None:
+        if event == "/jax/compilation_cache/cache_hits":
+            _CACHE_HITS[0] += 1
+
+    jax.monitoring.register_event_listener(_count_cache_hit)
+
+    def _reported_compile(backend, computation, *args, **kwargs):
+        """jax's own compile_or_get_cached, timed, with a fingerprint of the program's text
+        (locations left out): two equal fingerprints in one process are one program compiled twice."""
+        start, cpu, hits = time.monotonic(), time.process_time(), _CACHE_HITS[0]
+        executable = _compile_or_get_cached(backend, computation, *args, **kwargs)
+        seconds, cpu = time.monotonic() - start, time.process_time() - cpu
+        source = "loaded" if _CACHE_HITS[0] > hits else "compiled"
+        text = computation.operation.get_asm(enable_debug_info=False)
+        name = computation.operation.attributes["sym_name"]
+        fingerprint = hashlib.sha256(text.encode()).hexdigest()[:12]
+        with open(COMPILE_REPORT, "a") as report:
+            report.write(
+                f"{os.getpid()}\t{_CURRENT_TEST[0]}\t{name}\t{fingerprint}\t{source}\t{cpu:.3f}\t{seconds:.3f}\n"
+            )
+        return executable
+
+    _jax_compiler.compile_or_get_cached = _reported_compile
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _CURRENT_TEST[0] = item.nodeid
+    return (yield)
 
 
 def pytest_runtest_setup(item):
