@@ -21,9 +21,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+from _common import write_json  # noqa: E402
 from _rejax_offpolicy_peer import SAC_CONFIGS, rejax_sac_as_purehr  # noqa: E402
 
 from purehr.algorithms.trainer import make_train  # noqa: E402
+from purehr.cli.arguments import HelpFormatter, output_file, positive_int  # noqa: E402
 from purehr.engine.seeds import keys_for_seeds  # noqa: E402
 from purehr.envs.gymnax_adapter import GymnaxEnv  # noqa: E402
 
@@ -48,13 +50,17 @@ def compiled_programs(steps: int, seeds: int) -> dict:
     return programs
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--steps", type=positive_int, default=10_000, help="environment steps per seed")
+    parser.add_argument("--seeds", type=positive_int, default=5, help="seeds vmapped in each library's one call")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="interleaved timed calls per library")
+    parser.add_argument("--json", type=output_file, default=None, help="where to write the record (default: nowhere)")
+    return parser
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=10_000, help="environment steps per seed")
-    parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--json", help="write the record here")
-    args = parser.parse_args()
+    args = build_parser().parse_args()
     load_before = os.getloadavg()
     programs = compiled_programs(args.steps, args.seeds)
     runs = {library: {"wall_s": [], "cpu_s": []} for library in programs}
@@ -86,9 +92,7 @@ def main() -> None:
         "jax": jax.__version__,
     }
     print(json.dumps(record, indent=1))
-    if args.json:
-        with open(args.json, "w") as file:
-            json.dump(record, file, indent=1)
+    write_json(args.json, record)
 
 
 if __name__ == "__main__":
