@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from purehr.run.store.run_dir import read_manifest
 from purehr.tasks.profiles import ACCELERATOR_DEFAULTS, PROFILE_CHOICES, profile_values, resolve_profile
 
 
@@ -36,8 +37,6 @@ def run_profile(given: str | None, resume: bool, run_dir: Path) -> tuple[str, st
     """(the profile, why it is the one): a resume's is its manifest's (a different
     ``cpu``/``accelerator`` given is refused); a new run's, ``given`` (None: auto) resolved."""
     if resume:
-        from purehr.run.store.run_dir import read_manifest
-
         try:
             recorded = recorded_profile(read_manifest(Path(run_dir)))
         except (OSError, ValueError):  # no run there: train_all_seeds names the problem

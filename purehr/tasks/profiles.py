@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, split_entry
+
 PROFILES = ("cpu", "accelerator")
 PROFILE_CHOICES = ("auto", *PROFILES)
 """``auto``: ``accelerator`` where JAX's default backend is a GPU or TPU, else ``cpu``."""
@@ -54,8 +56,6 @@ def profile_values(profile: str, entry: str, algorithm: str | None = None) -> di
     """The config fields ``profile`` (``cpu`` or ``accelerator``) sets for the task entry
     ``entry`` trained by ``algorithm`` (None: PPO; an entry ``swing@sac`` names its own):
     none under ``cpu``, nor for an entry the profile has no values for."""
-    from purehr.algorithms.registry import DEFAULT_ALGORITHM, split_entry
-
     if check_profile(profile) == "auto":
         raise ValueError("profile='auto': resolve it first (resolve_profile)")
     task, suffix = split_entry(entry)
