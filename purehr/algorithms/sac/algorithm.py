@@ -43,7 +43,13 @@ from purehr.algorithms.sac.loss import (
 from purehr.algorithms.sac.metrics import LOSS_STATISTICS, METRIC_NAMES
 from purehr.algorithms.sac.networks import Actor, TwinCritic, env_distribution, polyak, unit_to_env
 from purehr.engine.env_params import make_env_params_at
-from purehr.envs.base import Environment, check_env_params, check_environment, varying_with
+from purehr.envs.base import (
+    Environment,
+    all_finite_in_one_reduction,
+    check_env_params,
+    check_environment,
+    varying_with,
+)
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.types import EnvParamsSchedule
@@ -139,14 +145,6 @@ class SAC:
             return distribution.to_env_action(latent).reshape(space.shape)
 
         return act
-
-
-def finite_everywhere(tree) -> jax.Array:
-    """True when every floating leaf of ``tree`` is finite: one reduction over all of them
-    ravelled into one vector (``all_finite`` reduces each leaf apart: 148 reductions a SAC
-    update, one per parameter and optimiser-state array)."""
-    leaves = [jnp.ravel(leaf) for leaf in jax.tree.leaves(tree) if jnp.issubdtype(leaf.dtype, jnp.inexact)]
-    return jnp.all(jnp.isfinite(jnp.concatenate(leaves)))
 
 
 def _bounds(space: Box) -> tuple[jax.Array, jax.Array]:
@@ -348,7 +346,7 @@ def make_sac(
         stats = {name: total / gradient_steps for name, total in sums.items()}
 
         # --- divergence: a seed whose losses or parameters stop being finite is frozen ---
-        newly_diverged = jnp.logical_and(learning, jnp.logical_not(finite_everywhere((stats, learned))))
+        newly_diverged = jnp.logical_and(learning, jnp.logical_not(all_finite_in_one_reduction((stats, learned))))
         keep_old = jnp.logical_or(jnp.logical_not(learning), jnp.logical_or(diverged_at > 0, newly_diverged))
         learned = jax.tree.map(lambda o, n: jnp.where(keep_old, o, n), old, learned)
         diverged_at = jnp.where(diverged_at > 0, diverged_at, jnp.where(newly_diverged, update_index + 1, 0))
@@ -371,8 +369,8 @@ def make_sac(
         # under the seed vmap by ``cond_any`` (the counter is the same for every seed of a loop;
         # ``learn`` keeps the old fields of any seed still warming up all the same).
         old = tuple(getattr(state, name) for name in LEARNED_FIELDS)
-        operands = (old, state.hparams, buffer, draw, state.update_index, learning)
-        learned, stats, diverged_at = cond_any(learning, learn, warm_up, (*operands, state.diverged_at))
+        operands = (old, state.hparams, buffer, draw, state.update_index, learning, state.diverged_at)
+        learned, stats, diverged_at = cond_any(learning, learn, warm_up, operands)
 
         metrics = {name: jnp.where(learning, value, jnp.nan) for name, value in stats.items()}
         metrics.update(rollout_metrics(steps))
