@@ -6,8 +6,11 @@ their held-out evaluations, showcases, saves, digests and rows.
 
 python benchmarks/checkpoint_cost.py --json benchmarks/results/checkpoint_cost.json   # swing alone, 5 seeds
 python benchmarks/checkpoint_cost.py --steps 500000 --repeats 1                       # shorter
+python benchmarks/checkpoint_cost.py --against grouped --steps 500000                 # grouped quick evaluations
 
-``ratio_sparse_over_default`` < 1: the checkpoints' share of the default run is 1 - ratio."""
+``ratio_sparse_over_default`` < 1: the checkpoints' share of the default run is 1 - ratio.
+``--against grouped`` pairs the default run with ``--group-quick-evaluations true`` instead
+(``ratio_grouped_over_default``: the same states and rows, the quick evaluations grouped)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from _protocol_ab import measure_and_record  # noqa: E402
 
 from purehr.cli.arguments import HelpFormatter, output_file, positive_int  # noqa: E402
 
-SPARSE = ["--checkpoint-interval", "100000000"]
+AGAINST = {"sparse": ["--checkpoint-interval", "100000000"], "grouped": ["--group-quick-evaluations", "true"]}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,6 +32,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=positive_int, default=1, help="pairs of runs, alternated")
     parser.add_argument("--steps", type=positive_int, default=None, help="--steps (default: the task's)")
     parser.add_argument("--seeds", nargs="+", default=None, help="--seeds (default: the protocol's)")
+    parser.add_argument(
+        "--against",
+        choices=tuple(AGAINST),
+        default="sparse",
+        help="what the default run is paired with: checkpoints at the start and end only, or grouped quick evaluations",
+    )
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="more flags for every run (last)")
     parser.add_argument("--json", type=output_file, default=None, help="where to write the record (default: nowhere)")
     return parser
@@ -38,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     common = ["--tasks", *args.tasks] + (["--steps", str(args.steps)] if args.steps else [])
     common += (["--seeds", *args.seeds] if args.seeds else []) + list(args.extra)
-    measure_and_record(SPARSE, common, args.repeats, "ratio_sparse_over_default", args.json, with_key="sparse")
+    ratio_name = f"ratio_{args.against}_over_default"
+    measure_and_record(AGAINST[args.against], common, args.repeats, ratio_name, args.json, with_key=args.against)
     return 0
 
 

@@ -6,9 +6,9 @@ python benchmarks/evaluation_steps.py --tasks hrv --json out.json
 python benchmarks/evaluation_steps.py --profile accelerator   # the accelerator profile's defaults
 
 Read from the traced program (``purehr.run.compiled.evaluation_steps``); nothing is compiled
-or run. ``grouped_total`` is a projection, not the program: the quick checkpoints between two
-full ones evaluated together (vmapped over the checkpoints, one evaluation's length) at the
-full one, each group then costing one quick evaluation, one full one and one showcase."""
+or run. A profile that groups the quick evaluations (``group_quick_evaluations``: the quick
+checkpoints between two full ones evaluated together, vmapped over the checkpoints, at the full
+one) is counted as it runs; ``grouped_total`` is what the run would count grouped, either way."""
 
 from __future__ import annotations
 
@@ -38,33 +38,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def grouped_total(counts: dict[str, int]) -> int:
-    """The projection of the module docstring: the first checkpoint alone, then one group per
-    later full checkpoint (with no quick checkpoints the run's own total)."""
-    if counts["quick_checkpoints"] == 0:
-        return counts["run_total"]
-    groups = counts["full_checkpoints"] - 1
-    first = counts["full_evaluation"] + counts["showcase"]
-    return first + groups * (counts["quick_evaluation"] + counts["full_evaluation"] + counts["showcase"])
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from purehr.run.compiled.evaluation_steps import evaluation_steps
     from purehr.run.compiled.task_setup import build_task_setup
     from purehr.tasks import get_task
-    from purehr.tasks.profiles import profile_config
+    from purehr.tasks.profiles import profile_config, profile_protocol
 
     record = {}
     for task in args.tasks:
         config = profile_config(get_task(task).default_config, args.profile, task)
-        counts = evaluation_steps(build_task_setup(task, config), args.seeds)
+        protocol = profile_protocol(get_task(task).default_protocol, args.profile, task)
+        counts = evaluation_steps(build_task_setup(task, config, protocol=protocol), args.seeds)
+        grouped = protocol.replace(group_quick_evaluations=True)
+        counts["grouped_total"] = evaluation_steps(build_task_setup(task, config, protocol=grouped), 1)["run_total"]
         counts["config"] = {name: getattr(config, name) for name in ("num_envs", "num_steps", "minibatch_size")}
-        counts["grouped_total"] = grouped_total(counts)
         record[task] = counts
         print(
             f"{task}: {counts['checkpoints']} checkpoints ({counts['full_checkpoints']} full, "
-            f"{counts['quick_checkpoints']} quick); sequential iterations: full evaluation "
+            f"{counts['quick_checkpoints']} quick{', grouped' if counts['grouped'] else ''}); sequential "
+            f"iterations: full evaluation "
             f"{counts['full_evaluation']:,}, quick {counts['quick_evaluation']:,}, showcase {counts['showcase']:,}; "
             f"the run's checkpoints {counts['run_total']:,} (grouped: {counts['grouped_total']:,}) against "
             f"{counts['training_total']:,} for its {counts['updates']} updates"

@@ -5,6 +5,10 @@ checkouts: the same digest means XLA compiles the same program, instruction for 
 so a change that moved or renamed code cannot have changed what trains or how fast.
 
     python benchmarks/program_digest.py --steps 8192 --out /tmp/program.hlo
+    python benchmarks/program_digest.py --profile accelerator --grouping off   # the profile, ungrouped
+
+It also times lowering and compiling that program (one process per number: the machine's load
+moves them).
 """
 
 from __future__ import annotations
@@ -37,6 +41,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seeds", type=positive_int, default=5, help="seeds per task (0, 1, ...)")
     parser.add_argument("--steps", type=positive_int, default=8192, help="environment steps per task and seed")
     parser.add_argument("--out", type=Path, default=None, help="also write the normalised HLO here")
+    parser.add_argument(
+        "--profile",
+        choices=("cpu", "accelerator"),
+        default=None,
+        help="the task defaults of this profile (purehr.tasks.profiles; default: the tasks' own, as at every commit)",
+    )
+    parser.add_argument(
+        "--grouping",
+        choices=("profile", "on", "off"),
+        default="profile",
+        help="group_quick_evaluations: as the profile (or the task) sets it, or on, or off",
+    )
     return parser
 
 
@@ -57,7 +73,17 @@ def main(argv: list[str] | None = None) -> int:
     from purehr.tasks import get_task
 
     configs = {task: get_task(task).default_config.replace(total_timesteps=args.steps) for task in args.tasks}
-    setups = build_setups(args.tasks, configs)
+    protocols = None
+    if args.profile is not None or args.grouping != "profile":
+        from purehr.tasks.profiles import profile_config, profile_protocol
+
+        profile = args.profile or "cpu"
+        configs = {task: profile_config(configs[task], profile, task) for task in args.tasks}
+        protocols = {task: profile_protocol(get_task(task).default_protocol, profile, task) for task in args.tasks}
+        if args.grouping != "profile":
+            grouped = args.grouping == "on"
+            protocols = {task: p.replace(group_quick_evaluations=grouped) for task, p in protocols.items()}
+    setups = build_setups(args.tasks, configs, protocols=protocols)
     runners = initial_runners(setups, list(range(args.seeds)))
     started = time.perf_counter()
     lowered = jax.jit(make_train_all(setups, HostSlot()), compiler_options=training_compiler_options()).lower(runners)

@@ -32,10 +32,27 @@ class ProtocolSettings:
     held-out evaluation and a showcase episode; the targets between evaluate only
     ``quick_eval_episodes`` fixed episodes. 1 = full evaluation at every checkpoint."""
     quick_eval_episodes: int = with_help(100, "held-out episodes of a quick evaluation")
+    group_quick_evaluations: bool = with_help(
+        False,
+        "evaluate the quick checkpoints between two full ones together, at the full one (one "
+        "evaluation's length instead of one each: an accelerator's cost); a resume goes back to the "
+        "last full checkpoint",
+    )
+    """With ``full_eval_interval`` > 1, each quick checkpoint's state waits on the host and its
+    parameters are evaluated, vmapped with the others of its group, at the next full checkpoint,
+    where the group's saves and rows are written in order (docs/protocol.md, "Grouped quick
+    evaluations"). The statistics are those of one evaluation per checkpoint; a kill or Ctrl-C
+    loses the group's pending checkpoints. Not with ``--pbt`` (its fitness reads each
+    evaluation at its checkpoint) nor W&B (it takes no step back)."""
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
+            if field.type == "bool":
+                if not isinstance(value, bool) and not _numpy_bool(value):
+                    raise ValueError(f"{field.name}={value!r}: expected true or false, got {type(value).__name__}")
+                object.__setattr__(self, field.name, bool(value))
+                continue
             if isinstance(value, bool) or not isinstance(value, int) and not _numpy_integer(value):
                 raise ValueError(f"{field.name}={value!r}: expected a positive integer, got {type(value).__name__}")
             if value <= 0:
@@ -58,7 +75,7 @@ class ProtocolSettings:
             raise ValueError(f"unknown protocol setting(s) {sorted(unknown)}; expected some of {list(PROTOCOL_FIELDS)}")
         return dataclasses.replace(self, **changes)
 
-    def to_dict(self) -> dict[str, int]:
+    def to_dict(self) -> dict[str, int | bool]:
         return dataclasses.asdict(self)
 
     @classmethod
@@ -82,6 +99,10 @@ def without_legacy_settings(config):
     keeps them in ``legacy_protocol``; a run applies them over the task's."""
     legacy = dict(getattr(config, "legacy_protocol", None) or {})
     return (config.replace(**dict.fromkeys(legacy)) if legacy else config), legacy
+
+
+def _numpy_bool(value: Any) -> bool:
+    return type(value).__module__ == "numpy" and getattr(value, "dtype", None) is not None and value.dtype.kind == "b"
 
 
 def _numpy_integer(value: Any) -> bool:

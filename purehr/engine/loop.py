@@ -46,6 +46,18 @@ class HostHooks(Protocol):
     def on_checkpoint(self, loop: str, runner: Any, evaluation: dict, showcase: dict | None) -> None:
         """After a checkpoint's evaluation (``showcase`` None: the quick evaluation)."""
 
+    # grouped quick evaluations (ProtocolSettings.group_quick_evaluations); only the protocol's host
+
+    def on_deferred_checkpoint(self, loop: str, runner: Any, params: Any) -> None:
+        """A quick checkpoint whose evaluation waits for its group's full checkpoint: the host
+        holds its state and network parameters until ``on_group_evaluations``."""
+
+    def pending_params(self, loop: str) -> list:
+        """The network parameters of the deferred checkpoints held, oldest first."""
+
+    def on_group_evaluations(self, loop: str, evaluations: dict) -> None:
+        """The held checkpoints' evaluations, ``[group slot, seed]`` (slot i: the i-th held)."""
+
 
 class HostSlot:
     """The host end of a compiled program's callbacks: it forwards to ``target`` (a
@@ -65,14 +77,36 @@ class HostSlot:
         runner, evaluation, showcase = jax.tree.map(np.asarray, (runner, evaluation, showcase))
         self.target.on_checkpoint(loop, runner, evaluation, showcase)
 
+    def on_deferred_checkpoint(self, loop: str, runner, params) -> None:
+        self.target.on_deferred_checkpoint(loop, *jax.tree.map(np.asarray, (runner, params)))
 
-def call_host(function: Callable[..., Any], *operands, keep_going: bool = False) -> jax.Array | None:
+    def pending_params(self, loop: str, like) -> tuple[Any, np.ndarray]:
+        """(The held parameters stacked as ``like``, ``[group slot, seed, ...]``, the slots past
+        the last held one zero; how many are held): what the program evaluates as one group."""
+        held = list(self.target.pending_params(loop))
+        slots = jax.tree.leaves(like)[0].shape[0]
+        if len(held) > slots:
+            raise RuntimeError(f"{loop}: {len(held)} quick checkpoints held, more than a group's {slots}")
+
+        def stacked(shape, *leaves):
+            out = np.zeros(shape.shape, shape.dtype)
+            if leaves:
+                out[: len(leaves)] = np.stack(leaves)
+            return out
+
+        return jax.tree.map(stacked, like, *held), np.int32(len(held))
+
+    def on_group_evaluations(self, loop: str, evaluations: dict) -> None:
+        self.target.on_group_evaluations(loop, jax.tree.map(np.asarray, evaluations))
+
+
+def call_host(function: Callable[..., Any], *operands, keep_going: bool = False, returns: Any = None) -> Any:
     """Traced: ``function(*operands)`` on the host, in program order (an ordered io_callback,
     which is why the vmap over seeds stays inside the scan: an ordered callback cannot be
     vmapped). With ``keep_going`` the result is a bool scalar, False only where ``function``
-    returned False."""
+    returned False; with ``returns`` (``jax.ShapeDtypeStruct`` leaves) what ``function`` returns."""
     if not keep_going:
-        return io_callback(function, None, *operands, ordered=True)
+        return io_callback(function, returns, *operands, ordered=True)
     return io_callback(
         lambda *values: np.bool_(function(*values) is not False),
         jax.ShapeDtypeStruct((), jnp.bool_),
@@ -130,7 +164,8 @@ class LoopOutput:
     at_start: tuple  # each at_start hook's output before the first update (else None)
 
 
-def _not_due(shapes):
+def not_due(shapes):
+    """``shapes`` as NaN (0 for integers): what a branch that did not run returns."""
     return jax.tree.map(
         lambda s: (
             jnp.full(s.shape, jnp.nan, s.dtype)
@@ -145,7 +180,7 @@ def _when(predicate: jax.Array, run: Callable, *operands):
     """``run(*operands)`` where ``predicate`` holds, else NaN (0 for integers) of its shapes.
     ``run_updates`` passes a jitted ``run`` (``_TracedOnce``): the shapes and the branch are one trace."""
     shapes = jax.eval_shape(run, *operands)
-    return jax.lax.cond(predicate, run, lambda *_: _not_due(shapes), *operands)
+    return jax.lax.cond(predicate, run, lambda *_: not_due(shapes), *operands)
 
 
 class _TracedOnce:
@@ -195,7 +230,7 @@ def run_updates(
         active = jnp.logical_and(jnp.logical_and(going, ~first), runner.update_index[0] < loop.num_updates)
         update = traced_once(loop.update)
         metric_shapes = jax.eval_shape(update, runner)[1]
-        runner, metrics = jax.lax.cond(active, update, lambda r: (r, _not_due(metric_shapes)), runner)
+        runner, metrics = jax.lax.cond(active, update, lambda r: (r, not_due(metric_shapes)), runner)
         runner = loop.constrain(runner)
         outputs = []
         for hook in loop.hooks:

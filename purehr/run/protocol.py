@@ -428,8 +428,14 @@ def _interrupted(recorder: RunRecorder, wall: float, how: str, waited: bool = Fa
         f"{task} from its checkpoint at {steps:,} steps" if steps else f"{task} from the start"
         for task, steps in resumes_from.items()
     )
+    held = recorder.unsaved_checkpoints()
+    unsaved = "".join(
+        f"; {task}'s {count} quick checkpoint(s) since its last full one were not saved (grouped quick "
+        "evaluations write a group at its full checkpoint)"
+        for task, count in held.items()
+    )
     return RunInterrupted(
-        f"Ctrl-C: training stopped ({stopped}); {run_dir.root} is marked interrupted in "
+        f"Ctrl-C: training stopped ({stopped}){unsaved}; {run_dir.root} is marked interrupted in "
         f"manifest.json. A resume continues {points} ({how})",
         resumes_from,
         at_once=not waited,

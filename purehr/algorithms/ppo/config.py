@@ -17,7 +17,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from purehr.algorithms.config_types import normalise_fields
-from purehr.protocol_settings import PROTOCOL_FIELDS, ProtocolSettings, with_help
+from purehr.protocol_settings import ProtocolSettings, with_help
 
 ACTIVATIONS = ("tanh", "relu", "swish")
 POLICIES = ("mlp", "gru")
@@ -46,6 +46,10 @@ RETIRED_FIELDS = ("progress_interval",)
 """Fields older manifests hold that nothing reads any more: ``from_dict`` drops them."""
 MAX_OPTIMIZER_STEPS = 2**31 - 1
 """Largest count of an int32 counter: the limit on updates x epochs x minibatches per seed."""
+
+LEGACY_PROTOCOL_FIELDS = ("checkpoint_interval", "eval_episodes", "full_eval_interval", "quick_eval_episodes")
+"""The protocol settings that were ``PPOConfig`` fields before they had an owner of their own
+(``ProtocolSettings`` fields added since were never a config's)."""
 
 
 @struct.dataclass
@@ -223,22 +227,24 @@ class PPOConfig:
         return PPOHyperparams(**{name: jnp.float32(getattr(self, name)) for name in HYPERPARAMETERS})
 
     def replace(self, **changes) -> PPOConfig:
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)} - set(PROTOCOL_FIELDS)
+        unknown = set(changes) - {f.name for f in dataclasses.fields(self)} - set(LEGACY_PROTOCOL_FIELDS)
         if unknown:
             raise ValueError(
                 f"unknown PPOConfig field(s) {sorted(unknown)}; expected some of "
                 f"{[f.name for f in dataclasses.fields(self)]}"
             )
-        legacy = {**self.legacy_protocol, **{k: v for k, v in changes.items() if k in PROTOCOL_FIELDS}}
-        legacy = {name: legacy.get(name) for name in PROTOCOL_FIELDS}  # each named: replace reads none
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if k not in PROTOCOL_FIELDS}, **legacy)
+        legacy = {**self.legacy_protocol, **{k: v for k, v in changes.items() if k in LEGACY_PROTOCOL_FIELDS}}
+        legacy = {name: legacy.get(name) for name in LEGACY_PROTOCOL_FIELDS}  # each named: replace reads none
+        return dataclasses.replace(
+            self, **{k: v for k, v in changes.items() if k not in LEGACY_PROTOCOL_FIELDS}, **legacy
+        )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> PPOConfig:
-        fields = {f.name for f in dataclasses.fields(cls)} | set(PROTOCOL_FIELDS)  # older records hold both
+        fields = {f.name for f in dataclasses.fields(cls)} | set(LEGACY_PROTOCOL_FIELDS)  # older records hold both
         data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
         unknown = set(data) - fields
         if unknown:
@@ -264,7 +270,7 @@ class _MovedToProtocolSettings:
         )
 
 
-for _name in PROTOCOL_FIELDS:
+for _name in LEGACY_PROTOCOL_FIELDS:
     _moved = _MovedToProtocolSettings()
     _moved.__set_name__(PPOConfig, _name)
     setattr(PPOConfig, _name, _moved)

@@ -65,8 +65,12 @@ def evaluation_steps(setup: TaskSetup, num_seeds: int = 1) -> dict[str, int]:
     showcase = sequential_iterations(jax.make_jaxpr(jax.vmap(setup.showcase))(params))
     update = sequential_iterations(jax.make_jaxpr(jax.vmap(setup.algorithm.update))(runner))
     updates, is_full = checkpoint_schedule(setup.config, setup.protocol)
-    num_full = int(np.sum(is_full)) if setup.protocol.full_eval_interval > 1 else len(updates)
+    if setup.protocol.full_eval_interval == 1:
+        is_full = np.ones_like(is_full)
+    num_full = int(np.sum(is_full))
     num_quick = len(updates) - num_full
+    # grouped: one quick evaluation's length at each full checkpoint with quick ones before it
+    quick_runs = num_quick if not setup.groups_quick_evaluations else groups_of_quick(is_full)
     return {
         "checkpoints": len(updates),
         "full_checkpoints": num_full,
@@ -74,8 +78,19 @@ def evaluation_steps(setup: TaskSetup, num_seeds: int = 1) -> dict[str, int]:
         "full_evaluation": full,
         "quick_evaluation": quick,
         "showcase": showcase,
-        "run_total": num_full * (full + showcase) + num_quick * quick,
+        "grouped": setup.groups_quick_evaluations,
+        "run_total": num_full * (full + showcase) + quick_runs * quick,
         "update": update,
         "updates": setup.algorithm.num_updates,
         "training_total": update * setup.algorithm.num_updates,
     }
+
+
+def groups_of_quick(is_full: np.ndarray) -> int:
+    """The full checkpoints that follow at least one quick one: the grouped evaluations a run
+    makes (a group left at the end, which a run's last checkpoint, always full, closes)."""
+    groups, waiting = 0, False
+    for full in is_full:
+        groups += bool(full and waiting)
+        waiting = not full
+    return groups

@@ -7,7 +7,10 @@
                   io_callback(log this update's metrics)   (hook, every update; False: stop)
                   cond(update crossed a checkpoint target, or was the last)   (hook)
                     -> held-out evaluation (full, with a showcase episode, at every
-                       full_eval_interval-th target; quick between), vmapped over seeds, on device
+                       full_eval_interval-th target; quick between), vmapped over seeds, on device;
+                       grouped (group_quick_evaluations): a quick checkpoint's state waits on the
+                       host, and at the full checkpoint the group's parameters come back and are
+                       evaluated at once, vmapped over the group (one evaluation's length)
                     -> with --pbt: fitness, and where due the exploit/explore step on the
                        seed axis (purehr.population), so the state saved is the one trained on
                     -> io_callback(save every seed's full state)
@@ -31,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purehr.algorithms.base import Algorithm, AlgorithmConfig
-from purehr.engine.loop import Hook, HostSlot, UpdateLoop, call_host, every, run_updates
+from purehr.engine.loop import Hook, HostSlot, UpdateLoop, call_host, every, not_due, run_updates
 from purehr.envs.base import Environment
 from purehr.population import PopulationStep
 from purehr.protocol_settings import ProtocolSettings
@@ -70,6 +73,13 @@ class TaskSetup:
         update that saves (``crossed_target``)."""
         return full_evaluation_due(self.config, self.protocol, update_index)
 
+    @property
+    def groups_quick_evaluations(self) -> bool:
+        """Whether the quick checkpoints are evaluated with their group at the next full one
+        (``ProtocolSettings.group_quick_evaluations``; never under PBT, whose step reads each)."""
+        grouped = self.protocol.group_quick_evaluations and self.protocol.full_eval_interval > 1
+        return grouped and self.population is None
+
     def showcase(self, network_params) -> dict[str, jax.Array]:
         return self.task.record_showcase(self.env, self.eval_env_params, self.algorithm.policy(network_params))
 
@@ -97,6 +107,17 @@ def checkpoint_schedule(config: AlgorithmConfig, protocol: ProtocolSettings) -> 
         updates = sorted({0, last} | {-(-k * interval // batch) for k in range(1, targets + 1)})
     full = [u in (0, last) or (u * batch // interval) % protocol.full_eval_interval == 0 for u in updates]
     return np.asarray(updates, np.int32), np.asarray(full, bool)
+
+
+def quick_group_size(config: AlgorithmConfig, protocol: ProtocolSettings) -> int:
+    """The most quick checkpoints between two full ones in the schedule (at least 1): the slots
+    of a grouped evaluation."""
+    _, full = checkpoint_schedule(config, protocol)
+    longest = run = 0
+    for is_full in full:
+        run = 0 if is_full else run + 1
+        longest = max(longest, run)
+    return max(longest, 1)
 
 
 def population_updates(config: AlgorithmConfig, protocol: ProtocolSettings, interval: int) -> tuple[int, ...]:
@@ -135,17 +156,25 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
 
     def task_loop(setup: TaskSetup) -> UpdateLoop:
         showcase_seeds = jax.jit(jax.vmap(setup.showcase))  # traced once for full and quick (its shapes)
+        grouped = setup.groups_quick_evaluations
+        quick_evaluation = jax.vmap(lambda p: setup.evaluate(p, setup.protocol.quick_eval_episodes))
 
         def full(params):
+            if grouped:  # the quick checkpoints since the last full one, before this one's save
+                evaluate_group(setup, host, quick_evaluation, params)
             return jax.vmap(setup.evaluate)(params), showcase_seeds(params), jnp.bool_(True)
 
         def quick(params):
-            episodes = setup.protocol.quick_eval_episodes
             no_showcase = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(showcase_seeds, params))
-            return jax.vmap(lambda p: setup.evaluate(p, episodes))(params), no_showcase, jnp.bool_(False)
+            if grouped:  # evaluated with its group at the next full checkpoint
+                return not_due(jax.eval_shape(quick_evaluation, params)), no_showcase, jnp.bool_(False)
+            return quick_evaluation(params), no_showcase, jnp.bool_(False)
 
-        def save(runner, evaluation, showcase, has_showcase) -> None:
-            host.on_checkpoint(setup.name, runner, evaluation, showcase if bool(has_showcase) else None)
+        def save(runner, evaluation, showcase, has_showcase, params=None) -> None:
+            if params is not None and not bool(has_showcase):
+                host.on_deferred_checkpoint(setup.name, runner, params)
+            else:
+                host.on_checkpoint(setup.name, runner, evaluation, showcase if bool(has_showcase) else None)
 
         def checkpoint(runner, _metrics):
             if setup.protocol.full_eval_interval == 1:
@@ -165,7 +194,8 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
                     setup.algorithm.population_fields,
                 )
                 evaluation = dict(evaluation, **record)
-            call_host(save, runner, evaluation, showcase, recorded)
+            params = (setup.algorithm.network_params(runner),) if grouped else ()
+            call_host(save, runner, evaluation, showcase, recorded, *params)
             return runner if setup.population is not None else None  # else nothing for the scan to stack
 
         def log(_runner, metrics) -> jax.Array:
@@ -195,3 +225,17 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
         return {setup.name: runner for setup, runner in zip(setups, final)}
 
     return train_all
+
+
+def evaluate_group(setup: TaskSetup, host: HostSlot, quick_evaluation: Callable, params) -> None:
+    """Traced: the held quick checkpoints' parameters back from the host (``[slot, seed, ...]``)
+    and their quick evaluations, vmapped over the slots, handed to the host. The slot count is
+    ``quick_group_size``; a group with none held (the first, a resumed one) evaluates nothing:
+    the count is a host value, the same for every seed, so the ``cond`` is a real branch."""
+    slots = quick_group_size(setup.config, setup.protocol)
+    like = jax.tree.map(lambda x: jax.ShapeDtypeStruct((slots, *x.shape), x.dtype), params)
+    returns = (like, jax.ShapeDtypeStruct((), jnp.int32))
+    held, count = call_host(functools.partial(host.pending_params, setup.name, like), returns=returns)
+    group = jax.vmap(quick_evaluation)
+    evaluations = jax.lax.cond(count > 0, group, lambda p: not_due(jax.eval_shape(group, p)), held)
+    call_host(functools.partial(host.on_group_evaluations, setup.name), evaluations)

@@ -397,11 +397,14 @@ class Progress:
             self._note(self.return_watch[task].add(self.training_return[task], self._steps(task)))
         self._refresh()
 
-    def on_checkpoint(self, task: str, runner, evaluation: dict, showcase: dict | None) -> None:
-        """``showcase`` None: the quick evaluation; else the full one (with its showcase)."""
+    def on_checkpoint(self, task: str, runner, evaluation: dict | None, showcase: dict | None) -> None:
+        """``showcase`` None: the quick evaluation; else the full one (with its showcase).
+        ``evaluation`` None: a quick checkpoint evaluated later with its group."""
         full = showcase is not None
         self.estimate.on_checkpoint(task, full)
         self.checkpointed[task] = self.done_updates[task]
+        if evaluation is None:
+            return
         success = np.asarray(evaluation["success_rate"], dtype=float)
         self.success[task] = float(np.mean(success))
         if full:

@@ -8,6 +8,7 @@ import logging
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import jax
@@ -61,6 +62,16 @@ def library_errors_in_one_line() -> Iterator[None]:
             logger.removeFilter(one_line)
 
 
+@dataclass(frozen=True)
+class HeldCheckpoint:
+    """A quick checkpoint of a grouped run, held until its group's full checkpoint."""
+
+    runner: Any  # every seed's state, NumPy
+    params: Any  # every seed's network parameters, NumPy
+    elapsed_s: float  # the run's time when it was reached (its row's)
+    logged: dict[int, int]  # seed -> update rows logged by then
+
+
 class RunRecorder:
     """Implements ``purehr.engine.loop.HostHooks``. CSV rows live in memory and are rewritten
     atomically at every checkpoint and at the end, so the files on disk always describe a
@@ -98,6 +109,7 @@ class RunRecorder:
         self.writer = BackgroundWriter()
         self._writer_error_raised = False
         self.checkpoints_written = 0
+        self.held: dict[str, list[HeldCheckpoint]] = {}  # task -> quick checkpoints awaiting their group
         # task -> seed -> {steps: digest}: checkpoints a resume kept that the program reaches
         # again (a task starting over saves its initial state at update 0): verified, not rewritten
         self.kept = kept or {}
@@ -223,19 +235,58 @@ class RunRecorder:
         self.seconds_in_evaluation += entered - self.last_update_time[task]
         # copies: the callback's arrays may be the runtime's buffers, reused once it returns
         runner, evaluation, showcase = jax.tree.map(np.array, (runner, evaluation, showcase))
-        now = self.elapsed()
+        logged = {seed: len(self.update_rows[task][seed]) for seed in self.seeds}
+        self._record(task, runner, evaluation, showcase, self.elapsed(), logged)
+        if self.progress is not None:
+            self.progress.on_checkpoint(task, runner, evaluation, showcase)
+        self.seconds_in_checkpoint_callbacks += time.perf_counter() - entered
+        self.last_update_time[task] = time.perf_counter()
+
+    def _record(self, task: str, runner, evaluation: dict, showcase: dict | None, now: float, logged: dict) -> None:
+        """One checkpoint's rows to the dashboards and its saves, rows and CSVs to the writer."""
         heads = [self._row_head(task, runner, evaluation, index, now) for index in range(len(self.seeds))]
         self._note_replacements(task, evaluation, heads[0]["update"])
         if self.tracking is not None:  # here, in step order with the update rows: W&B takes no step back
             for seed, head in zip(self.seeds, heads):
                 if not self._listed(task, seed, head["actual_steps"]):
                     self.tracking.checkpoint(task, seed, head)
-        logged = {seed: len(self.update_rows[task][seed]) for seed in self.seeds}
         self.writer.submit(lambda: self._write_checkpoint(task, runner, heads, showcase, logged))
+
+    # --- grouped quick evaluations (ProtocolSettings.group_quick_evaluations) -------------
+    def on_deferred_checkpoint(self, task: str, runner, params) -> None:
+        """Holds a quick checkpoint until its group is evaluated: nothing is written for it
+        before its evaluation, so the files never list a checkpoint without one (a kill or
+        Ctrl-C before the group's full checkpoint loses the held ones; a resume goes on from the
+        last checkpoint written)."""
+        self._raise_writer_error()
+        if self.failure is not None or self.abandoned:
+            return
+        runner, params = jax.tree.map(np.array, (runner, params))
+        logged = {seed: len(self.update_rows[task][seed]) for seed in self.seeds}
+        self.held.setdefault(task, []).append(HeldCheckpoint(runner, params, self.elapsed(), logged))
         if self.progress is not None:
-            self.progress.on_checkpoint(task, runner, evaluation, showcase)
-        self.seconds_in_checkpoint_callbacks += time.perf_counter() - entered
+            self.progress.on_checkpoint(task, runner, None, None)
         self.last_update_time[task] = time.perf_counter()
+
+    def pending_params(self, task: str) -> list:
+        """The held checkpoints' network parameters, oldest first (none once the run failed)."""
+        return [] if self.failure is not None or self.abandoned else [held.params for held in self.held.get(task, [])]
+
+    def on_group_evaluations(self, task: str, evaluations: dict) -> None:
+        """Writes each held checkpoint, in order, with its evaluation (slot i of ``evaluations``)."""
+        held, self.held[task] = self.held.get(task, []), []
+        if self.failure is not None or self.abandoned:
+            return
+        entered = time.perf_counter()
+        evaluations = jax.tree.map(np.array, evaluations)
+        for slot, checkpoint in enumerate(held):
+            evaluation = {name: values[slot] for name, values in evaluations.items()}
+            self._record(task, checkpoint.runner, evaluation, None, checkpoint.elapsed_s, checkpoint.logged)
+        self.seconds_in_checkpoint_callbacks += time.perf_counter() - entered
+
+    def unsaved_checkpoints(self) -> dict[str, int]:
+        """task -> quick checkpoints held and never written (the run stopped before their group's end)."""
+        return {task: len(held) for task, held in self.held.items() if held}
 
     def _row_head(self, task: str, runner, evaluation: dict, index: int, now: float) -> dict:
         """The checkpoints.csv row of seed ``index`` up to its files: steps, time, held-out metrics."""

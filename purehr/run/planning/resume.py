@@ -16,6 +16,7 @@ from purehr.protocol_settings import ProtocolSettings
 from purehr.run.planning.run_plan import (
     RunPlan,
     RunRequest,
+    check_grouping,
     check_log_dir,
     current_precision,
     merged_settings,
@@ -62,6 +63,7 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
             extended[task] = budgets
     pbt = _recorded_population(manifest, request, extended)
     tracking = _resumed_tracking(run_dir, manifest, request, tasks, seeds)
+    check_grouping(protocols, pbt, tracking)
     return RunPlan(
         run_dir.root,
         tasks,

@@ -191,6 +191,7 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     tracking = tracking.with_run_ids(tasks, seeds)
     if request.pbt is not None:
         check_population(request.pbt, seeds, configs, protocols, request.env_kwargs)
+    check_grouping(protocols, request.pbt, tracking)
     return RunPlan(
         Path(run_dir),
         tasks,
@@ -282,6 +283,28 @@ def check_population(
     for task, rule in pbt.fitness.items():
         if rule == "success" and task in configs:
             pbt.check_fitness(task, defines_success(get_task(task).make_env(**(env_kwargs or {}).get(task, {}))))
+
+
+def check_grouping(protocols: dict[str, ProtocolSettings], pbt: PBTSettings | None, tracking: TrackingSettings) -> None:
+    """Grouped quick evaluations (``ProtocolSettings.group_quick_evaluations``) hand a quick
+    checkpoint's evaluation over at its group's end: PBT's fitness needs it at its checkpoint,
+    and W&B, which takes no step back, would drop it."""
+    grouped = [task for task, protocol in protocols.items() if protocol.group_quick_evaluations]
+    if not grouped:
+        return
+    conflict = (
+        "--pbt, whose fitness reads each quick evaluation at its checkpoint"
+        if pbt is not None
+        else "--log wandb, which takes no step back and would drop the quick checkpoints' held-out values"
+        if "wandb" in tracking.backends
+        else None
+    )
+    if conflict is not None:
+        raise ValueError(
+            f"group_quick_evaluations=True ({', '.join(grouped)}: the quick evaluations are handed over at "
+            f"each group's full checkpoint) cannot run with {conflict}; expected --group-quick-evaluations "
+            "false (a new run), or a run without it"
+        )
 
 
 def population_step(pbt: PBTSettings, setup: TaskSetup, seeds: list[int]) -> PopulationStep:
