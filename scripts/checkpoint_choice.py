@@ -311,6 +311,21 @@ def dumps(study: dict) -> str:
     return f'{text},\n "choices": [\n  {rules}\n ],\n "per_seed": [\n  {seeds}\n ]\n}}\n'
 
 
+def optimism(study: dict, episodes: int) -> str:
+    """How much better the chosen checkpoints look on the validation starts they were chosen on
+    than on the held-out starts, beyond what the two sets of starts differ by at the last
+    checkpoint (not chosen): the selection's winner's curse, in speed (mean over the seeds
+    that succeed on both) and success."""
+    lines = []
+    for name, pick in (("last", lambda rows: rows[-1]), ("chosen", lambda rows: choose(rows, episodes))):
+        picked = [pick(rows) for rows in study["per_seed"]]
+        success = np.mean([row[f"val{episodes}_success"] - row["heldout_success"] for row in picked])
+        both = [row for row in picked if row[f"val{episodes}_speed"] is not None and row["heldout_speed"] is not None]
+        speed = np.mean([row[f"val{episodes}_speed"] - row["heldout_speed"] for row in both])
+        lines.append(f"{name}: validation - held-out success {success:+.3f}, speed {speed:+.2f} ({len(both)} seeds)")
+    return f"{study['label']}, best among all ({episodes} episodes): " + "; ".join(lines)
+
+
 def _setting(name: str) -> tuple[dict, str]:
     """robustness_study's numerical setting ``name`` applied (before JAX starts)."""
     spec = importlib.util.spec_from_file_location("_robustness_study", Path(__file__).with_name("robustness_study.py"))
@@ -367,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in sorted(args.out_dir.glob("*.json")):
             study = json.loads(path.read_text())
             print(summary_table(study) + "\n" + seed_table(study))
+            print("\n".join(optimism(study, episodes) for episodes in study["validation_episodes"]) + "\n")
         return 0
     if args.run_dir is None or not (args.run_dir / "manifest.json").is_file():
         parser.error(f"--run-dir {args.run_dir}: expected a finished run directory with a manifest.json")

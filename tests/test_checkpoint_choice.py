@@ -126,3 +126,12 @@ def test_hrv_validation_episodes_differ_from_the_held_out_ones(script):
     setup = SimpleNamespace(env=env, eval_env_params=env.default_params)
     assert script.starts_check("hrv", setup, [100, 20], script.VALIDATION_SEED)["coinciding"] == 0
     assert script.starts_check("hrv", setup, [20], HRV_EVAL_SEED)["coinciding"] >= 20
+
+
+def test_optimism_measures_the_chosen_checkpoints_validation_advantage_over_the_last(script):
+    seed = rows([1.0, 1.0], [12.0, 14.0])  # validation: the first is faster, chosen
+    seed[0]["heldout_speed"] = 13.0  # but held out it is 1.0 s slower than on validation
+    seed[1]["heldout_speed"] = 13.5  # the last: validation 0.5 s slower than held out
+    text = script.optimism({"label": "x", "per_seed": [seed]}, 100)
+    assert "last: validation - held-out success +0.000, speed +0.50 (1 seeds)" in text
+    assert "chosen: validation - held-out success +0.000, speed -1.00 (1 seeds)" in text
