@@ -18,8 +18,10 @@ the held-out starts themselves) is printed only to show that bias's size, not as
 Rules (``choose``): the highest validation success, ties by the faster validation speed (swing:
 time to the first rotation, hrv: episode length; none, NaN: slowest), then the later checkpoint;
 among all checkpoints, the last N, or the full ones (every full_eval_interval-th target, step 0 and
-the last); and ``fastest-at-bar``: the fastest among those at validation success >= the bar (none:
-as ``best``). Each with 100 and 20 validation episodes.
+the last); ``latest-best``: the highest validation success, ties by the later checkpoint
+(success only: the last checkpoint unless an earlier one succeeds more); and ``fastest-at-bar``:
+the fastest among those at validation success >= the bar (none: as ``best``). Each with 100 and
+20 validation episodes.
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def candidates(rows: list[dict], among: str) -> list[dict]:
 
 def choose(rows: list[dict], episodes: int, among: str = "all", rule: str = "best", bar: float = BAR) -> dict:
     """The row chosen on ``val<episodes>_success`` / ``_speed`` (lower speed is faster).
-    ``best``: highest success, then faster, then later; ``fastest-at-bar``: the fastest (then
+    ``best``: highest success, then faster, then later; ``latest-best``: highest success, then
+    later (speed ignored); ``fastest-at-bar``: the fastest (then
     later) of those at success >= ``bar``, or ``best`` when none is."""
     pool = candidates(rows, among)
     if not pool:
@@ -77,8 +80,10 @@ def choose(rows: list[dict], episodes: int, among: str = "all", rule: str = "bes
         at_bar = [row for row in pool if row[success] is not None and row[success] >= bar]
         if at_bar:
             return max(at_bar, key=lambda row: (-_slowest_if_missing(row[speed]), row["steps"]))
+    elif rule == "latest-best":
+        return max(pool, key=lambda row: (row[success] or 0.0, row["steps"]))
     elif rule != "best":
-        raise ValueError(f"rule={rule!r}: expected 'best' or 'fastest-at-bar'")
+        raise ValueError(f"rule={rule!r}: expected 'best', 'latest-best' or 'fastest-at-bar'")
     return max(pool, key=lambda row: (row[success] or 0.0, -_slowest_if_missing(row[speed]), row["steps"]))
 
 
@@ -112,8 +117,9 @@ def choices(per_seed: list[list[dict]], reference, sizes, last_n, bar: float = B
         for rule, among in [("best", "all"), *[("best", f"last{n}") for n in last_n], ("best", "full")]:
             chosen = [choose(rows, episodes, among, rule, bar) for rows in per_seed]
             results.append({"rule": f"{rule} among {among}", "episodes": episodes, **outcome(chosen, reference, bar)})
-        chosen = [choose(rows, episodes, "all", "fastest-at-bar", bar) for rows in per_seed]
-        results.append({"rule": "fastest-at-bar among all", "episodes": episodes, **outcome(chosen, reference, bar)})
+        for rule in ("latest-best", "fastest-at-bar"):
+            chosen = [choose(rows, episodes, "all", rule, bar) for rows in per_seed]
+            results.append({"rule": f"{rule} among all", "episodes": episodes, **outcome(chosen, reference, bar)})
     return results
 
 
@@ -372,12 +378,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR, help="where the JSON goes (and --table reads)")
     parser.add_argument("--table", action="store_true", help="print the Markdown tables of every JSON in --out-dir")
+    parser.add_argument(
+        "--rechoose",
+        action="store_true",
+        help="recompute every JSON's choices in --out-dir from its rows with today's rules and its recorded "
+        "--last-n (no evaluation)",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.rechoose:
+        for path in sorted(args.out_dir.glob("*.json")):
+            study = json.loads(path.read_text())
+            recorded = parser.parse_args(study["command"][1:])
+            study["choices"] = choices(
+                study["per_seed"], study["reference"]["speed"], study["validation_episodes"], recorded.last_n
+            )
+            path.write_text(dumps(study))
+            print(f"rewrote {path}")
+        return 0
     if args.table:
         for path in sorted(args.out_dir.glob("*.json")):
             study = json.loads(path.read_text())

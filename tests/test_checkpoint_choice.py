@@ -135,3 +135,10 @@ def test_optimism_measures_the_chosen_checkpoints_validation_advantage_over_the_
     text = script.optimism({"label": "x", "per_seed": [seed]}, 100)
     assert "last: validation - held-out success +0.000, speed +0.50 (1 seeds)" in text
     assert "chosen: validation - held-out success +0.000, speed -1.00 (1 seeds)" in text
+
+
+def test_latest_best_ignores_speed_and_keeps_the_later_of_equal_success(script):
+    slower_later = rows([1.0, 1.0, 0.5], [12.0, 14.0, 10.0])
+    assert script.choose(slower_later, 100, rule="latest-best")["steps"] == 10  # the later 1.00, though slower
+    assert script.choose(slower_later, 100)["steps"] == 0  # best: the faster 1.00
+    assert script.choose(SEED, 20, rule="latest-best")["steps"] == 10  # the one 1.00 of the 20-episode columns
