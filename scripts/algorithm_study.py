@@ -10,7 +10,8 @@ the tool behind ``results/algorithms/``'s learning table.
 Prints one JSON line (and writes it to ``--out``): the config, environment steps, wall time
 (compile included), each seed's held-out metrics and, with ``--progress N``, each seed's training
 statistics averaged over every N updates (the rollout's episode return and, on tasks with a
-success, its success rate on the training starts), so the step and time at which training first
+success, its success rate on the training starts; ``--statistic`` adds more of the algorithm's
+metrics, such as SAC's alpha and entropy), so the step and time at which training first
 met a goal can be read without a checkpointed run. The task's config for the algorithm (``Task.config_for``:
 its tuned default, else the algorithm's own) is the start; ``--set`` overrides fields (Python literals),
 ``--env-arg`` the keyword arguments of the task's environment for training (JSON values, as
@@ -39,16 +40,17 @@ TRAINING_STATISTICS = ("mean_episode_return", "train_success_rate")
 
 
 class TrainingWindows:
-    """``make_train``'s callback: each seed's training statistics averaged over every ``every``
-    updates (NaN where a window completed no episode), with the steps and wall seconds at its end."""
+    """``make_train``'s callback: each seed's training statistics (``names``: those the metrics
+    have) averaged over every ``every`` updates (NaN where a window completed no episode), with
+    the steps and wall seconds at its end."""
 
-    def __init__(self, every: int, start: float):
-        self.every, self.start = every, start
+    def __init__(self, every: int, start: float, names: tuple[str, ...] = TRAINING_STATISTICS):
+        self.every, self.start, self.names = every, start, names
         self.window: list[dict[str, np.ndarray]] = []
         self.rows: list[dict] = []
 
     def __call__(self, metrics) -> None:
-        self.window.append({k: np.asarray(metrics[k], np.float64) for k in TRAINING_STATISTICS if k in metrics})
+        self.window.append({k: np.asarray(metrics[k], np.float64) for k in self.names if k in metrics})
         if len(self.window) < self.every:
             return
         with warnings.catch_warnings():
@@ -115,6 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--progress", type=non_negative_int, default=0, help="training statistics every N updates (0: none)"
     )
+    parser.add_argument(
+        "--statistic",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="one more training metric for --progress to average (e.g. alpha, entropy for SAC; "
+        "the algorithm's MetricNames); repeat it",
+    )
     parser.add_argument("--out", type=output_file, default=None, help="also write the JSON result to this file")
     return parser
 
@@ -131,8 +141,15 @@ def main(argv: list[str] | None = None) -> None:
     episodes = task.default_protocol.eval_episodes if args.episodes is None else args.episodes
 
     start = time.perf_counter()
-    windows = TrainingWindows(args.progress, start) if args.progress else None
+    names = TRAINING_STATISTICS + tuple(args.statistic or ())
+    windows = TrainingWindows(args.progress, start, names) if args.progress else None
     trainer = make_train(config, env, callback=windows)
+    unknown = sorted(set(args.statistic or ()) - set(trainer.algorithm.metric_names.columns))
+    if unknown:  # before the compile
+        columns = ", ".join(trainer.algorithm.metric_names.columns)
+        raise SystemExit(
+            f"--statistic {' '.join(unknown)}: not a metric of {args.algorithm}; expected one of {columns}"
+        )
     result = trainer(keys_for_seeds(args.seeds))
     jax.block_until_ready(result)
     train_seconds = time.perf_counter() - start

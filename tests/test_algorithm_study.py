@@ -103,3 +103,16 @@ def test_a_bad_env_arg_is_one_line_before_training(study, monkeypatch, assignmen
     monkeypatch.setattr(study, "make_train", lambda *a, **k: pytest.fail("trained with a bad --env-arg"))
     with pytest.raises(SystemExit, match=f"--env-arg .*{message}"):
         study.main(["--algorithm", "sac", "--task", "swing", "--env-arg", assignment])
+
+
+def test_extra_statistics_are_averaged_and_an_unknown_one_is_named(study):
+    windows = study.TrainingWindows(every=2, start=0.0, names=(*study.TRAINING_STATISTICS, "q_mean"))
+    windows({**_update(100, [1.0, 2.0], [0.0, 1.0]), "q_mean": np.array([1.0, -4.0])})
+    windows({**_update(200, [1.0, 2.0], [0.0, 1.0]), "q_mean": np.array([3.0, 0.0])})
+    assert windows.rows[0]["q_mean"] == [2.0, -2.0]
+    with pytest.raises(SystemExit, match="--statistic alhpa: not a metric of sac; expected one of .*alpha"):
+        # a tiny budget, so that a missing check would train briefly and fail here, not hang
+        study.main(
+            ["--algorithm", "sac", "--task", "swing", "--progress", "1", "--statistic", "alhpa"]
+            + ["--set", "total_timesteps=512", "learning_starts=256", "--episodes", "1"]
+        )
