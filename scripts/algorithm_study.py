@@ -4,13 +4,18 @@ the tool behind ``results/algorithms/``'s learning table.
 
     python scripts/algorithm_study.py --algorithm pqn --task hrv --seeds 0 1 2 3 4 \
         --set total_timesteps=300000 learning_rate=3e-4 --progress 50 --out study.json
+    python scripts/algorithm_study.py --algorithm sac --task swing --seeds 0 \
+        --env-arg small_start_fraction=1.0 --progress 40
 
 Prints one JSON line (and writes it to ``--out``): the config, environment steps, wall time
 (compile included), each seed's held-out metrics and, with ``--progress N``, each seed's training
 statistics averaged over every N updates (the rollout's episode return and, on tasks with a
-success, its success rate on the training starts), so the step and time at which training first
+success, its success rate on the training starts; ``--statistic`` adds more of the algorithm's
+metrics, such as SAC's alpha and entropy), so the step and time at which training first
 met a goal can be read without a checkpointed run. The task's config for the algorithm (``Task.config_for``:
-its tuned default, else the algorithm's own) is the start; ``--set`` overrides fields (Python literals)."""
+its tuned default, else the algorithm's own) is the start; ``--set`` overrides fields (Python literals),
+``--env-arg`` the keyword arguments of the task's environment for training (JSON values, as
+``train_all_seeds.py``'s; the held-out starts are the task's own whatever the training starts)."""
 
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ import numpy as np
 from purehr.algorithms.registry import ALGORITHMS
 from purehr.algorithms.trainer import make_train
 from purehr.cli.arguments import HelpFormatter, non_negative_int, output_file, positive_int, task_name
+from purehr.cli.env_args import parse_value
 from purehr.engine.seeds import keys_for_seeds
 from purehr.tasks import get_task, heldout_env_params
 
@@ -34,16 +40,17 @@ TRAINING_STATISTICS = ("mean_episode_return", "train_success_rate")
 
 
 class TrainingWindows:
-    """``make_train``'s callback: each seed's training statistics averaged over every ``every``
-    updates (NaN where a window completed no episode), with the steps and wall seconds at its end."""
+    """``make_train``'s callback: each seed's training statistics (``names``: those the metrics
+    have) averaged over every ``every`` updates (NaN where a window completed no episode), with
+    the steps and wall seconds at its end."""
 
-    def __init__(self, every: int, start: float):
-        self.every, self.start = every, start
+    def __init__(self, every: int, start: float, names: tuple[str, ...] = TRAINING_STATISTICS):
+        self.every, self.start, self.names = every, start, names
         self.window: list[dict[str, np.ndarray]] = []
         self.rows: list[dict] = []
 
     def __call__(self, metrics) -> None:
-        self.window.append({k: np.asarray(metrics[k], np.float64) for k in TRAINING_STATISTICS if k in metrics})
+        self.window.append({k: np.asarray(metrics[k], np.float64) for k in self.names if k in metrics})
         if len(self.window) < self.every:
             return
         with warnings.catch_warnings():
@@ -77,6 +84,20 @@ def parse_changes(items: list[str]) -> dict:
     return changes
 
 
+def parse_env_args(items: list[str]) -> dict:
+    """``KEY=VALUE`` pairs, values as JSON where they parse (else strings), as ``--env-arg`` of
+    ``train_all_seeds.py`` reads them."""
+    kwargs = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise SystemExit(
+                f"--env-arg {item!r}: expected KEY=VALUE with KEY a keyword name (e.g. small_start_fraction=1.0)"
+            )
+        kwargs[key] = parse_value(value)
+    return kwargs
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     parser.add_argument("--algorithm", default="ppo", choices=sorted(ALGORITHMS), help="the algorithm to train")
@@ -87,7 +108,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--set", nargs="*", default=[], metavar="FIELD=VALUE", help="config fields over the task's defaults"
     )
     parser.add_argument(
+        "--env-arg",
+        action="append",
+        default=None,
+        metavar="KEY=VALUE",
+        help="a keyword argument of the task's environment for training (VALUE read as JSON where it is); repeat it",
+    )
+    parser.add_argument(
         "--progress", type=non_negative_int, default=0, help="training statistics every N updates (0: none)"
+    )
+    parser.add_argument(
+        "--statistic",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="one more training metric for --progress to average (e.g. alpha, entropy for SAC; "
+        "the algorithm's MetricNames); repeat it",
     )
     parser.add_argument("--out", type=output_file, default=None, help="also write the JSON result to this file")
     return parser
@@ -97,12 +133,23 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     task = get_task(args.task)
     config = task.config_for(args.algorithm).replace(**parse_changes(args.set))
-    env = task.make_env()
+    env_kwargs = parse_env_args(args.env_arg or [])
+    try:
+        env = task.make_env(**env_kwargs)
+    except (TypeError, ValueError) as error:  # an unknown keyword or a value out of range, before any work
+        raise SystemExit(f"--env-arg {env_kwargs}: {error}") from None
     episodes = task.default_protocol.eval_episodes if args.episodes is None else args.episodes
 
     start = time.perf_counter()
-    windows = TrainingWindows(args.progress, start) if args.progress else None
+    names = TRAINING_STATISTICS + tuple(args.statistic or ())
+    windows = TrainingWindows(args.progress, start, names) if args.progress else None
     trainer = make_train(config, env, callback=windows)
+    unknown = sorted(set(args.statistic or ()) - set(trainer.algorithm.metric_names.columns))
+    if unknown:  # before the compile
+        columns = ", ".join(trainer.algorithm.metric_names.columns)
+        raise SystemExit(
+            f"--statistic {' '.join(unknown)}: not a metric of {args.algorithm}; expected one of {columns}"
+        )
     result = trainer(keys_for_seeds(args.seeds))
     jax.block_until_ready(result)
     train_seconds = time.perf_counter() - start
@@ -119,6 +166,7 @@ def main(argv: list[str] | None = None) -> None:
         "algorithm": args.algorithm,
         "task": args.task,
         "config": config.to_dict(),
+        "env_kwargs": task.env_kwargs(env),
         "env_steps": int(config.num_updates * config.batch_size),
         "train_seconds": round(train_seconds, 1),
         "seeds": args.seeds,
@@ -127,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         "heldout": {k: rounded(v) for k, v in heldout.items()},
         "training": windows.rows if windows else None,
     }
-    line = json.dumps(record)
+    line = json.dumps(record, default=repr)  # an environment argument JSON cannot write: its repr
     print(line)
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)

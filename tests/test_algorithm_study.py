@@ -59,3 +59,60 @@ def test_set_values_are_literals_and_a_bad_pair_is_named(study):
     }
     with pytest.raises(SystemExit, match="'learning_rate': expected FIELD=VALUE"):
         study.parse_changes(["learning_rate"])
+
+
+def test_env_args_are_json_values_and_a_bad_pair_is_named(study):
+    args = study.build_parser().parse_args(
+        ["--env-arg", "small_start_fraction=1.0", "--env-arg", "observe_rates=false", "--env-arg", "name=wide"]
+    )
+    assert study.parse_env_args(args.env_arg) == {"small_start_fraction": 1.0, "observe_rates": False, "name": "wide"}
+    assert study.build_parser().parse_args([]).env_arg is None  # no flag: the task's own environment
+    with pytest.raises(SystemExit, match="'small_start_fraction': expected KEY=VALUE"):
+        study.parse_env_args(["small_start_fraction"])
+    with pytest.raises(SystemExit, match="'1x=2': expected KEY=VALUE"):
+        study.parse_env_args(["1x=2"])
+
+
+def test_env_args_reach_the_training_environment(study, monkeypatch):
+    """``main`` builds the training environment from ``--env-arg``: swing's training starts
+    change to the ones asked for, stopped before any training."""
+    built = {}
+
+    class Stop(Exception):
+        pass
+
+    def make_train(config, env, callback=None):
+        built["params"] = env.default_params
+        raise Stop
+
+    monkeypatch.setattr(study, "make_train", make_train)
+    with pytest.raises(Stop):
+        study.main(["--algorithm", "sac", "--task", "swing", "--env-arg", "small_start_fraction=0.75"])
+    assert float(built["params"].small_start_fraction) == 0.75
+    assert float(built["params"].small_reset_noise) == 0.05  # the task's other training start field kept
+
+
+@pytest.mark.parametrize(
+    "assignment, message",
+    [
+        ("smal_start_fraction=1", "unexpected keyword argument 'smal_start_fraction'"),
+        ("small_start_fraction=2", "fraction in"),
+    ],
+)
+def test_a_bad_env_arg_is_one_line_before_training(study, monkeypatch, assignment, message):
+    monkeypatch.setattr(study, "make_train", lambda *a, **k: pytest.fail("trained with a bad --env-arg"))
+    with pytest.raises(SystemExit, match=f"--env-arg .*{message}"):
+        study.main(["--algorithm", "sac", "--task", "swing", "--env-arg", assignment])
+
+
+def test_extra_statistics_are_averaged_and_an_unknown_one_is_named(study):
+    windows = study.TrainingWindows(every=2, start=0.0, names=(*study.TRAINING_STATISTICS, "q_mean"))
+    windows({**_update(100, [1.0, 2.0], [0.0, 1.0]), "q_mean": np.array([1.0, -4.0])})
+    windows({**_update(200, [1.0, 2.0], [0.0, 1.0]), "q_mean": np.array([3.0, 0.0])})
+    assert windows.rows[0]["q_mean"] == [2.0, -2.0]
+    with pytest.raises(SystemExit, match="--statistic alhpa: not a metric of sac; expected one of .*alpha"):
+        # a tiny budget, so that a missing check would train briefly and fail here, not hang
+        study.main(
+            ["--algorithm", "sac", "--task", "swing", "--progress", "1", "--statistic", "alhpa"]
+            + ["--set", "total_timesteps=512", "learning_starts=256", "--episodes", "1"]
+        )
