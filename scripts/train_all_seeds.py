@@ -303,7 +303,7 @@ def _start_jax(args, parser, run_dir: Path) -> None:
 def _choose_profile(args, parser, run_dir: Path) -> None:
     """The run's profile (``--profile``; a resume keeps its run's), recorded in ``run_config``;
     a new run gets its values under the flags and the config file's (``args.task_overrides``)."""
-    from purehr.cli.profile_flags import apply_profile, profile_conflicts, profile_line, run_profile
+    from purehr.cli.profile_flags import apply_profile, profile_line, run_profile
     from purehr.run.planning.run_plan import DEFAULT_TASKS
 
     try:
@@ -317,16 +317,10 @@ def _choose_profile(args, parser, run_dir: Path) -> None:
         print(f"profile {profile} ({why})", file=sys.stderr)
         return
     entries = list(args.tasks or DEFAULT_TASKS)
-    leave_out, because = profile_conflicts(bool(getattr(args, "pbt", False)), getattr(args, "log", None))
     args.task_overrides, overridden = apply_profile(
-        profile,
-        entries,
-        args.algorithm,
-        overrides_from_args(args),
-        getattr(args, "task_overrides", None) or {},
-        leave_out,
+        profile, entries, args.algorithm, overrides_from_args(args), getattr(args, "task_overrides", None) or {}
     )
-    print(profile_line(profile, why, entries, args.algorithm, overridden, leave_out, because), file=sys.stderr)
+    print(profile_line(profile, why, entries, args.algorithm, overridden), file=sys.stderr)
 
 
 def _run_request(args) -> dict:

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from conftest import ctrl_c_from_a_callback
 
-from purehr.cli.profile_flags import apply_profile, profile_conflicts
 from purehr.engine.loop import HostSlot
 from purehr.population import PBTSettings
 from purehr.protocol_settings import ProtocolSettings
@@ -25,10 +24,10 @@ from purehr.run.compiled.task_setup import build_task_setup
 from purehr.run.compiled.train_all import checkpoint_schedule, quick_group_size
 from purehr.run.host.recorder import RunRecorder
 from purehr.run.outcome import RunInterrupted
-from purehr.run.planning.run_plan import RunRequest, new_run_plan
+from purehr.run.planning.run_plan import RunRequest, check_grouping, new_run_plan
 from purehr.run.protocol import train_all_seeds
 from purehr.run.store.files import read_csv
-from purehr.tasks import SWING_DEFAULTS
+from purehr.tasks import SWING_DEFAULTS, get_task
 
 SEEDS = [0, 1]
 # 32 updates of 4 x 128 = 512 steps; targets every 1,500 steps: updates 3, 6, ..., 30 (k = 1..10)
@@ -168,22 +167,28 @@ def test_the_grouped_run_resumed_is_the_ungrouped_run_row_for_row(interrupted, u
     assert manifest["protocol_settings"]["swing"]["group_quick_evaluations"] is True
 
 
-def test_grouping_is_refused_with_pbt_or_wandb_and_the_profile_leaves_it_out(tmp_path):
-    grouped = {"group_quick_evaluations": True, "full_eval_interval": 10}
-    with pytest.raises(ValueError, match=r"group_quick_evaluations=True \(swing.*--pbt"):
-        new_run_plan(tmp_path / "a", RunRequest.checked(["swing"], [0, 1, 2, 3], overrides=grouped, pbt=PBTSettings()))
+def test_the_swing_groups_by_default_except_under_pbt_or_wandb_where_asking_for_it_is_refused(tmp_path, capsys):
+    assert get_task("swing").default_protocol.group_quick_evaluations  # and hrv has no quick checkpoints
+    assert new_run_plan(tmp_path / "a", RunRequest.checked(["swing"], [0])).protocols["swing"].group_quick_evaluations
+    pbt = RunRequest.checked(["swing", "hrv"], [0, 1, 2, 3], pbt=PBTSettings())
+    assert not new_run_plan(tmp_path / "b", pbt).protocols["swing"].group_quick_evaluations
+    assert "swing: each quick checkpoint evaluated at its own update, not grouped, for --pbt" in capsys.readouterr().err
+    wandb = RunRequest.checked(["swing"], [0], log=["wandb"])
+    assert not new_run_plan(tmp_path / "c", wandb).protocols["swing"].group_quick_evaluations
+    asked = {"group_quick_evaluations": True}
+    with pytest.raises(ValueError, match=r"group_quick_evaluations=True \(swing.*--pbt.*expected --group-quick"):
+        new_run_plan(
+            tmp_path / "d",
+            RunRequest.checked(["swing"], [0, 1, 2, 3], task_overrides={"swing": asked}, pbt=PBTSettings()),
+        )
     with pytest.raises(
         ValueError, match=r"group_quick_evaluations=True \(swing.*--log wandb, which takes no step back"
     ):
-        new_run_plan(tmp_path / "b", RunRequest.checked(["swing"], [0], overrides=grouped, log=["wandb"]))
-    leave_out, why = profile_conflicts(True, ["tensorboard"])
-    assert leave_out == ("group_quick_evaluations",) and "--pbt" in why
-    assert profile_conflicts(False, ["tensorboard"]) == ((), "")
-    merged, _ = apply_profile("accelerator", ["swing"], None, {}, {}, leave_out)
-    assert "group_quick_evaluations" not in merged["swing"] and merged["swing"]["num_envs"] == 128
-    merged, _ = apply_profile("accelerator", ["swing"], None, {}, {})
-    plan = new_run_plan(tmp_path / "c", RunRequest.checked(["swing"], [0], task_overrides=merged))
-    assert plan.protocols["swing"].group_quick_evaluations and plan.configs["swing"].num_envs == 128
+        new_run_plan(tmp_path / "e", RunRequest.checked(["swing"], [0], overrides=asked, log=["wandb"]))
+    # a resumed run keeps what it recorded: W&B cannot join a run that groups
+    tracking = new_run_plan(tmp_path / "f", wandb).tracking
+    with pytest.raises(ValueError, match=r"--resume: the run groups its quick evaluations \(swing"):
+        check_grouping({"swing": ProtocolSettings(group_quick_evaluations=True)}, None, tracking)
     with pytest.raises(ValueError, match="group_quick_evaluations=1: expected true or false"):
         ProtocolSettings(group_quick_evaluations=1)
 

@@ -60,14 +60,12 @@ def apply_profile(
     algorithm: str | None,
     overrides: dict[str, Any],
     task_overrides: dict[str, dict[str, Any]],
-    leave_out: tuple[str, ...] = (),
 ) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
     """(``task_overrides`` with the profile's values of each entry under them and under
-    ``overrides``, the profile's fields each entry was given otherwise): what is given wins.
-    ``leave_out``: fields the run cannot take (``profile_conflicts``)."""
+    ``overrides``, the profile's fields each entry was given otherwise): what is given wins."""
     merged, overridden = {k: dict(v) for k, v in task_overrides.items()}, {}
     for entry in entries:
-        values = {k: v for k, v in profile_values(profile, entry, algorithm).items() if k not in leave_out}
+        values = profile_values(profile, entry, algorithm)
         given = {**overrides, **task_overrides.get(entry, {})}
         kept = {name: value for name, value in values.items() if name not in given}
         if kept:
@@ -77,27 +75,14 @@ def apply_profile(
     return merged, overridden
 
 
-def profile_conflicts(pbt: bool, backends) -> tuple[tuple[str, ...], str]:
-    """(The profile's fields a run with ``--pbt`` or W&B among its ``--log`` backends leaves out,
-    why): both read each quick evaluation at its checkpoint, which grouping defers."""
-    if pbt:
-        return ("group_quick_evaluations",), "--pbt's fitness reads each evaluation at its checkpoint"
-    if "wandb" in tuple(backends or ()):
-        return ("group_quick_evaluations",), "W&B takes no step back"
-    return (), ""
-
-
-def profile_line(
-    profile: str, why: str, entries: list[str], algorithm: str | None, overridden: dict, leave_out=(), because=""
-) -> str:
+def profile_line(profile: str, why: str, entries: list[str], algorithm: str | None, overridden: dict) -> str:
     """The plan's line: the profile, why, what it sets per entry and what given values replaced."""
     parts = []
     for entry in entries:
-        values = {k: v for k, v in profile_values(profile, entry, algorithm).items() if k not in leave_out}
+        values = profile_values(profile, entry, algorithm)
         if values:
             given = overridden.get(entry, [])
             shown = " ".join(f"{k}={v}" + (" (given: yours)" if k in given else "") for k, v in values.items())
             parts.append(f"{entry} {shown}")
     what = f": {'; '.join(parts)}" if parts else ": the tasks' defaults"
-    left = f"; not {', '.join(leave_out)} ({because})" if leave_out and parts else ""
-    return f"profile {profile} ({why}){what}{left}"
+    return f"profile {profile} ({why}){what}"

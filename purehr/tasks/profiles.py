@@ -20,20 +20,17 @@ PROFILE_CHOICES = ("auto", *PROFILES)
 """``auto``: ``accelerator`` where JAX's default backend is a GPU or TPU, else ``cpu``."""
 ACCELERATOR_BACKENDS = ("gpu", "cuda", "rocm", "tpu")
 
-SWING_ACCELERATOR = {"num_envs": 128, "num_steps": 32, "minibatch_size": 128, "group_quick_evaluations": True}
+SWING_ACCELERATOR = {"num_envs": 128, "num_steps": 32, "minibatch_size": 128}
 """Swing: 4x the environments for 1/4 of the rollout, the batch (4,096) and updates (489) of
 ``SWING_DEFAULTS``, minibatches of 128 (32 gradient steps an epoch, not 16): 417 sequential
 iterations an update, not 1,217. Shorter rollouts with the minibatch of 256 learned worse (256
 x 16: 3 seeds of 5 at >= 0.95; 128 x 32: 4, one at 0); halving the minibatch gave 5 of 5 at
-1.00, median 13.29 s (docs/protocol.md, "Profiles"). The quick evaluations of each group of
-nine checkpoints run at once at the next full one: 179,200 sequential evaluation iterations a
-run instead of 588,800, the same statistics (a protocol setting: ``ProtocolSettings.
-group_quick_evaluations``; hrv has no quick checkpoints)."""
+1.00, median 13.29 s (docs/protocol.md, "Profiles")."""
 HRV_ACCELERATOR = {"num_envs": 256, "num_steps": 8, "minibatch_size": 512}
 """hrv: 4x the environments for 1/4 of the rollout (episodes last ~4 steps, gamma 0.8), the
 batch (2,048), minibatches (4 of 512) and updates (147) of ``HRV_DEFAULTS``."""
 ACCELERATOR_DEFAULTS: dict[str, dict[str, Any]] = {"swing": SWING_ACCELERATOR, "hrv": HRV_ACCELERATOR}
-"""Task -> the PPO config fields (and protocol settings) the accelerator profile sets over its defaults: the tasks whose
+"""Task -> the PPO config fields the accelerator profile sets over its defaults: the tasks whose
 goals it was checked against (the partially observed variants keep their defaults)."""
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -191,7 +192,7 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     tracking = tracking.with_run_ids(tasks, seeds)
     if request.pbt is not None:
         check_population(request.pbt, seeds, configs, protocols, request.env_kwargs)
-    check_grouping(protocols, request.pbt, tracking)
+    protocols = settle_grouping(protocols, request, tracking)
     return RunPlan(
         Path(run_dir),
         tasks,
@@ -285,25 +286,49 @@ def check_population(
             pbt.check_fitness(task, defines_success(get_task(task).make_env(**(env_kwargs or {}).get(task, {}))))
 
 
-def check_grouping(protocols: dict[str, ProtocolSettings], pbt: PBTSettings | None, tracking: TrackingSettings) -> None:
-    """Grouped quick evaluations (``ProtocolSettings.group_quick_evaluations``) hand a quick
-    checkpoint's evaluation over at its group's end: PBT's fitness needs it at its checkpoint,
-    and W&B, which takes no step back, would drop it."""
+def grouping_conflict(pbt: PBTSettings | None, tracking: TrackingSettings) -> str | None:
+    """Why a run cannot group its quick evaluations (``ProtocolSettings.group_quick_evaluations``:
+    a quick checkpoint's evaluation is handed over at its group's end), or None: PBT's fitness needs
+    it at its checkpoint, and W&B, which takes no step back, would drop it."""
+    if pbt is not None:
+        return "--pbt, whose fitness reads each quick evaluation at its checkpoint"
+    if "wandb" in tracking.backends:
+        return "--log wandb, which takes no step back and would drop the quick checkpoints' held-out values"
+    return None
+
+
+def settle_grouping(
+    protocols: dict[str, ProtocolSettings], request: RunRequest, tracking: TrackingSettings
+) -> dict[str, ProtocolSettings]:
+    """A new run's protocols with grouping turned off, said once, where a task's default groups
+    and the run cannot (``grouping_conflict``); grouping asked for in such a run is refused."""
+    conflict = grouping_conflict(request.pbt, tracking)
     grouped = [task for task, protocol in protocols.items() if protocol.group_quick_evaluations]
-    if not grouped:
-        return
-    conflict = (
-        "--pbt, whose fitness reads each quick evaluation at its checkpoint"
-        if pbt is not None
-        else "--log wandb, which takes no step back and would drop the quick checkpoints' held-out values"
-        if "wandb" in tracking.backends
-        else None
-    )
-    if conflict is not None:
+    if conflict is None or not grouped:
+        return protocols
+    asked = [
+        t for t in grouped if "group_quick_evaluations" in {**request.overrides, **request.task_overrides.get(t, {})}
+    ]
+    if asked:
         raise ValueError(
-            f"group_quick_evaluations=True ({', '.join(grouped)}: the quick evaluations are handed over at "
-            f"each group's full checkpoint) cannot run with {conflict}; expected --group-quick-evaluations "
-            "false (a new run), or a run without it"
+            f"group_quick_evaluations=True ({', '.join(asked)}: the quick evaluations are handed over at each "
+            f"group's full checkpoint) cannot run with {conflict}; expected --group-quick-evaluations false"
+        )
+    print(
+        f"note: {', '.join(grouped)}: each quick checkpoint evaluated at its own update, not grouped, for {conflict}",
+        file=sys.stderr,
+    )
+    return {task: protocol.replace(group_quick_evaluations=False) for task, protocol in protocols.items()}
+
+
+def check_grouping(protocols: dict[str, ProtocolSettings], pbt: PBTSettings | None, tracking: TrackingSettings) -> None:
+    """A resumed run keeps its recorded settings: one that groups cannot take --pbt or W&B."""
+    grouped = [task for task, protocol in protocols.items() if protocol.group_quick_evaluations]
+    conflict = grouping_conflict(pbt, tracking)
+    if grouped and conflict is not None:
+        raise ValueError(
+            f"--resume: the run groups its quick evaluations ({', '.join(grouped)}: group_quick_evaluations=True, "
+            f"recorded), which cannot run with {conflict}; resume without it"
         )
 
 
