@@ -21,6 +21,7 @@ each instruction's stack frames (``frame_chains``): ``PPO_PARTS`` and ``PUREJAXR
 
 from __future__ import annotations
 
+import functools
 import re
 
 NOT_RUN = {"parameter", "get-tuple-element", "tuple", "constant", "bitcast", "after-all", "opt-barrier"}
@@ -201,7 +202,7 @@ def parts(hlo: str, rules: list[tuple[str, str]], name: str | None = None) -> di
                 inner = commonest(body, _part_of(line, chains, rules)) or fallback
                 walk(body, times * trips, inner, hashing)
                 walk(_called(line, "condition"), times * trips, inner, hashing)
-                own = hashing or own
+                own = hashing or inner or own  # the while itself: its loop's
             elif kind == "conditional":
                 branches = re.findall(r"%?([\w.\-]+)", re.search(r"branch_computations=\{([^}]*)\}", line).group(1))
                 walk(max(branches, key=lambda b: sum(kinds(hlo, b, table).values())), times, fallback, forced)
@@ -312,6 +313,7 @@ def ppo_program(library: str, folder: str, updates: int = 8) -> dict:
             return make_train(settings, GymnaxEnv("CartPole-v1")).jitted.lower(keys_for_seeds(range(5)), None).compile()
 
         rules = ppo_parts()
+    compile_at = functools.lru_cache(compile_at)  # the program of 2n updates serves twice
     counted = per_update(compile_at, updates)
     hlo = compile_at(2 * updates).as_text()
     body = heaviest_entry_loop(hlo)  # the scan over updates: its rollout and GAE loops have more trips

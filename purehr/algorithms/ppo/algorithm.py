@@ -39,7 +39,7 @@ from purehr.engine.env_params import make_env_params_at
 from purehr.engine.gae import generalized_advantages
 from purehr.engine.networks import ActorCritic, RecurrentActorCritic, update_observation_statistics
 from purehr.engine.schedules import learning_rate_schedule
-from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
+from purehr.envs.base import Environment, all_finite_in_one_reduction, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.types import EnvParamsSchedule
@@ -393,7 +393,7 @@ def make_ppo(
         # minibatch's gradient norm, finite only when every gradient element and its square
         # are, and Adam's moments are running averages of those gradients (clipped) and their
         # squares.
-        finite = jnp.logical_and(all_finite(stats), all_finite(params))
+        finite = all_finite_in_one_reduction((stats, params))  # one reduction, not one per leaf
         frozen = jnp.logical_or(diverged_at_update(runner, config) > 0, jnp.logical_not(finite))
         params, opt_state = jax.tree.map(
             lambda old, new: jnp.where(frozen, old, new), (runner.params, runner.opt_state), (params, opt_state)
