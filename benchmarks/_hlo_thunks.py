@@ -233,7 +233,7 @@ def ppo_parts() -> list[tuple[str, str]]:
 
     source = inspect.getsource(algorithm)
     update = r"algorithm\.py:make_ppo\.<locals>\.update(\.<locals>\.\S+)?:"
-    statistics = _lines(source, "stats = {name: total", "params = update_observation_statistics")
+    statistics = _lines(source, "(config.num_epochs * num_minibatches)", "params = update_observation_statistics")
     divergence = _lines(source, "# --- divergence", "metrics = dict(stats")
     metrics = _lines(source, "metrics = dict(stats", "return next_runner, metrics")
     return [
