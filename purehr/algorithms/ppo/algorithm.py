@@ -39,7 +39,7 @@ from purehr.engine.env_params import make_env_params_at
 from purehr.engine.gae import generalized_advantages
 from purehr.engine.networks import ActorCritic, RecurrentActorCritic, update_observation_statistics
 from purehr.engine.schedules import learning_rate_schedule
-from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
+from purehr.envs.base import Environment, all_finite_in_one_reduction, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.types import EnvParamsSchedule
@@ -360,7 +360,8 @@ def make_ppo(
         # --- epochs x minibatches over a fresh permutation each epoch ---
         # (transitions, or whole environments' sequences for a memory: PolicyCore.minibatches)
         # The loss statistics are summed in the carry, not stacked per minibatch: the same
-        # means, without a write per statistic and minibatch (measurable on small batches).
+        # means, without a write per statistic and minibatch (measurable on small batches);
+        # summed as one vector [statistics], one add per minibatch instead of one per statistic.
         def minibatch_step(carry, minibatch: Batch):
             params, opt_state, stat_sums = carry
             (_, stats), grads = jax.value_and_grad(ppo_loss, has_aux=True)(
@@ -369,7 +370,7 @@ def make_ppo(
             updates, opt_state = optimizer.update(grads, opt_state, params)
             params = optax.apply_updates(params, updates)
             stats = dict(stats, grad_norm=optax.global_norm(grads))
-            return (params, opt_state, jax.tree.map(jnp.add, stat_sums, stats)), None
+            return (params, opt_state, stat_sums + jnp.stack([stats[name] for name in statistics])), None
 
         def epoch(carry, _):
             params, opt_state, key, stat_sums = carry
@@ -380,12 +381,12 @@ def make_ppo(
             )
             return (params, opt_state, key, stat_sums), None
 
-        no_stats = {name: jnp.zeros((), jnp.float32) for name in LOSS_STATISTICS + GRADIENT_STATISTICS}
-        no_stats = varying_with(no_stats, runner.update_index)  # batched over seeds from the start
+        statistics = LOSS_STATISTICS + GRADIENT_STATISTICS
+        no_stats = varying_with(jnp.zeros((len(statistics),), jnp.float32), runner.update_index)  # seed-batched
         (params, opt_state, key, stat_sums), _ = jax.lax.scan(
             epoch, (runner.params, runner.opt_state, key, no_stats), None, config.num_epochs
         )
-        stats = {name: total / (config.num_epochs * num_minibatches) for name, total in stat_sums.items()}
+        stats = dict(zip(statistics, stat_sums / (config.num_epochs * num_minibatches)))
         params = update_observation_statistics(params, trajectory.observation)  # no-op unless normalising
 
         # --- divergence: a seed whose losses or parameters stop being finite is frozen ---
@@ -393,7 +394,7 @@ def make_ppo(
         # minibatch's gradient norm, finite only when every gradient element and its square
         # are, and Adam's moments are running averages of those gradients (clipped) and their
         # squares.
-        finite = jnp.logical_and(all_finite(stats), all_finite(params))
+        finite = all_finite_in_one_reduction((stats, params))  # one reduction, not one per leaf
         frozen = jnp.logical_or(diverged_at_update(runner, config) > 0, jnp.logical_not(finite))
         params, opt_state = jax.tree.map(
             lambda old, new: jnp.where(frozen, old, new), (runner.params, runner.opt_state), (params, opt_state)
