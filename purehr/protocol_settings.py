@@ -41,7 +41,7 @@ class ProtocolSettings:
     """With ``full_eval_interval`` > 1, each quick checkpoint's state waits on the host and its
     parameters are evaluated, vmapped with the others of its group, at the next full checkpoint,
     where the group's saves and rows are written in order (docs/protocol.md, "Grouped quick
-    evaluations"). The statistics are those of one evaluation per checkpoint; a kill or Ctrl-C
+    evaluations"). The states are the same, the quick statistics to float32 rounding; a kill or Ctrl-C
     loses the group's pending checkpoints. Not with ``--pbt`` (its fitness reads each
     evaluation at its checkpoint) nor W&B (it takes no step back)."""
 
