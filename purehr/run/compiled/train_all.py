@@ -158,6 +158,8 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
         showcase_seeds = jax.jit(jax.vmap(setup.showcase))  # traced once for full and quick (its shapes)
         grouped = setup.groups_quick_evaluations
         quick_evaluation = jax.vmap(lambda p: setup.evaluate(p, setup.protocol.quick_eval_episodes))
+        if grouped:  # traced once for the quick branch's shapes and the group's evaluation
+            quick_evaluation = jax.jit(quick_evaluation)
 
         def full(params):
             if grouped:  # the quick checkpoints since the last full one, before this one's save
@@ -236,6 +238,6 @@ def evaluate_group(setup: TaskSetup, host: HostSlot, quick_evaluation: Callable,
     like = jax.tree.map(lambda x: jax.ShapeDtypeStruct((slots, *x.shape), x.dtype), params)
     returns = (like, jax.ShapeDtypeStruct((), jnp.int32))
     held, count = call_host(functools.partial(host.pending_params, setup.name, like), returns=returns)
-    group = jax.vmap(quick_evaluation)
+    group = jax.jit(jax.vmap(quick_evaluation))  # one trace for the cond's branch and its shapes
     evaluations = jax.lax.cond(count > 0, group, lambda p: not_due(jax.eval_shape(group, p)), held)
     call_host(functools.partial(host.on_group_evaluations, setup.name), evaluations)
