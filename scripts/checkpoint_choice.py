@@ -32,7 +32,6 @@ import json
 import math
 import os
 import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -340,15 +339,6 @@ def _setting(name: str) -> tuple[dict, str]:
     return study.apply_setting(name), study.SETTINGS[name][1]
 
 
-def _revision() -> str | None:
-    try:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True, check=True)
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
 def build_parser() -> argparse.ArgumentParser:
     from purehr.cli.arguments import HelpFormatter, non_negative_int, positive_int
 
@@ -411,6 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     setting_env, meaning = _setting(args.setting)  # before JAX starts
     import jax
 
+    from purehr.run.store.machine import git_revision
+
     started = time.perf_counter()
     info, per_seed = evaluate_run(args.run_dir, args.task, args.episodes, args.validation_seed)
     label = args.label or args.run_dir.name
@@ -427,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared), jax {jax.__version__}",
         "command": sys.argv if argv is None else argv,
-        "git_revision": _revision(),
+        "git_revision": git_revision(),
         "wall_time_s": None,
         **info,
         "reproduction": reproduction(per_seed),

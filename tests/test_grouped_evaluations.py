@@ -14,7 +14,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from conftest import ctrl_c_from_a_callback
+from conftest import PROTOCOL_SMALL, ctrl_c_from_a_callback
 
 from purehr.engine.loop import HostSlot
 from purehr.population import PBTSettings
@@ -32,20 +32,7 @@ from purehr.tasks import SWING_DEFAULTS, get_task
 SEEDS = [0, 1]
 # 32 updates of 4 x 128 = 512 steps; targets every 1,500 steps: updates 3, 6, ..., 30 (k = 1..10)
 # and 32; full at 0, 12 (k = 4), 24 (k = 8) and 32: groups of quick checkpoints 3 6 9 | 15 18 21 | 27 30
-SMALL = dict(
-    total_timesteps=16384,
-    num_envs=4,
-    num_steps=128,
-    minibatch_size=128,
-    num_epochs=2,
-    actor_hidden=(16,),
-    critic_hidden=(16,),
-    anneal_lr=False,
-    checkpoint_interval=1500,
-    eval_episodes=4,
-    full_eval_interval=4,
-    quick_eval_episodes=3,
-)
+SMALL = dict(PROTOCOL_SMALL, checkpoint_interval=1500, full_eval_interval=4, quick_eval_episodes=3)
 STOP_AFTER = 16  # Ctrl-C heard at this update: quick checkpoint 15 held, full 12 the last written
 
 
