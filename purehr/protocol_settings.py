@@ -44,6 +44,17 @@ class ProtocolSettings:
     evaluations"). The states are the same, the quick statistics to float32 rounding; a kill or Ctrl-C
     loses the group's pending checkpoints. Not with ``--pbt`` (its fitness reads each
     evaluation at its checkpoint) nor W&B (it takes no step back)."""
+    report_candidates: int = with_help(
+        1,
+        "each seed reports the checkpoint among its last N that does best on validation starts, "
+        "evaluated again on the held-out ones (1: the last checkpoint, no validation)",
+    )
+    """After training, each seed's last ``report_candidates`` checkpoints are evaluated on
+    ``validation_episodes`` validation episodes (the held-out evaluation drawn with another seed:
+    the same distribution, never the held-out starts); the best (success, then speed, then the
+    later) is what the run reports, by its held-out evaluation (docs/protocol.md, "The reported
+    checkpoint"; ``purehr.run.reported``)."""
+    validation_episodes: int = with_help(20, "validation episodes per candidate checkpoint (report_candidates > 1)")
 
     def __post_init__(self) -> None:
         for field in dataclasses.fields(self):
@@ -58,7 +69,7 @@ class ProtocolSettings:
             if value <= 0:
                 raise ValueError(f"{field.name}={value!r}: expected a positive integer")
             object.__setattr__(self, field.name, int(value))
-        for name in ("eval_episodes", "quick_eval_episodes"):
+        for name in ("eval_episodes", "quick_eval_episodes", "validation_episodes"):
             if getattr(self, name) > MAX_HELDOUT_EPISODES:
                 raise ValueError(
                     f"{name}={getattr(self, name)!r}: expected at most {MAX_HELDOUT_EPISODES:,} "

@@ -163,7 +163,7 @@ def describe_policy(args: argparse.Namespace, checkpoint: dict | None) -> str:
     if checkpoint is None:
         name = args.policy if args.seed == 0 or args.policy != "random" else f"{args.policy} (seed {args.seed})"
         return name if getattr(args, "checkpoint", None) is None else f"{name} on the environment of {args.checkpoint}"
-    latest = ", the latest" if checkpoint["requested_step"] == "latest" else ""
+    latest = {"latest": ", the latest", "reported": ", the reported"}.get(checkpoint["requested_step"], "")
     return (
         f"PPO checkpoint of {checkpoint['run_dir']}, seed {checkpoint['seed']}, step "
         f"{checkpoint['actual_steps']:,}{latest} (saved for target {checkpoint['target_steps']:,})"
@@ -211,7 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
         "the other baselines are deterministic",
     )
     parser.add_argument(
-        "--step", default="latest", help="with --checkpoint: environment steps (actual or target) or 'latest'"
+        "--step",
+        default="latest",
+        help="with --checkpoint: environment steps (actual or target), 'latest' or 'reported' (the checkpoint "
+        "the run reports: docs/protocol.md)",
     )
     parser.add_argument("--num-episodes", type=int, default=100, help=f"held-out episodes, 1 to {MAX_EPISODES:,}")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -235,11 +238,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--policy {args.policy!r} is not a {args.task} policy; choose from {', '.join(choices)}")
     if args.policy == PPO and args.checkpoint is None:
         parser.error(f"--policy {PPO} evaluates a trained checkpoint: give --run-dir RUN_DIR")
-    if args.policy == PPO and args.step != "latest":
+    if args.policy == PPO and args.step not in ("latest", "reported"):
         try:
             args.step = int(args.step)
         except ValueError:
-            parser.error(f"--step {args.step!r}: expected an integer number of environment steps or 'latest'")
+            parser.error(
+                f"--step {args.step!r}: expected an integer number of environment steps, 'latest' or 'reported'"
+            )
     if not 0 <= args.seed < 2**32:
         parser.error(f"--seed {args.seed}: expected 0 to {2**32 - 1:,} (a seed is an unsigned 32-bit integer)")
     if not 1 <= args.num_episodes <= MAX_EPISODES:

@@ -9,7 +9,8 @@ and the hand-made references (issue 28, docs/limits.md, results/limits/).
            (noise-free, and with the evaluation's realised noise; ``hrv_search``), both
            replayed in ``HRWritingEnv``, the greedy oracle, each PPO seed
 
-PPO is every seed of the protocol record's final checkpoint (``restore(..., "latest")``) on the
+PPO is every seed of the protocol record's reported checkpoint (``restore(..., "reported")``: the
+last, unless the run chose one on validation episodes, ``purehr.run.reported``) on the
 same starts / episodes as the evaluation; a start's PPO number is the median over the seeds
 (each seed is in the rows too). The gap of a start is PPO's median over the reference's.
 """
@@ -125,7 +126,7 @@ def swing_study(protocol_dir: Path, settings: LimitsSettings, say: Callable[[str
     started = time.perf_counter()
     seeds = record_seeds(protocol_dir, "swing", settings.seeds)
     theta0, theta_dot0 = (values[: settings.starts] for values in heldout_starts())  # the evaluation's 100
-    restored = {seed: restore(protocol_dir, task="swing", seed=seed) for seed in seeds}
+    restored = {seed: restore(protocol_dir, task="swing", seed=seed, step="reported") for seed in seeds}
     env, params = restored[seeds[0]].env, restored[seeds[0]].env_params
     policies = {"controller": make_structured_policy(params)}
     policies.update({f"ppo_seed{seed}": r.pure_policy for seed, r in restored.items()})
@@ -227,7 +228,7 @@ def hrv_study(protocol_dir: Path, settings: LimitsSettings, say: Callable[[str],
     """Everything of the HRV task: rows (one per episode), the plans, the summary."""
     started = time.perf_counter()
     seeds = record_seeds(protocol_dir, "hrv", settings.seeds)
-    restored = {seed: restore(protocol_dir, task="hrv", seed=seed) for seed in seeds}
+    restored = {seed: restore(protocol_dir, task="hrv", seed=seed, step="reported") for seed in seeds}
     env, params = restored[seeds[0]].env, restored[seeds[0]].env_params
     episodes = hrv_search.heldout_episodes(env, params)
     bound = hrv_search.lower_bound(episodes.start, episodes.target, episodes.gain, params)

@@ -2,7 +2,8 @@
 needs, without the hundreds of intermediate checkpoints.
 
 Kept: the manifest (marked ``published``), every CSV, the figures and the final metrics, each
-seed's *last* checkpoint (so ``restore(record, task, seed, step="latest")`` and
+seed's *last* checkpoint and the one it reports where the run chose another (``purehr.run.reported``;
+so ``restore(record, task, seed, step="latest")``, ``step="reported"`` and
 ``scripts/evaluate.py --checkpoint`` work on a fresh clone), and the showcase traces the replay
 plays (so ``scripts/render.py`` can redraw it). Intermediate checkpoints stay listed in
 ``checkpoints.csv`` with their held-out metrics; restoring one from the record says it is not
@@ -23,11 +24,13 @@ from typing import Any
 from purehr.run.compiled.task_setup import recorded_setup
 from purehr.run.store.checkpoints import CorruptCheckpointError, SeedCheckpoints
 from purehr.run.store.files import RunDirectoryError, atomic_write_json
+from purehr.run.store.reported import reported_rows
 from purehr.run.store.run_dir import (
     CHECKPOINTS_CSV,
     FIGURES,
     FINAL_METRICS_CSV,
     MANIFEST,
+    REPORTED_CSV,
     UPDATES_CSV,
     RunDirectory,
     read_checkpoint_rows,
@@ -65,11 +68,9 @@ def publish_run(run_dir: str | Path, record_dir: str | Path, max_replayed: int =
     for task in manifest["tasks"]:
         kept[task] = []
         for index, seed in enumerate(manifest["seeds"]):
-            seed_copies, checkpoint, row = _seed_copies(
-                source, target, task, seed, replay=index == 0, limit=max_replayed
-            )
+            seed_copies, seed_kept = _seed_copies(source, target, task, seed, replay=index == 0, limit=max_replayed)
             copies += seed_copies
-            kept[task].append((checkpoint, row))
+            kept[task] += seed_kept
     for task, checkpoints in kept.items():  # every path checked: now the slow part, reading the checkpoints
         abstract = _abstract_state(manifest, task)
         for checkpoint, row in checkpoints:
@@ -90,12 +91,15 @@ def _abstract_state(manifest: dict[str, Any], task: str) -> Any:
 
 def _seed_copies(
     source: Path, target: Path, task: str, seed: int, *, replay: bool, limit: int
-) -> tuple[list[tuple[Path, Path]], Path, dict[str, Any]]:
-    """What one seed contributes to the record, every path checked: its two logs, its last
-    checkpoint, and (``replay``) the showcases the replay plays; then that checkpoint's folder
-    and row (for ``_verify``)."""
+) -> tuple[list[tuple[Path, Path]], list[tuple[Path, dict[str, Any]]]]:
+    """What one seed contributes to the record, every path checked: its logs, its last
+    checkpoint and the one it reports where that is another (``purehr.run.reported``), and
+    (``replay``) the showcases the replay plays; then those checkpoints' folders and rows (for
+    ``_verify``)."""
     seed_dir = source / task / seed_dir_name(seed)
     logs = [seed_dir / UPDATES_CSV, seed_dir / CHECKPOINTS_CSV]
+    reported = reported_rows(source, task, [seed])
+    logs += [seed_dir / REPORTED_CSV] if reported else []
     for path in logs:
         if not path.is_file():
             raise UnpublishableRun(f"{path} is missing; publish a finished run (nothing was copied)")
@@ -103,10 +107,13 @@ def _seed_copies(
     rows = read_checkpoint_rows(index)
     if not rows:
         raise UnpublishableRun(f"{index}: without rows; publish a finished run (nothing was copied)")
-    last = max(rows, key=lambda row: row["actual_steps"])
-    checkpoint = _last_checkpoint(source, index, seed_dir / "checkpoints", last)
+    shipped = [max(rows, key=lambda row: row["actual_steps"])]
+    if reported and reported[0]["actual_steps"] != shipped[0]["actual_steps"]:
+        shipped += [row for row in rows if row["actual_steps"] == reported[0]["actual_steps"]]
+    kept = [(_shipped_checkpoint(source, index, seed_dir / "checkpoints", row), row) for row in shipped]
     copies = [(path, _mirror(source, target, path)) for path in logs]
-    copies += [(path, _mirror(source, target, path)) for path in sorted(checkpoint.rglob("*")) if path.is_file()]
+    for checkpoint, _ in kept:
+        copies += [(path, _mirror(source, target, path)) for path in sorted(checkpoint.rglob("*")) if path.is_file()]
     if replay:  # the replay plays the lowest seed's recorded showcases
         recorded = [row for row in rows if row["showcase_path"]]
         for row in (recorded[i] for i in replayed_rows(len(recorded), limit)):
@@ -116,11 +123,11 @@ def _seed_copies(
             if not trace.is_file():
                 raise UnpublishableRun(f"{where} names {row['showcase_path']!r}, which is missing (nothing was copied)")
             copies.append((trace, destination))
-    return copies, checkpoint, last
+    return copies, kept
 
 
-def _last_checkpoint(source: Path, index: Path, folder: Path, row: dict[str, Any]) -> Path:
-    """The folder of the last row's checkpoint: its ``checkpoint_path`` cell must name this
+def _shipped_checkpoint(source: Path, index: Path, folder: Path, row: dict[str, Any]) -> Path:
+    """The folder of a shipped row's checkpoint (the last, or the reported): its ``checkpoint_path`` cell must name this
     seed's own ``checkpoints/<actual_steps>`` (inside the run), and the folder must exist."""
     where = f"{index}: checkpoint_path of the row at actual_steps {row['actual_steps']}"
     named = _inside(source, source / row["checkpoint_path"], where) if row["checkpoint_path"] else None

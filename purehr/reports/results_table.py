@@ -18,6 +18,7 @@ from purehr.algorithms.registry import DEFAULT_ALGORITHM, split_entry
 from purehr.reports.stats import UNINFORMATIVE_NOTE, mean_confidence_interval, metric_range
 from purehr.run.store.columns import ANALYSED_CHECKPOINT_COLUMNS
 from purehr.run.store.files import read_csv_columns
+from purehr.run.store.reported import reported_rows
 from purehr.run.store.run_dir import CHECKPOINTS_CSV, describe_divergences, read_manifest, seed_dir_name
 
 GOAL_METRIC = {
@@ -66,7 +67,17 @@ def _column_metric(task: str, recorded) -> tuple[str, str, int]:
 
 
 def final_checkpoint_metrics(run_dir: Path, task: str, seeds: list[int]) -> dict[str, np.ndarray]:
-    """The last checkpoint row of every seed, one array per ``eval_*`` column (seed order)."""
+    """The reported checkpoint of every seed, one array per ``eval_*`` column (seed order): its
+    last checkpoint's row, or the reported.csv of a run that chose one on validation episodes
+    (``ProtocolSettings.report_candidates``, ``purehr.run.reported``)."""
+    reported = reported_rows(run_dir, task, seeds)
+    if reported is not None:
+        per_seed = [
+            {name[len("eval_") :]: value for name, value in row.items() if name.startswith("eval_")}
+            | {"steps": row["actual_steps"]}
+            for row in reported
+        ]
+        return {name: np.asarray([row[name] for row in per_seed], np.float64) for name in per_seed[0]}
     per_seed = []
     for seed in seeds:
         columns = read_csv_columns(
@@ -151,7 +162,8 @@ def _ppo_row(
     seeds; a PBT population's members (which copy each other's weights) get their mean and range
     instead."""
     metric, label, digits = _column_metric(task, ppo)
-    steps = int(ppo["steps"][0])
+    low, high = int(ppo["steps"].min()), int(ppo["steps"].max())  # reported checkpoints may differ by seed
+    steps = f"{high:,} steps" if low == high else f"checkpoints at {low:,} to {high:,} steps"
     summary = _members_range if population else _interval
     success = summary(ppo["success_rate"], "success_rate", 2)
     if np.isfinite(ppo["success_rate"]).any():
@@ -161,7 +173,7 @@ def _ppo_row(
         per_seed = "returns " + ", ".join(_number(value, 2) for value in ppo["return_mean"])
     policy = f"PBT population of {num_seeds} members" if population else f"{algorithm}, {num_seeds} seeds"
     return (
-        f"| {task} | {policy}, {steps:,} steps | {success} | "
+        f"| {task} | {policy}, {steps} | {success} | "
         f"{label}: {summary(ppo[metric], metric, digits)} | {summary(ppo['return_mean'], 'return_mean', 2)} | "
         f"{per_seed} |"
     )

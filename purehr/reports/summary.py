@@ -19,7 +19,7 @@ from purehr.tracking.settings import RUN_FOLDERS, TrackingSettings
 
 def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cwd: str | Path | None = None) -> str:
     """The end of a run, from its files: wall time (training, compilation, rendering), the
-    held-out table of the last checkpoints against the baselines and floors, the goals, the
+    held-out table of the reported (by default the last) checkpoints against the baselines and floors, the goals, the
     figures and ``replay.html``, and the commands to go on with this run's directory."""
     run_dir = Path(run_dir)
     manifest = RunDirectory(run_dir).read_manifest()
@@ -31,7 +31,8 @@ def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cw
     lines = [
         _timing_line(run_dir, manifest),
         "",
-        f"held-out metrics of the last checkpoint (mean [95% t interval] over seeds), against the {against}:",
+        f"held-out metrics of the {_reported_what(manifest)} (mean [95% t interval] over seeds), "
+        f"against the {against}:",
         "",
         results_table(run_dir).rstrip("\n"),
         "",
@@ -107,6 +108,20 @@ def _floor_comparison_line(task: str, comparison: dict) -> str:
         f"{line}; best floor {comparison['best_floor']} {comparison['best_floor_value']:.4g}: {algorithm} above it on "
         f"{comparison['seeds_above_best_floor']} of {comparison['num_seeds']} seeds"
     )
+
+
+def _reported_what(manifest: dict) -> str:
+    """Which checkpoint the table holds: the last, or the one chosen on validation episodes."""
+    reported = manifest.get("reported_checkpoints") or {}
+    if not reported:
+        return "last checkpoint"
+    chosen = "; ".join(
+        f"{task}: the best of each seed's last {entry['candidates']} on "
+        f"{entry['validation_episodes']} validation episodes"
+        for task, entry in reported.items()
+    )
+    others = "; the other tasks: the last" if set(manifest["tasks"]) - set(reported) else ""
+    return f"reported checkpoint ({chosen}{others})"
 
 
 def _timing_line(run_dir: Path, manifest: dict) -> str:

@@ -9,6 +9,8 @@ run directory, in this order:
     compile   one program for every task x seed                      purehr.run.compiled.program
     train     the program runs; its callbacks write the logs and checkpoints   purehr.run.host.recorder
               (Ctrl-C stops it at the next update: "interrupted", ``RunInterrupted``)
+    report    each seed's reported checkpoint, where a task chooses it on validation episodes
+                                                                     purehr.run.reported
     finish    the manifest says "finished", or "failed" / "diverged" and the error is raised
                                                                      purehr.run.store.status, .outcome
 
@@ -66,6 +68,7 @@ from purehr.run.planning.preparation import RunAlreadyFinished, prepare_run_dire
 from purehr.run.planning.resume import extension_hint, plan_resume
 from purehr.run.planning.run_plan import RunPlan, RunRequest, new_run_plan
 from purehr.run.planning.triage import check_indexes, index_disagreements, restore_task
+from purehr.run.reported import report_checkpoints
 from purehr.run.store.run_dir import (
     RunDirectory,
     check_run_directory_path,
@@ -250,9 +253,15 @@ def _train_and_finish(
         raise RunFailed(
             f"training stopped: {reason}. {marked}; fix the cause, then continue it with --resume"
         ) from error
+    diverged = diverged_seeds(setups, plan.seeds, final)
+    if plan.pbt is not None:  # a member PBT replaced no longer shows its divergence in its final state
+        diverged = population_divergences(setups, plan.seeds, recorder.update_rows, recorder.checkpoint_rows)
+    # the reported checkpoints (report_candidates > 1) before "finished": a kill here leaves a run
+    # that a resume finishes by choosing them again
+    reported = {} if diverged else report_checkpoints(run_dir, setups, plan.seeds)
     summary = RunSummary(
         run_dir.root,
-        wall,
+        time.perf_counter() - started,
         compile_s,
         start.resumed_from,
         recorder.seconds_in_checkpoint_callbacks,
@@ -260,10 +269,8 @@ def _train_and_finish(
         final,
         seconds_writing_checkpoints=recorder.writer.seconds_writing,
     )
-    diverged = diverged_seeds(setups, plan.seeds, final)
-    if plan.pbt is not None:  # a member PBT replaced no longer shows its divergence in its final state
-        diverged = population_divergences(setups, plan.seeds, recorder.update_rows, recorder.checkpoint_rows)
-    mark_ended(run_dir, summary, recorder.checkpoints_written, diverged, COMPILE_CACHE_COUNTS.since(compile_counts))
+    compile_cache = COMPILE_CACHE_COUNTS.since(compile_counts)
+    mark_ended(run_dir, summary, recorder.checkpoints_written, diverged, compile_cache, reported)
     if diverged:
         raise _diverged(run_dir, diverged, pbt=plan.pbt is not None, update_rows=recorder.update_rows)
     return summary

@@ -17,6 +17,7 @@ from purehr.envs.policies import RecurrentPolicy
 from purehr.protocol_settings import ProtocolSettings
 from purehr.run.compiled.task_setup import recorded_setup
 from purehr.run.store.checkpoints import CheckpointNotShipped, CorruptCheckpointError, SeedCheckpoints, shape_mismatches
+from purehr.run.store.reported import reported_rows
 from purehr.run.store.run_dir import RunDirectory, completed_checkpoint_steps, is_published_record, read_checkpoint_rows
 from purehr.tasks import get_task
 from purehr.types import Policy
@@ -44,7 +45,9 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     ``gymnax:CartPole-v1``, a ``module:factory`` whose module imports here; a ``register_task``
     task registered again); its environment is rebuilt from the manifest's constructor
     arguments. ``step`` is an environment-step count (the actual count, or the target it was
-    saved for) or ``"latest"``; ``seed`` and ``step`` may be NumPy integers. Only a checkpoint
+    saved for), ``"latest"`` or ``"reported"`` (the checkpoint the run reports: its latest, or
+    the one chosen on validation episodes, ``purehr.run.reported``); ``seed`` and ``step`` may be
+    NumPy integers. Only a checkpoint
     that matches the digest checkpoints.csv recorded for it is returned."""
     run = RunDirectory(Path(run_dir))
     manifest = run.read_manifest()
@@ -63,7 +66,7 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     rows = read_checkpoint_rows(index)
     if not rows:
         raise FileNotFoundError(f"{index} lists no checkpoint")
-    row = _choose_row(rows, step, index)
+    row = _reported_row(run, task, seed, rows) if step == "reported" else _choose_row(rows, step, index)
     _check_on_disk(run, manifest, task, seed, rows, row, latest=step == "latest")
     # the config, environment and schedule the run trained with: env_params_at follows the
     # schedule, and the held-out params are its final stage
@@ -142,6 +145,14 @@ def _check_on_disk(run: RunDirectory, manifest: dict, task: str, seed: int, rows
             f"{steps}, the latest listed one (an unlisted checkpoint has no digest to verify it)",
             stacklevel=3,
         )
+
+
+def _reported_row(run: RunDirectory, task: str, seed: int, rows: list[dict]) -> dict:
+    """checkpoints.csv's row of the checkpoint the seed reports (the latest where the run chose none)."""
+    reported = reported_rows(run.root, task, [seed])
+    if reported is None:
+        return max(rows, key=lambda r: r["actual_steps"])
+    return next(row for row in rows if row["actual_steps"] == reported[0]["actual_steps"])
 
 
 def _choose_row(rows: list[dict], step, csv_path: Path) -> dict:

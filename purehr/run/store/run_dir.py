@@ -35,6 +35,8 @@ LOCK = ".lock"
 UPDATES_CSV = "updates.csv"
 CHECKPOINTS_CSV = "checkpoints.csv"
 FINAL_METRICS_CSV = "final_metrics.csv"
+REPORTED_CSV = "reported.csv"
+"""A seed's reported checkpoint (``ProtocolSettings.report_candidates`` > 1, ``purehr.run.reported``)."""
 FIGURES = "figures"
 SEED_DIRECTORY = re.compile(r"^seed_(\d+)$")
 STEP_FOLDER = re.compile(r"^\d+$")
@@ -224,6 +226,9 @@ class RunDirectory:
     def checkpoints_csv(self, task: str, seed: int) -> Path:
         return self.seed_dir(task, seed) / CHECKPOINTS_CSV
 
+    def reported_csv(self, task: str, seed: int) -> Path:
+        return self.seed_dir(task, seed) / REPORTED_CSV
+
     def checkpoint_dir(self, task: str, seed: int) -> Path:
         return self.seed_dir(task, seed) / "checkpoints"
 
@@ -344,7 +349,7 @@ def run_written_paths(root: Path, manifest: dict[str, Any]) -> tuple[list[Path],
     top = {MANIFEST, FINAL_METRICS_CSV}
     logged_to = (manifest.get("tracking") or {}).get("backends", [])
     top |= {RUN_FOLDERS[name] for name in logged_to if name in RUN_FOLDERS}
-    seed_entries = {UPDATES_CSV, CHECKPOINTS_CSV}
+    seed_entries = {UPDATES_CSV, CHECKPOINTS_CSV, REPORTED_CSV}
     # and their temporaries; ".<name>.tmp" are those of runs written before atomic_output
     top |= {partial_name(name) for name in top} | {LOCK, *MANIFEST_TEMPORARIES}
     seed_entries |= {partial_name(name) for name in seed_entries} | {f".{name}.tmp" for name in seed_entries}

@@ -138,9 +138,11 @@ def mark_ended(
     checkpoint_events: int,
     diverged: dict[str, dict[str, dict[str, int]]],
     compile_cache: dict[str, Any] | None = None,
+    reported: dict[str, Any] | None = None,
 ) -> None:
     """The manifest says "finished", or "diverged" and which seeds (``diverged``), with the
-    timings and what the persistent compilation cache answered (``compile_cache``)."""
+    timings, what the persistent compilation cache answered (``compile_cache``) and the tasks'
+    reported checkpoints chosen on validation episodes (``reported``, ``purehr.run.reported``)."""
     manifest = run_dir.read_manifest()
     previous_wall = manifest.get("wall_time_s") or 0.0
     manifest.update(
@@ -158,6 +160,10 @@ def mark_ended(
             "resumed_from": summary.resumed_from,
         },
     )
+    if reported:
+        manifest["reported_checkpoints"] = reported
+    else:
+        manifest.pop("reported_checkpoints", None)
     run_dir.write_manifest(manifest)
 
 
