@@ -28,6 +28,8 @@ from purehr.run.restoring import restore
 from purehr.run.store.files import read_csv, write_csv
 from purehr.run.store.reported import reported_rows
 from purehr.run.store.run_dir import RunDirectory, read_checkpoint_rows
+from purehr.viz.learning_curves import write_final_metrics
+from purehr.viz.run_data import load_run
 
 SEEDS = [0, 1]
 # 32 updates of 512 steps, targets every 1,500: the last three checkpoints are 13,824 (quick: full
@@ -139,6 +141,10 @@ def test_the_table_restore_and_publish_read_the_reported_checkpoint(quick_choice
     assert f"PPO, 2 seeds, {rows[0]['actual_steps']:,} steps |" in results_table(root)  # both chose 13,824
     for seed, row in zip(SEEDS, rows):
         assert restore(root, TASK, seed, "reported").steps == row["actual_steps"] < restore(root, TASK, seed).steps
+    final = read_csv(write_final_metrics(load_run(root), tmp_path / "final_metrics.csv"))
+    assert [(int(r["actual_steps"]), float(r["eval_success_rate"])) for r in final] == [
+        (row["actual_steps"], row["eval_success_rate"]) for row in rows
+    ]
     record = tmp_path / "record"
     publish_run(root, record)
     for seed, row in zip(SEEDS, rows):

@@ -18,6 +18,7 @@ from matplotlib.ticker import EngFormatter
 
 from purehr.reports.stats import MIN_INFORMATIVE_SEEDS, clip_to_range, metric_range, t_interval
 from purehr.run.store.files import atomic_output, write_csv
+from purehr.run.store.reported import reported_rows
 from purehr.viz.run_data import RunData, SeedLog
 
 # Okabe & Ito (2008), a palette that stays distinguishable under the common colour-vision
@@ -339,16 +340,22 @@ def skipped_updates_note(skipped: list[int], totals: list[int]) -> str:
 
 
 def write_final_metrics(run: RunData, path: Path) -> Path:
-    """One row per task and seed: the last checkpoint's held-out metrics (the numbers a
-    results table quotes). Tasks have different eval_ columns; absent ones stay empty."""
+    """One row per task and seed: the reported checkpoint's held-out metrics (the numbers a
+    results table quotes: the last checkpoint's, or the one the run chose on validation
+    episodes, ``purehr.run.reported``). Tasks have different eval_ columns; absent ones stay empty."""
     metric_names: list[str] = []
     for task_logs in run.logs.values():
         for log in task_logs.values():
             metric_names += [name for name in log.checkpoints if name.startswith("eval_") and name not in metric_names]
     header = ["task", "seed", "target_steps", "actual_steps", "elapsed_s", *metric_names]
-    rows = [
-        {"task": task, "seed": seed, **{name: values[-1] for name, values in log.checkpoints.items()}}
-        for task, task_logs in run.logs.items()
-        for seed, log in task_logs.items()
-    ]
+    rows = []
+    for task, task_logs in run.logs.items():
+        chosen = reported_rows(run.run_dir, task, list(task_logs)) or [None] * len(task_logs)
+        for (seed, log), row in zip(task_logs.items(), chosen):
+            steps = list(log.checkpoints["actual_steps"])
+            index = -1 if row is None else steps.index(row["actual_steps"])
+            values = {name: column[index] for name, column in log.checkpoints.items()}
+            if row is not None:  # a quick checkpoint's held-out numbers are the report's full evaluation
+                values.update({name: value for name, value in row.items() if name.startswith("eval_")})
+            rows.append({"task": task, "seed": seed, **values})
     return write_csv(path, header, rows)
