@@ -391,7 +391,7 @@ def _follow(args, run_dir: Path, parser) -> int:
 
 
 def report(run_dir: Path) -> None:
-    """The run's summary: wall time with rendering, the held-out table of the last checkpoints
+    """The run's summary: wall time with rendering, the held-out table of the reported checkpoints
     against the baselines, the goals, the figures and the commands to go on with."""
     from purehr.reports.summary import final_summary
 
