@@ -19,9 +19,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from purehr.cli.cache_flags import add_compile_cache_flags, start_compile_cache
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", action="append", help="a task of the run (repeatable; default: every task)")
     parser.add_argument("--candidates", type=int, required=True, help="each seed's last N checkpoints (N >= 2)")
     parser.add_argument("--validation-episodes", type=int, default=20, help="validation episodes per candidate")
+    add_compile_cache_flags(parser)
     args = parser.parse_args(argv)
+    start_compile_cache(args, parser)
     if args.candidates < 2:
         parser.error(f"--candidates {args.candidates}: expected at least 2 (1 reports the last checkpoint)")
 

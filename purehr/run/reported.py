@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from purehr.algorithms.registry import split_entry
@@ -99,7 +98,7 @@ def report_task(run: RunDirectory, setup: TaskSetup, seeds: list[int]) -> list[d
     logged = {seed: read_checkpoint_rows(run.checkpoints_csv(setup.name, seed)) for seed in seeds}
     count = min(setup.protocol.report_candidates, *(len(rows) for rows in logged.values()))
     candidates = {seed: rows[-count:] for seed, rows in logged.items()}
-    params = _restored_params(run, setup, candidates)  # leaves [count * seeds, ...], candidate-major
+    params = _restored_params(run, setup, candidates)  # NumPy leaves [count * seeds, ...], candidate-major
     validate = jax.jit(jax.vmap(lambda p: _validation(setup, p)))
     validation = jax.tree.map(lambda x: np.asarray(x).reshape(count, len(seeds)), validate(params))
     metric, lower = ranking_metric(setup.name)
@@ -156,7 +155,7 @@ def _restored_params(run: RunDirectory, setup: TaskSetup, candidates: dict[int, 
             store.finish()
     count = len(next(iter(candidates.values())))
     ordered = [params[index, seed] for index in range(count) for seed in candidates]
-    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *ordered)
+    return jax.tree.map(lambda *leaves: np.stack([np.asarray(leaf) for leaf in leaves]), *ordered)  # host: no compile
 
 
 def _reported_row(setup: TaskSetup, candidates: list[dict], index: int, heldout: dict, validation: dict) -> dict:
