@@ -336,3 +336,20 @@ def observation(plant: PlantState, params: SwingParams) -> jax.Array:
             plant.command_rate[1] / w_a,
         ]
     )
+
+
+PHASE_EPS = 1e-3
+"""rad: the amplitude below which the phase entries shrink toward 0 (``phase_entries``)."""
+
+
+def phase_entries(sin_angle: jax.Array, scaled_rate: jax.Array) -> jax.Array:
+    """(2,) cos phi, sin phi of the oscillation phase phi = atan2(rate / w0, sin angle).
+
+    The observation carries a small swing's phase only in differences of a few hundredths;
+    these entries carry it at order one whatever the amplitude. Both are divided by
+    sqrt(sin^2 + (rate / w0)^2 + PHASE_EPS^2), so at exact rest they are 0 (finite, no NaN) and
+    always within [-1, 1]. sin of the angle, not the angle, keeps them continuous over the top.
+    ``sin_angle``, ``scaled_rate``: observation entries 1 and 2 (theta) or 4 and 5 (psi).
+    """
+    radius = jnp.sqrt(sin_angle**2 + scaled_rate**2 + PHASE_EPS**2)
+    return jnp.stack([sin_angle / radius, scaled_rate / radius])
