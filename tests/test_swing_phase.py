@@ -64,6 +64,16 @@ def test_phase_entries_at_exact_rest_and_tiny_swings_are_finite_and_bounded():
     assert bool(jnp.isfinite(grad))
 
 
+@pytest.mark.parametrize(("sin_theta", "expected"), [(0.0, 0.0), (0.01, 1 / 3), (0.1, 2 / 3), (1.0, 1.0)])
+def test_the_amplitude_entry_is_log_scaled_from_rest_to_one(sin_theta, expected):
+    """ln(r / eps) / ln(1 / eps): hundredths of a radian become thirds."""
+    env = SwingEnv(phase_features="theta+amplitude")
+    obs, _ = env.reset_to(jnp.float32(math.asin(sin_theta)), jnp.float32(0.0))
+    assert obs.shape == env.observation_space().shape == (14,)
+    np.testing.assert_allclose(obs[13], expected, atol=2e-3)  # the eps in r: at most 0.0017 at r = 0.01
+    np.testing.assert_allclose(obs[11:13], [1.0 if sin_theta else 0.0, 0.0], atol=6e-3)
+
+
 @jax.jit
 def _trajectories(actions):
     """20 steps of three environments under the same actions: (off, theta, psi) observations."""
@@ -99,9 +109,13 @@ def test_off_is_todays_observation_and_on_only_appends():
 
 
 def test_bad_values_and_the_angles_variant_are_refused_before_any_work():
-    with pytest.raises(ValueError, match=r"phase_features='phi', expected one of none, theta, psi"):
+    with pytest.raises(
+        ValueError, match=r"phase_features='phi', expected one of none, theta, psi, theta\+amplitude, psi\+amplitude"
+    ):
         SwingEnv(phase_features="phi")
-    with pytest.raises(ValueError, match=r"phase_features=True, expected one of none, theta, psi"):
+    with pytest.raises(
+        ValueError, match=r"phase_features=True, expected one of none, theta, psi, theta\+amplitude, psi\+amplitude"
+    ):
         get_task("swing").make_env(phase_features=True)  # --env-arg swing phase_features=true
     with pytest.raises(ValueError, match=r"phase_features='theta' with observe_rates=False: expected 'none'"):
         SwingEnv(observe_rates=False, phase_features="theta")

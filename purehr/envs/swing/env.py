@@ -20,9 +20,16 @@ ANGLE_INDICES = (0, 1, 3, 4, 7, 8)
 cos psi, sin psi, squat, lean. It drops theta'/w0, psi'/w0, the command rates and energy_norm
 (energy holds theta'^2, so it would give the amplitude of the rate)."""
 
-PHASE_FEATURES = {"none": None, "theta": (1, 2), "psi": (4, 5)}
+PHASE_FEATURES = {
+    "none": None,
+    "theta": (1, 2, False),
+    "psi": (4, 5, False),
+    "theta+amplitude": (1, 2, True),
+    "psi+amplitude": (4, 5, True),
+}
 """``phase_features`` -> the (sin angle, rate / w0) entries of the full observation whose phase
-``physics.phase_entries`` appends (cos phi, sin phi: 2 more numbers), or None for none."""
+``physics.phase_entries`` appends (cos phi, sin phi: 2 more numbers) and whether it appends the
+log-amplitude too (3), or None for none."""
 
 INFO_KEYS = ("time", "swing_angle", "seat_radius", "energy_norm", "tension", "command_speed", "success")
 
@@ -101,7 +108,8 @@ class SwingEnv(Environment[SwingState, SwingParams]):
 
     ``phase_features="theta"`` (or ``"psi"``, the CoM angle) appends the cos and sin of the
     swing's phase, atan2(theta'/w0, sin theta), which do not shrink with the amplitude as the
-    other entries do near rest (``physics.phase_entries``; 13 numbers). ``"none"`` (the
+    other entries do near rest (``physics.phase_entries``; 13 numbers; ``"theta+amplitude"``
+    and ``"psi+amplitude"`` add the amplitude on a log scale, 14). ``"none"`` (the
     default) is the 11-number observation. The phase reads the rate, so it is refused with
     ``observe_rates=False``.
     """
@@ -131,15 +139,17 @@ class SwingEnv(Environment[SwingState, SwingParams]):
         full = physics.observation(plant, params)
         phase = PHASE_FEATURES[self.phase_features]
         if phase is not None:
-            return jnp.concatenate([full, physics.phase_entries(full[phase[0]], full[phase[1]])])
+            angle, rate, amplitude = phase
+            return jnp.concatenate([full, physics.phase_entries(full[angle], full[rate], amplitude)])
         return full if self.observe_rates else full[np.asarray(ANGLE_INDICES)]
 
     @property
     def observation_size(self) -> int:
-        """11, 13 with ``phase_features``, 6 without the rates."""
+        """11, 13 or 14 with ``phase_features``, 6 without the rates."""
         if not self.observe_rates:
             return len(ANGLE_INDICES)
-        return OBSERVATION_SIZE + (0 if PHASE_FEATURES[self.phase_features] is None else 2)
+        phase = PHASE_FEATURES[self.phase_features]
+        return OBSERVATION_SIZE + (0 if phase is None else 3 if phase[2] else 2)
 
     @property
     def default_params(self) -> SwingParams:
