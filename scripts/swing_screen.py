@@ -14,7 +14,8 @@ Per run (every seed's final checkpoint, ``restore(..., "latest")``):
   rotate of the time to rotation, over ``results/limits/swing.csv``'s verified fastest rotation
   (``upper_bound_s``) minus 1; the median over starts;
 - 10 deg: the median over starts of the per-start median over seeds of the first time
-  ``|theta| >= 10`` degrees (the upper bound's: 0.41 s).
+  ``|theta| >= 10`` degrees (the upper bound's: 0.41 s); likewise for every amplitude of
+  ``PHASES`` and the top (``reach_s`` in the JSON, the second table): where the time goes.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from purehr.envs.swing.evaluation import heldout_starts
-from purehr.experiments.limits import _rows_of, episode_outcome, record_seeds
+from purehr.experiments.limits import PHASES, _rows_of, episode_outcome, record_seeds
 from purehr.run.restoring import restore
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMITS_CSV = ROOT / "results" / "limits" / "swing.csv"
 CONTROLLER_S = 13.95  # the structured controller's held-out mean time to rotation (results/limits)
+LEVELS = {**{f"{level} deg": f"phase_{level}" for level in PHASES}, "180 deg": "top", "360 deg": "time"}
 
 
 def upper_bounds(path: Path = LIMITS_CSV) -> tuple[np.ndarray, np.ndarray]:
@@ -46,16 +48,17 @@ def upper_bounds(path: Path = LIMITS_CSV) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-def screen_summary(per_seed: dict[int, dict], times: np.ndarray, reach10: np.ndarray, upper: np.ndarray) -> dict:
-    """The table row: ``per_seed`` seed -> {success, time}; ``times`` and ``reach10`` (seeds,
-    starts) from the rollouts (NaN where a start never gets there); ``upper`` (starts,)."""
+def screen_summary(per_seed: dict[int, dict], reached: dict[str, np.ndarray], upper: np.ndarray) -> dict:
+    """The table row: ``per_seed`` seed -> {success, time}; ``reached`` level name (``LEVELS``)
+    -> (seeds, starts) first times from the rollouts (NaN where a start never gets there),
+    ``"360 deg"`` the time to rotation; ``upper`` (starts,)."""
     success = np.array([row["success"] for row in per_seed.values()])
     seconds = np.array([row["time"] for row in per_seed.values()])
     rotating = seconds[np.isfinite(seconds)]
     with np.errstate(all="ignore"):
-        per_start = np.nanmedian(times, axis=0)
+        per_start = np.nanmedian(reached["360 deg"], axis=0)
         gap = per_start / upper - 1.0
-        reach = np.nanmedian(reach10, axis=0)
+        reach = {name: float(np.nanmedian(np.nanmedian(times, axis=0))) for name, times in reached.items()}
     return {
         "seeds": sorted(per_seed),
         "per_seed": {str(seed): row for seed, row in per_seed.items()},
@@ -67,14 +70,15 @@ def screen_summary(per_seed: dict[int, dict], times: np.ndarray, reach10: np.nda
         "faster_than_controller": int(np.sum((success >= 0.95) & (seconds < CONTROLLER_S))),
         "gap_per_start": float(np.nanmedian(gap)),
         "median_start_s": float(np.nanmedian(per_start)),
-        "reach_10deg_s": float(np.nanmedian(reach)),
+        "reach_10deg_s": reach["10 deg"],
+        "reach_s": reach,
     }
 
 
 def screen_run(run_dir: Path, upper: np.ndarray) -> dict:
     """Restore every seed's final checkpoint of ``run_dir`` and roll it out from the held-out starts."""
     theta0, theta_dot0 = heldout_starts()
-    per_seed, times, reach10 = {}, [], []
+    per_seed, reached = {}, {name: [] for name in LEVELS}
     for seed in record_seeds(run_dir, "swing", None):
         restored = restore(run_dir, task="swing", seed=seed)
         row = restored.checkpoint_row
@@ -84,9 +88,9 @@ def screen_run(run_dir: Path, upper: np.ndarray) -> dict:
             "steps": int(restored.steps),
         }
         outcome = episode_outcome(_rows_of(restored.env, restored.env_params, restored.pure_policy, theta0, theta_dot0))
-        times.append(outcome["time"])
-        reach10.append(outcome["phase_10"])
-    summary = screen_summary(per_seed, np.stack(times), np.stack(reach10), upper)
+        for name, key in LEVELS.items():
+            reached[name].append(outcome[key])
+    summary = screen_summary(per_seed, {name: np.stack(times) for name, times in reached.items()}, upper)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     summary["environment"] = (manifest.get("environments") or {}).get("swing")
     return summary
@@ -118,6 +122,12 @@ def main(argv: list[str] | None = None) -> None:
     for run in args.run_dirs:
         summaries[str(run)] = screen_run(run, upper)
         print(format_row(run.name, summaries[str(run)]), flush=True)
+    print("\nfirst time at each amplitude |theta| (s; median over starts of the median over seeds):\n")
+    print(f"| run | {' | '.join(LEVELS)} |")
+    print(f"|---|{'---:|' * len(LEVELS)}")
+    for run, summary in summaries.items():
+        cells = " | ".join(f"{summary['reach_s'][name]:.2f}" for name in LEVELS)
+        print(f"| {Path(run).name} | {cells} |")
     if args.json is not None:
         args.json.write_text(json.dumps(summaries, indent=1, sort_keys=True) + "\n")
 
