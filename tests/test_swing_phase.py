@@ -135,6 +135,7 @@ def test_the_manifest_records_the_option_and_old_runs_rebuild_eleven_numbers():
     assert "phase_features" not in manifest["environments"]["swing"]  # recorded before the option
     old = recorded_setup(manifest, "swing")
     assert old.env.phase_features == "none" and old.env.observation_space().shape == (11,)
+    assert get_task("swing").env_from_manifest({}).observation_space().shape == (11,)  # before manifests named it
     restored = restore(RECORD, task="swing", seed=0)  # its network takes the 11 numbers it trained on
     obs, _ = restored.env.reset_to(0.05, 0.0)
     assert obs.shape == (11,) and restored.policy(obs).shape == (2,)

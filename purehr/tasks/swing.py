@@ -121,7 +121,7 @@ SWING_TASK = Task(
     env_evaluation=swing.heldout_evaluation,
     record_showcase=_record_swing,
     env_kwargs=_swing_kwargs,
-    legacy_env_kwargs={"params": swing.SwingParams(reset_noise=0.01)},
+    legacy_env_kwargs={"params": swing.SwingParams(reset_noise=0.01), "phase_features": "none"},
     unrecorded_env_kwargs={"small_start_fraction": 0.0, "phase_features": "none"},
     owns=_observes_rates,
 )
