@@ -72,16 +72,20 @@ at held-out success >= 0.95 on two float32 roundings, against 19 of 20 for the l
 results/robustness)."""
 
 
-def _swing_env(params: swing.SwingParams | None = None, observe_rates: bool = True, **fields) -> swing.SwingEnv:
+def _swing_env(
+    params: swing.SwingParams | None = None, observe_rates: bool = True, phase_features: str = "none", **fields
+) -> swing.SwingEnv:
     """The swing task's environment: the task's training starts unless ``params`` or
-    ``fields`` say otherwise."""
+    ``fields`` say otherwise; ``phase_features`` (``--env-arg swing phase_features=theta``)
+    appends the swing's phase to the observation."""
     params = swing.SwingParams(**{**SWING_TRAINING_STARTS, **fields}) if params is None else params
-    return swing.SwingEnv(params, observe_rates=observe_rates)
+    return swing.SwingEnv(params, observe_rates=observe_rates, phase_features=phase_features)
 
 
 def _swing_kwargs(env: swing.SwingEnv) -> dict[str, Any]:
     params = env.default_params
-    return {name: float(getattr(params, name)) for name in SWING_TRAINING_STARTS}
+    starts = {name: float(getattr(params, name)) for name in SWING_TRAINING_STARTS}
+    return {**starts, "phase_features": env.phase_features}
 
 
 def _swing_angles_kwargs(env: swing.SwingEnv) -> dict[str, Any]:
@@ -122,8 +126,8 @@ SWING_TASK = Task(
     env_evaluation=swing.heldout_evaluation,
     record_showcase=_record_swing,
     env_kwargs=_swing_kwargs,
-    legacy_env_kwargs={"params": swing.SwingParams(reset_noise=0.01)},
-    unrecorded_env_kwargs={"small_start_fraction": 0.0},
+    legacy_env_kwargs={"params": swing.SwingParams(reset_noise=0.01), "phase_features": "none"},
+    unrecorded_env_kwargs={"small_start_fraction": 0.0, "phase_features": "none"},
     owns=_observes_rates,
 )
 
@@ -138,7 +142,7 @@ SWING_ANGLES_TASK = dataclasses.replace(
     baselines=SWING_FLOORS,
     env_kwargs=_swing_angles_kwargs,
     legacy_env_kwargs={},  # every swing-angles manifest records its arguments
-    unrecorded_env_kwargs={},
+    unrecorded_env_kwargs={"phase_features": "none"},
     has_reference=False,
     owns=lambda env: not _observes_rates(env),
 )

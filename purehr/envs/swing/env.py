@@ -20,6 +20,17 @@ ANGLE_INDICES = (0, 1, 3, 4, 7, 8)
 cos psi, sin psi, squat, lean. It drops theta'/w0, psi'/w0, the command rates and energy_norm
 (energy holds theta'^2, so it would give the amplitude of the rate)."""
 
+PHASE_FEATURES = {
+    "none": None,
+    "theta": (1, 2, False),
+    "psi": (4, 5, False),
+    "theta+amplitude": (1, 2, True),
+    "psi+amplitude": (4, 5, True),
+}
+"""``phase_features`` -> the (sin angle, rate / w0) entries of the full observation whose phase
+``physics.phase_entries`` appends (cos phi, sin phi: 2 more numbers) and whether it appends the
+log-amplitude too (3), or None for none."""
+
 INFO_KEYS = ("time", "swing_angle", "seat_radius", "energy_norm", "tension", "command_speed", "success")
 
 
@@ -94,24 +105,51 @@ class SwingEnv(Environment[SwingState, SwingParams]):
     observation keeps only the angles and the posture (``ANGLE_INDICES``, 6 numbers), so the
     swing's phase and direction must come from memory of recent angles. Dynamics and rewards
     are the same.
+
+    ``phase_features="theta"`` (or ``"psi"``, the CoM angle) appends the cos and sin of the
+    swing's phase, atan2(theta'/w0, sin theta), which do not shrink with the amplitude as the
+    other entries do near rest (``physics.phase_entries``; 13 numbers; ``"theta+amplitude"``
+    and ``"psi+amplitude"`` add the amplitude on a log scale, 14). ``"none"`` (the
+    default) is the 11-number observation. The phase reads the rate, so it is refused with
+    ``observe_rates=False``.
     """
 
     name = "swing"
 
-    def __init__(self, params: SwingParams | None = None, observe_rates: bool = True):
+    def __init__(self, params: SwingParams | None = None, observe_rates: bool = True, phase_features: str = "none"):
         if not isinstance(observe_rates, (bool, np.bool_)):
             raise ValueError(
                 f"observe_rates={observe_rates!r}, expected True (the full observation) or False (angles only)"
             )
+        if not isinstance(phase_features, str) or phase_features not in PHASE_FEATURES:
+            raise ValueError(f"phase_features={phase_features!r}, expected one of {', '.join(PHASE_FEATURES)}")
+        if not observe_rates and phase_features != "none":
+            raise ValueError(
+                f"phase_features={phase_features!r} with observe_rates=False: expected 'none' (the phase is "
+                "computed from the rates this variant hides)"
+            )
         self._default_params = physics.validated_default(params)
         self.observe_rates = bool(observe_rates)
+        self.phase_features = phase_features
         if not self.observe_rates:
             self.name = "swing-angles"  # the task it belongs to (the logs name the task by it)
 
     def _observe(self, plant: PlantState, params: SwingParams) -> jax.Array:
-        """(11,) the full observation, or (6,) its ``ANGLE_INDICES`` entries."""
+        """(11,) the full observation, (13,) with the phase entries, or (6,) its ``ANGLE_INDICES``."""
         full = physics.observation(plant, params)
+        phase = PHASE_FEATURES[self.phase_features]
+        if phase is not None:
+            angle, rate, amplitude = phase
+            return jnp.concatenate([full, physics.phase_entries(full[angle], full[rate], amplitude)])
         return full if self.observe_rates else full[np.asarray(ANGLE_INDICES)]
+
+    @property
+    def observation_size(self) -> int:
+        """11, 13 or 14 with ``phase_features``, 6 without the rates."""
+        if not self.observe_rates:
+            return len(ANGLE_INDICES)
+        phase = PHASE_FEATURES[self.phase_features]
+        return OBSERVATION_SIZE + (0 if phase is None else 3 if phase[2] else 2)
 
     @property
     def default_params(self) -> SwingParams:
@@ -177,8 +215,7 @@ class SwingEnv(Environment[SwingState, SwingParams]):
 
     # ------------------------------------------------------------------ description
     def observation_space(self, params: SwingParams | None = None) -> spaces.Box:
-        size = OBSERVATION_SIZE if self.observe_rates else len(ANGLE_INDICES)
-        return spaces.Box(-jnp.inf, jnp.inf, (size,), _default_float())
+        return spaces.Box(-jnp.inf, jnp.inf, (self.observation_size,), _default_float())
 
     def action_space(self, params: SwingParams | None = None) -> spaces.Box:
         return spaces.Box(-1.0, 1.0, (ACTION_SIZE,), _default_float())

@@ -336,3 +336,26 @@ def observation(plant: PlantState, params: SwingParams) -> jax.Array:
             plant.command_rate[1] / w_a,
         ]
     )
+
+
+PHASE_EPS = 1e-3
+"""rad: the amplitude below which the phase entries shrink toward 0 (``phase_entries``)."""
+
+
+def phase_entries(sin_angle: jax.Array, scaled_rate: jax.Array, amplitude: bool = False) -> jax.Array:
+    """(2,) cos phi, sin phi of the oscillation phase phi = atan2(rate / w0, sin angle), and
+    with ``amplitude`` (3,) the amplitude on a log scale.
+
+    The observation carries a small swing's phase only in differences of a few hundredths;
+    these entries carry it at order one whatever the amplitude. Both are divided by
+    r = sqrt(sin^2 + (rate / w0)^2 + PHASE_EPS^2), so at exact rest they are 0 (finite, no NaN)
+    and always within [-1, 1]. sin of the angle, not the angle, keeps them continuous over the
+    top. The amplitude entry ln(r / PHASE_EPS) / ln(1 / PHASE_EPS) is 0 at rest, 1/3 at
+    r = 0.01, 2/3 at 0.1 and 1 at 1: order one where the plain entries are hundredths.
+    ``sin_angle``, ``scaled_rate``: observation entries 1 and 2 (theta) or 4 and 5 (psi).
+    """
+    radius = jnp.sqrt(sin_angle**2 + scaled_rate**2 + PHASE_EPS**2)
+    entries = [sin_angle / radius, scaled_rate / radius]
+    if amplitude:
+        entries.append(jnp.log(radius / PHASE_EPS) / math.log(1.0 / PHASE_EPS))
+    return jnp.stack(entries)
