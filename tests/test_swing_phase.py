@@ -96,7 +96,11 @@ def test_off_is_todays_observation_and_on_only_appends():
     actions = jax.random.uniform(KEY, (20, 2), jnp.float32, -1.0, 1.0)
     (off, plain), (theta, _), (psi, _) = _trajectories(actions)
     assert off.shape == (21, 11) and theta.shape == psi.shape == (21, 13)
-    assert SwingEnv().observation_space().shape == get_task("swing").make_env().observation_space().shape == (11,)
+    assert SwingEnv().observation_space().shape == (11,)  # the class's default: off
+    swing_task = get_task("swing")  # the task's default: psi (SWING_PHASE_FEATURES); swing-angles: off
+    assert swing_task.make_env().phase_features == "psi" and swing_task.make_env().observation_size == 13
+    assert swing_task.make_env(phase_features="none").observation_space().shape == (11,)
+    assert get_task("swing-angles").make_env().phase_features == "none"
     np.testing.assert_array_equal(off[1:], plain)  # off: physics.observation's 11 numbers, bit for bit
     np.testing.assert_array_equal(theta[:, :11], off)
     np.testing.assert_array_equal(psi[:, :11], off)
