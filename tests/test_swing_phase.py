@@ -6,22 +6,36 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import write_synthetic_run
 
 from purehr.cli.env_args import env_kwargs_from_args
 from purehr.envs.swing import SwingEnv, natural_frequency, physics
 from purehr.run.compiled.task_setup import build_setups, recorded_setup
 from purehr.run.planning.run_plan import check_env_kwargs
 from purehr.run.restoring import restore
-from purehr.tasks import get_task
+from purehr.run.store.checkpoints import SeedCheckpoints
+from purehr.run.store.status import PROTOCOL_TEXT
+from purehr.tasks import SWING_DEFAULTS, get_task
 
 KEY = jax.random.PRNGKey(0)
-RECORD = Path(__file__).resolve().parent.parent / "results" / "protocol"  # recorded before the option existed
+OLD_MANIFEST = {
+    "status": "finished",
+    "tasks": ["swing"],
+    "seeds": [0],
+    "configs": {
+        "swing": SWING_DEFAULTS.replace(num_envs=4, num_steps=8, minibatch_size=16, total_timesteps=64).to_dict()
+    },
+    "protocol": PROTOCOL_TEXT,
+    "curricula": {},
+    "environments": {"swing": {"small_start_fraction": 0.25, "small_reset_noise": 0.05}},  # no phase_features
+}
+"""A swing run's manifest as recorded before ``phase_features`` existed (results/protocol's until
+the phase became the default)."""
 W0 = float(natural_frequency(physics.SwingParams()))
 
 
@@ -135,11 +149,25 @@ def test_the_manifest_records_the_option_and_old_runs_rebuild_eleven_numbers():
     rebuilt = get_task("swing").env_from_manifest({"environments": {"swing": json.loads(json.dumps(recorded))}})
     assert rebuilt.phase_features == "theta" and rebuilt.observation_space().shape == (13,)
 
-    manifest = json.loads((RECORD / "manifest.json").read_text())
-    assert "phase_features" not in manifest["environments"]["swing"]  # recorded before the option
-    old = recorded_setup(manifest, "swing")
+    old = recorded_setup(OLD_MANIFEST, "swing")  # a manifest recorded before the option
     assert old.env.phase_features == "none" and old.env.observation_space().shape == (11,)
     assert get_task("swing").env_from_manifest({}).observation_space().shape == (11,)  # before manifests named it
-    restored = restore(RECORD, task="swing", seed=0)  # its network takes the 11 numbers it trained on
+
+
+def test_a_run_recorded_before_the_option_restores_its_eleven_numbers(tmp_path):
+    """A run saved before the phase existed (its manifest names no ``phase_features``) restores
+    with the 11-number observation its network was trained on, though the task's default is psi."""
+    state = recorded_setup(OLD_MANIFEST, "swing").algorithm.init(jax.random.PRNGKey(0))
+    saver = SeedCheckpoints(tmp_path / "swing" / "seed_0" / "checkpoints", asynchronous=False)
+    digest = saver.save(0, state)
+    saver.finish()
+    row = {
+        "target_steps": 0,
+        "actual_steps": 0,
+        "checkpoint_path": "swing/seed_0/checkpoints/0",
+        "state_digest": digest,
+    }
+    write_synthetic_run(tmp_path, OLD_MANIFEST, {("swing", 0): []}, {("swing", 0): [row]})
+    restored = restore(tmp_path, task="swing", seed=0)
     obs, _ = restored.env.reset_to(0.05, 0.0)
     assert obs.shape == (11,) and restored.policy(obs).shape == (2,)
