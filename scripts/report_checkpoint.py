@@ -19,16 +19,22 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from purehr.cli.arguments import HelpFormatter
 from purehr.cli.cache_flags import add_compile_cache_flags, start_compile_cache
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     parser.add_argument("--run-dir", required=True, type=Path, help="a finished run's directory")
     parser.add_argument("--task", action="append", help="a task of the run (repeatable; default: every task)")
     parser.add_argument("--candidates", type=int, required=True, help="each seed's last N checkpoints (N >= 2)")
     parser.add_argument("--validation-episodes", type=int, default=20, help="validation episodes per candidate")
     add_compile_cache_flags(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     start_compile_cache(args, parser)
     if args.candidates < 2:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from purehr.cli.arguments import HelpFormatter
 from purehr.envs.swing.evaluation import heldout_starts
 from purehr.experiments.limits import PHASES, _rows_of, episode_outcome, record_seeds
 from purehr.run.restoring import restore
@@ -107,11 +108,15 @@ def format_row(name: str, summary: dict) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     parser.add_argument("run_dirs", nargs="+", type=Path, help="run directories of swing screens")
     parser.add_argument("--json", type=Path, default=None, help="write the summaries here (run dir -> summary)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     missing = [str(run) for run in args.run_dirs if not (run / "manifest.json").is_file()]
     if missing:
         raise SystemExit(f"{', '.join(missing)}: no manifest.json, expected a run directory of a swing run")

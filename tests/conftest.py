@@ -91,7 +91,6 @@ PROTOCOL_SMALL = dict(
     full_eval_interval=2,
     quick_eval_episodes=2,
     anneal_lr=False,
-    report_candidates=1,  # the last checkpoint: the choice has its own tests (test_reported_checkpoint.py)
 )
 PROTOCOL_CLI = [
     "--tasks",
@@ -120,8 +119,6 @@ PROTOCOL_CLI = [
     "2",
     "--anneal-lr",
     "false",
-    "--report-candidates",
-    "1",
 ]
 """PROTOCOL_SMALL as scripts/train_all_seeds.py flags."""
 

@@ -140,7 +140,11 @@ class SwingEnv(Environment[SwingState, SwingParams]):
         phase = PHASE_FEATURES[self.phase_features]
         if phase is not None:
             angle, rate, amplitude = phase
-            return jnp.concatenate([full, physics.phase_entries(full[angle], full[rate], amplitude)])
+            # the phase reads the entries as stored: fused, XLA recomputed the rate entry inside
+            # the phase at one CPU optimisation level and not at another (the initial states'
+            # last bits differed between levels 1 and 3; tests/test_writer.py)
+            stored = jax.lax.optimization_barrier(full)
+            return jnp.concatenate([full, physics.phase_entries(stored[angle], stored[rate], amplitude)])
         return full if self.observe_rates else full[np.asarray(ANGLE_INDICES)]
 
     @property
