@@ -8,7 +8,8 @@ insertion into the replay buffer held in the state, then ``gradient_steps`` grad
 scan): the twin critics towards the soft target, the actor against the updated critics, the
 temperature towards the target entropy, and the target critics by Polyak averaging; none in
 the warm-up updates (a real branch under the seed vmap: ``batch_cond``). An update's random
-numbers come from one hash call (``draws``).
+numbers come from one hash call (``draws``). Options: the rollout's normals an AR(1) process
+(``action_noise_correlation``, ``exploration``), the critics' targets n-step (``n_step``).
 
 Shapes: E = ``num_envs``, T = ``num_steps``, G = ``gradient_steps``, S = ``sample_size``,
 O = flat observation size, A = action dimensions.
