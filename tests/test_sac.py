@@ -14,6 +14,7 @@ from purehr.algorithms.sac.algorithm import make_sac
 from purehr.algorithms.sac.buffer import add, gather, init_buffer, insert_indices, sample_indices
 from purehr.algorithms.sac.config import SACConfig
 from purehr.algorithms.sac.loss import soft_targets, temperature_loss
+from purehr.algorithms.sac.n_step import n_step_transitions, window_rows
 from purehr.algorithms.trainer import make_train
 from purehr.engine.seeds import keys_for_seeds
 from purehr.tasks import get_task
@@ -136,3 +137,21 @@ def test_buffer_keeps_the_final_observation_of_truncated_episodes(pendulum_run):
     differs = np.any(next_observation[:-1] != observation[1:], axis=-1)  # [steps - 1, E]
     expected = (np.arange(1, steps) % 200 == 0)[:, None].repeat(PENDULUM.num_envs, axis=1)
     np.testing.assert_array_equal(differs, expected)
+
+
+def test_n_step_windows_follow_one_environment_in_the_buffer_and_stop_at_episode_ends(pendulum_run):
+    """On the trained buffer (rows written time-major, E apart per environment): a row's 8-step
+    window runs to the 200-step time limit or to the newest row, whichever comes first, and its
+    reward is the discounted sum of that environment's stored rewards."""
+    _, _, _, result = pendulum_run
+    buffer = jax.tree.map(lambda x: x[0], result.runner.buffer)
+    n, envs, gamma = 8, PENDULUM.num_envs, np.float32(0.9)
+    rows = jnp.arange(int(buffer.size), dtype=jnp.int32)
+    window = gather(buffer, window_rows(rows, n, envs, buffer.capacity))
+    batch, discount = n_step_transitions(window, jnp.float32(gamma))
+    t = np.arange(int(buffer.size)) // envs
+    length = np.minimum.reduce([np.full_like(t, n), 200 - t % 200, t.max() + 1 - t])
+    np.testing.assert_allclose(discount, gamma**length, rtol=1e-6)
+    reward = np.asarray(buffer.data.reward)
+    expected = [sum(gamma**k * reward[r + k * envs] for k in range(m)) for r, m in zip(range(len(t)), length)]
+    np.testing.assert_allclose(batch.reward, expected, rtol=1e-5, atol=1e-4)

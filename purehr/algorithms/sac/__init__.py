@@ -2,7 +2,9 @@
 module: the algorithm read top to bottom (``algorithm.make_sac``: environment steps, insert,
 gradient steps), its ``config`` (hyperparameters with help), the replay ``buffer`` held in the
 state, the ``networks`` (tanh-Gaussian actor, twin critics as one ensemble), the ``loss``es,
-the names of its ``metrics``, an update's random numbers from one hash call (``draws``) and the
-cond that skips the warm-up updates' gradient steps under the seed vmap (``batch_cond``).
+the names of its ``metrics``, an update's random numbers from one hash call (``draws``), the
+cond that skips the warm-up updates' gradient steps under the seed vmap (``batch_cond``), and
+two options off by default: temporally correlated exploration noise (``exploration``) and
+n-step soft targets (``n_step``).
 Continuous (Box) actions only. The protocol reaches SAC only through
 ``purehr.algorithms.registry``."""

@@ -8,7 +8,8 @@ insertion into the replay buffer held in the state, then ``gradient_steps`` grad
 scan): the twin critics towards the soft target, the actor against the updated critics, the
 temperature towards the target entropy, and the target critics by Polyak averaging; none in
 the warm-up updates (a real branch under the seed vmap: ``batch_cond``). An update's random
-numbers come from one hash call (``draws``).
+numbers come from one hash call (``draws``). Options: the rollout's normals an AR(1) process
+(``action_noise_correlation``, ``exploration``), the critics' targets n-step (``n_step``).
 
 Shapes: E = ``num_envs``, T = ``num_steps``, G = ``gradient_steps``, S = ``sample_size``,
 O = flat observation size, A = action dimensions.
@@ -29,6 +30,7 @@ from flax import struct
 
 from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.algorithms.sac import draws as draws_from
+from purehr.algorithms.sac import exploration
 from purehr.algorithms.sac.batch_cond import cond_any
 from purehr.algorithms.sac.buffer import ReplayBuffer, add, gather, init_buffer, sample_indices
 from purehr.algorithms.sac.config import SACConfig, SACHyperparams
@@ -41,6 +43,7 @@ from purehr.algorithms.sac.loss import (
     temperature_loss,
 )
 from purehr.algorithms.sac.metrics import LOSS_STATISTICS, METRIC_NAMES
+from purehr.algorithms.sac.n_step import n_step_transitions, window_rows
 from purehr.algorithms.sac.networks import Actor, TwinCritic, env_distribution, polyak, unit_to_env
 from purehr.engine.env_params import make_env_params_at
 from purehr.envs.base import (
@@ -87,6 +90,7 @@ class SACState:
     update_index: jax.Array  # int32 []
     hparams: SACHyperparams
     diverged_at: jax.Array  # int32 []: first update with non-finite losses or parameters, 0 if none
+    exploration_noise: Any = ()  # [E, A] the rollout's AR(1) noise (``exploration``); () when white
 
 
 class Step(NamedTuple):
@@ -190,6 +194,10 @@ def make_sac(
     train_env = training_wrappers(env)
     num_envs, num_steps, gradient_steps = config.num_envs, config.num_steps, config.gradient_steps
     flatten_batch = jax.vmap(lambda o: flatten_observation(o).astype(jnp.float32))
+    # Static: with white noise the state has no noise field, so its layout, its checkpoints and
+    # the program are SAC's from before the option (checkpoints' stored form drops empty fields).
+    correlation = config.action_noise_correlation
+    correlated = correlation > 0
 
     def optimizers(hparams: SACHyperparams):
         # Built at every update (same state layout): the learning rates are traced values.
@@ -231,6 +239,7 @@ def make_sac(
         log_alpha = jnp.log(jnp.float32(config.initial_temperature))
         actor_opt, critic_opt, temperature_opt = optimizers(hparams)
         example = Transition(observation0, action0, jnp.float32(0), jnp.bool_(False), observation0)
+        noise = exploration.initial_noise(jax.random.fold_in(reset_key, 1), num_envs, action_size) if correlated else ()
         observation, env_state = jax.vmap(train_env.reset, in_axes=(0, None))(
             jax.random.split(reset_key, num_envs), env_params_at(jnp.int32(0), hparams)
         )
@@ -249,17 +258,25 @@ def make_sac(
             jnp.int32(0),
             hparams,
             jnp.int32(0),
+            noise,
         )
 
     def environment_steps(state: SACState, bits: dict[str, jax.Array], explore: jax.Array):
-        """T steps of E environments: (env state, observation, Step of [T, E, ...]). The policy
-        acts (sampled), or uniform random actions where ``explore``. Every draw is made before
-        the scan in batched calls (PPO's rollout does the same; docs/protocol.md), from
-        ``bits``, the update's one draw (``draws``)."""
+        """T steps of E environments: (env state, observation, Step of [T, E, ...], the
+        exploration noise's state). The policy acts (sampled), or uniform random actions where
+        ``explore``. Every draw is made before the scan in batched calls (PPO's rollout does
+        the same; docs/protocol.md), from ``bits``, the update's one draw (``draws``); with
+        ``action_noise_correlation`` the policy's normals are the AR(1) process driven by
+        them (``exploration``), advanced in the warm-up too, so it is stationary when the
+        policy starts acting."""
         step_params = env_params_at(state.update_index, state.hparams)
         reset_every = jax.vmap(jax.vmap(env.reset, in_axes=(0, None)), in_axes=(0, None))
+        normals = draws_from.normal(bits["action_noise"])  # [T, E, A]
+        noise_state = state.exploration_noise
+        if correlated:
+            noise_state, normals = exploration.ar1_sequence(noise_state, normals, correlation)
         draws = (
-            draws_from.normal(bits["action_noise"]),
+            normals,
             draws_from.uniform(bits["uniform_actions"], -1.0, 1.0),
             draws_from.as_keys(bits["step_keys"], state.key),
             reset_every(draws_from.as_keys(bits["reset_keys"], state.key), step_params),
@@ -291,7 +308,15 @@ def make_sac(
             return (env_state, next_observation), record
 
         (env_state, observation), steps = jax.lax.scan(env_step, (state.env_state, state.observation), draws)
-        return env_state, observation, steps
+        return env_state, observation, steps, noise_state
+
+    def sampled_batch(buffer: ReplayBuffer, rows: jax.Array, gamma: jax.Array) -> tuple[Transition, jax.Array]:
+        """The transitions at ``rows`` [S] and the discount of their bootstrap: gamma, or with
+        ``n_step`` > 1 each row's n-step window summed (``n_step``) and gamma^m."""
+        if config.n_step == 1:
+            return gather(buffer, rows), gamma
+        window = gather(buffer, window_rows(rows, config.n_step, num_envs, buffer.capacity))
+        return n_step_transitions(window, gamma)
 
     def learn(operands):
         """G gradient steps on samples of the buffer, then the divergence freeze: (the learned
@@ -311,11 +336,11 @@ def make_sac(
             learned, sums = carry
             actor_params, critic_params, target_params, log_alpha, actor_os, critic_os, temperature_os = learned
             rows, (next_noise, noise) = draw
-            batch = gather(buffer, rows)  # Transition of [S, ...]
+            batch, discount = sampled_batch(buffer, rows, hparams.gamma)  # Transition of [S, ...]
             alpha = jnp.exp(log_alpha)
             next_action, next_log_prob = sample_actions(actor.apply, actor_params, batch.next_observation, next_noise)
             next_q = critic.apply(target_params, batch.next_observation, next_action)
-            targets = soft_targets(batch.reward, batch.terminated, next_q, next_log_prob, alpha, hparams.gamma)
+            targets = soft_targets(batch.reward, batch.terminated, next_q, next_log_prob, alpha, discount)
             (c_loss, q_mean), grads = jax.value_and_grad(critic_loss, has_aux=True)(
                 critic_params, critic.apply, batch, targets
             )
@@ -363,7 +388,7 @@ def make_sac(
         key = draws_from.as_keys(bits["key"], state.key)
         draw = {name: bits[name] for name in learn_shapes} if fold else draws_from.as_keys(bits["learn_key"], state.key)
         learning = state.update_index >= config.warmup_updates
-        env_state, observation, steps = environment_steps(state, bits, jnp.logical_not(learning))
+        env_state, observation, steps, noise_state = environment_steps(state, bits, jnp.logical_not(learning))
         buffer = add(state.buffer, jax.tree.map(lambda x: x.reshape((-1, *x.shape[2:])), steps.transition))
         # No gradient step in the warm-up updates: a cond on the update counter, kept a branch
         # under the seed vmap by ``cond_any`` (the counter is the same for every seed of a loop;
@@ -384,6 +409,7 @@ def make_sac(
             key=key,
             update_index=state.update_index + 1,
             diverged_at=diverged_at,
+            exploration_noise=noise_state,
         )
         return next_state, metrics
 

@@ -33,6 +33,7 @@ INT_FIELDS = (
     "gradient_steps",
     "sample_size",
     "buffer_size",
+    "n_step",
 )
 NON_NEGATIVE_INT_FIELDS = ("learning_starts",)
 FLOAT_FIELDS = (
@@ -43,6 +44,7 @@ FLOAT_FIELDS = (
     "tau",
     "initial_temperature",
     "target_entropy_per_dimension",
+    "action_noise_correlation",
 )
 SIZES_FIELDS = ("actor_hidden", "critic_hidden")
 MAX_OPTIMIZER_STEPS = 2**31 - 1
@@ -90,6 +92,14 @@ class SACConfig:
     actor_hidden: tuple[int, ...] = with_help((256, 256), "actor network layer widths")
     critic_hidden: tuple[int, ...] = with_help((256, 256), "critic network layer widths (each of the twins)")
     activation: str = with_help("relu", "hidden activation (tanh, relu or swish)")
+    action_noise_correlation: float = with_help(
+        0.0,
+        "b in [0, 1) of the rollout actions' AR(1) noise eps_t = b eps_{t-1} + sqrt(1 - b^2) z_t (stationary "
+        "N(0, 1), lag-k correlation b^k; exp(-1/tau) for a correlation time of tau steps); 0: white, SAC's",
+    )
+    n_step: int = with_help(
+        1, "rewards summed in the critics' target before the bootstrap (stopping at episode ends); 1: SAC's"
+    )
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -109,6 +119,16 @@ class SACConfig:
         for name in ("gamma", "tau"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"SACConfig.{name}={getattr(self, name)!r}: expected in [0, 1]")
+        if not 0 <= self.action_noise_correlation < 1:
+            raise ValueError(
+                f"SACConfig.action_noise_correlation={self.action_noise_correlation!r}: expected in [0, 1) "
+                "(0: white noise; exp(-1/tau) for a correlation time of tau steps)"
+            )
+        if self.n_step * self.num_envs > self.buffer_size:
+            raise ValueError(
+                f"SACConfig.n_step={self.n_step}: expected n_step * num_envs <= buffer_size = {self.buffer_size} "
+                "(an n-step window of one environment spans n_step * num_envs buffer rows)"
+            )
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"SACConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
         if self.num_updates * self.gradient_steps > MAX_OPTIMIZER_STEPS:
