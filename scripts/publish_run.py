@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     size = sum(path.stat().st_size for path in written)
     print(
         f"wrote {len(written)} files ({size / 1e6:.1f} MB) to {args.record_dir}; each seed's last checkpoint "
-        "verified against its state digest"
+        "(and reported one, where the run chose another) verified against its state digest"
     )
     return 0
 
