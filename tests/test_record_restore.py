@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from purehr.algorithms.ppo.config import PPOConfig
+from purehr.algorithms.ppo.config import LEGACY_PROTOCOL_FIELDS, PPOConfig
 from purehr.protocol_settings import split_settings
 from purehr.run import Restored, restore
 
@@ -82,7 +82,8 @@ def test_a_manifest_with_a_retired_config_field_still_loads():
     still load: reading drops the retired field, keeps the protocol's settings apart and every
     other value. Built from the shipped record's config and protocol settings, as it was then."""
     manifest = json.loads((RECORD / "manifest.json").read_text())
-    recorded = dict(manifest["configs"]["swing"], **manifest["protocol_settings"]["swing"])
+    protocol = manifest["protocol_settings"]["swing"]  # those that were config fields then: the legacy four
+    recorded = dict(manifest["configs"]["swing"], **{k: v for k, v in protocol.items() if k in LEGACY_PROTOCOL_FIELDS})
     older = dict(recorded, progress_interval=10)
     config = PPOConfig.from_dict(older)
     recorded, protocol = split_settings(recorded)  # the protocol's settings were config fields then
