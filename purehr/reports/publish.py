@@ -2,8 +2,8 @@
 needs, without the hundreds of intermediate checkpoints.
 
 Kept: the manifest (marked ``published``), every CSV, the figures and the final metrics, each
-seed's *last* checkpoint and the one it reports where the run chose another (``purehr.run.reported``;
-so ``restore(record, task, seed, step="latest")``, ``step="reported"`` and
+seed's *last* checkpoint and the one it reports where the run chose another
+(``purehr.run.reported``; so ``restore(record, task, seed, step="latest")``, ``step="reported"`` and
 ``scripts/evaluate.py --checkpoint`` work on a fresh clone), and the showcase traces the replay
 plays (so ``scripts/render.py`` can redraw it). Intermediate checkpoints stay listed in
 ``checkpoints.csv`` with their held-out metrics; restoring one from the record says it is not
@@ -127,8 +127,9 @@ def _seed_copies(
 
 
 def _shipped_checkpoint(source: Path, index: Path, folder: Path, row: dict[str, Any]) -> Path:
-    """The folder of a shipped row's checkpoint (the last, or the reported): its ``checkpoint_path`` cell must name this
-    seed's own ``checkpoints/<actual_steps>`` (inside the run), and the folder must exist."""
+    """The folder of a shipped row's checkpoint (the last, or the reported): its
+    ``checkpoint_path`` cell must name this seed's own ``checkpoints/<actual_steps>`` (inside
+    the run), and the folder must exist."""
     where = f"{index}: checkpoint_path of the row at actual_steps {row['actual_steps']}"
     named = _inside(source, source / row["checkpoint_path"], where) if row["checkpoint_path"] else None
     expected = folder / str(row["actual_steps"])

@@ -19,8 +19,9 @@ from purehr.tracking.settings import RUN_FOLDERS, TrackingSettings
 
 def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cwd: str | Path | None = None) -> str:
     """The end of a run, from its files: wall time (training, compilation, rendering), the
-    held-out table of the reported (by default the last) checkpoints against the baselines and floors, the goals, the
-    figures and ``replay.html``, and the commands to go on with this run's directory."""
+    held-out table of the reported (by default the last) checkpoints against the baselines and
+    floors, the goals, the figures and ``replay.html``, and the commands to go on with this run's
+    directory."""
     run_dir = Path(run_dir)
     manifest = RunDirectory(run_dir).read_manifest()
     against = (
