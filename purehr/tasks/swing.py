@@ -50,16 +50,23 @@ SWING_DEFAULTS = default_config(
 # (results/algorithms/README.md, "Where an algorithm does not reach the goal").
 SWING_SAC_DEFAULTS = default_config(
     "sac",
-    total_timesteps=1_000_000,
+    total_timesteps=401_408,
     num_envs=16,
     num_steps=16,
     gradient_steps=16,
     sample_size=256,
     buffer_size=200_000,
     learning_starts=10_000,
-    gamma=0.995,
+    gamma=0.999,
     initial_temperature=0.01,
+    action_noise_correlation=0.967216,
+    n_step=32,
 )
+"""SAC on the swing (results/algorithms, issue 50): gamma 0.999, 32-step targets and AR(1) rollout
+noise with a 30-step correlation time (a quarter of the swing's period) let it pump from rest, which
+white noise and 1-step targets at gamma 0.995 never did (held-out success 0). With the task's phase
+observation, seeds 0-4 at 401,408 steps: held-out success 1.00, 1.00, 0.99, 0.98, 1.00 (the same
+recipe on the 11-number observation: 0.93 [0.85, 1.00])."""
 SWING_PROTOCOL = ProtocolSettings(
     full_eval_interval=10, quick_eval_episodes=20, group_quick_evaluations=True, report_candidates=10
 )
