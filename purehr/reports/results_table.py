@@ -70,24 +70,20 @@ def final_checkpoint_metrics(run_dir: Path, task: str, seeds: list[int]) -> dict
     """The reported checkpoint of every seed, one array per ``eval_*`` column (seed order): its
     last checkpoint's row, or the reported.csv of a run that chose one on validation episodes
     (``ProtocolSettings.report_candidates``, ``purehr.run.reported``)."""
-    reported = reported_rows(run_dir, task, seeds)
-    if reported is not None:
-        per_seed = [
-            {name[len("eval_") :]: value for name, value in row.items() if name.startswith("eval_")}
-            | {"steps": row["actual_steps"]}
-            for row in reported
-        ]
-        return {name: np.asarray([row[name] for row in per_seed], np.float64) for name in per_seed[0]}
-    per_seed = []
-    for seed in seeds:
-        columns = read_csv_columns(
-            run_dir / task / seed_dir_name(seed) / CHECKPOINTS_CSV, ANALYSED_CHECKPOINT_COLUMNS, numeric=True
-        )
-        per_seed.append(
-            {name[len("eval_") :]: column[-1] for name, column in columns.items() if name.startswith("eval_")}
-            | {"steps": columns["actual_steps"][-1]}
-        )
+    rows = reported_rows(run_dir, task, seeds) or [_last_checkpoint_row(run_dir, task, seed) for seed in seeds]
+    per_seed = [
+        {name[len("eval_") :]: value for name, value in row.items() if name.startswith("eval_")}
+        | {"steps": row["actual_steps"]}
+        for row in rows
+    ]
     return {name: np.asarray([row[name] for row in per_seed], np.float64) for name in per_seed[0]}
+
+
+def _last_checkpoint_row(run_dir: Path, task: str, seed: int) -> dict[str, float]:
+    """A seed's last checkpoints.csv row, as numbers (its columns checked as the analysis reads them)."""
+    path = run_dir / task / seed_dir_name(seed) / CHECKPOINTS_CSV
+    columns = read_csv_columns(path, ANALYSED_CHECKPOINT_COLUMNS, numeric=True)
+    return {name: column[-1] for name, column in columns.items()}
 
 
 def _interval(values: np.ndarray, metric: str, digits: int) -> str:

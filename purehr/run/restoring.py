@@ -66,7 +66,7 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     rows = read_checkpoint_rows(index)
     if not rows:
         raise FileNotFoundError(f"{index} lists no checkpoint")
-    row = _reported_row(run, task, seed, rows) if step == "reported" else _choose_row(rows, step, index)
+    row = _choose_row(rows, _reported_step(run, task, seed) if step == "reported" else step, index)
     _check_on_disk(run, manifest, task, seed, rows, row, latest=step == "latest")
     # the config, environment and schedule the run trained with: env_params_at follows the
     # schedule, and the held-out params are its final stage
@@ -147,12 +147,10 @@ def _check_on_disk(run: RunDirectory, manifest: dict, task: str, seed: int, rows
         )
 
 
-def _reported_row(run: RunDirectory, task: str, seed: int, rows: list[dict]) -> dict:
-    """checkpoints.csv's row of the checkpoint the seed reports (the latest where the run chose none)."""
+def _reported_step(run: RunDirectory, task: str, seed: int) -> int | str:
+    """The steps of the checkpoint the seed reports, or ``"latest"`` where the run chose none."""
     reported = reported_rows(run.root, task, [seed])
-    if reported is None:
-        return max(rows, key=lambda r: r["actual_steps"])
-    return next(row for row in rows if row["actual_steps"] == reported[0]["actual_steps"])
+    return "latest" if reported is None else reported[0]["actual_steps"]
 
 
 def _choose_row(rows: list[dict], step, csv_path: Path) -> dict:

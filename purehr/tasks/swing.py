@@ -40,14 +40,6 @@ SWING_DEFAULTS = default_config(
     num_steps=128,
     minibatch_size=256,
 )
-# SAC on swing (issue 50; results/algorithms/README.md): the best settings measured, NOT a
-# recipe that meets the goal: at 200k steps they learn the wide training starts (success
-# 0.6-0.95) but held out only one seed in five rotated (0.15). A temperature of 0.01 at the start
-# (swing's rewards are ~0.01 a step; alpha 1.0 drowned them: no seed learned) and gamma 0.995.
-# Training starts are the task's (a quarter near rest): every start near rest, three quarters,
-# all near rest with 32 gradient steps, at 1M, with gamma 0.999 or with an initial temperature
-# of 0.1 were screened (seed 0) and none rotated from a held-out start
-# (results/algorithms/README.md, "Where an algorithm does not reach the goal").
 SWING_SAC_DEFAULTS = default_config(
     "sac",
     total_timesteps=401_408,
@@ -63,9 +55,10 @@ SWING_SAC_DEFAULTS = default_config(
     n_step=32,
 )
 """SAC on the swing (results/algorithms, issue 50): gamma 0.999, 32-step targets and AR(1) rollout
-noise with a 30-step correlation time (a quarter of the swing's period) let it pump from rest, which
-white noise and 1-step targets at gamma 0.995 never did (held-out success 0). With the task's phase
-observation, seeds 0-4 at 401,408 steps: held-out success 1.00, 1.00, 0.99, 0.98, 1.00 (the same
+noise with a 30-step correlation time (a quarter of the swing's period) let it pump from rest,
+which white noise and 1-step targets at gamma 0.995 never did (held-out success 0); an initial
+temperature of 0.01, as swing's rewards are ~0.01 a step (1.0 drowned them: no seed learned).
+With the task's phase observation, seeds 0-4 at 401,408 steps: held-out success 1.00, 1.00, 0.99, 0.98, 1.00 (the same
 recipe on the 11-number observation: 0.93 [0.85, 1.00])."""
 SWING_PROTOCOL = ProtocolSettings(
     full_eval_interval=10, quick_eval_episodes=20, group_quick_evaluations=True, report_candidates=10
