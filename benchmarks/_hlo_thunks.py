@@ -242,7 +242,7 @@ def ppo_parts() -> list[tuple[str, str]]:
         (update + metrics + "$", "metrics"),
         (r"algorithm\.py:(diverged_at_update|optimizer_steps):", "divergence check"),
         (update + divergence + "$", "divergence check"),
-        (r"policy_core\.py:(values_where|FeedForwardCore\.next_values)", "truncation bootstrap"),
+        (r"(bootstrap\.py:values_where|policy_core\.py:FeedForwardCore\.next_values)", "truncation bootstrap"),
         (r"gae\.py:", "GAE"),
         (r"rewards\.py:", "training rewards"),
         (r"algorithm\.py:.*minibatch_step:", "minibatch gradient step"),

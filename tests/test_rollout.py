@@ -10,7 +10,7 @@ from flax import struct
 
 from purehr.algorithms.ppo.algorithm import make_ppo
 from purehr.algorithms.ppo.config import PPOConfig
-from purehr.algorithms.ppo.policy_core import values_where
+from purehr.engine.bootstrap import values_where
 from purehr.engine.distributions import Categorical, MultiCategorical, TanhGaussian, sampling_noise
 from purehr.engine.networks import ActorCritic
 from purehr.envs import spaces

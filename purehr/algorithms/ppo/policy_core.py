@@ -13,7 +13,6 @@ Shapes: E = ``num_envs``, T = ``num_steps``, B = E * T, M = minibatch size, K = 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
@@ -22,6 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from purehr.algorithms.ppo.loss import Batch
+from purehr.engine.bootstrap import values_where
 from purehr.engine.distributions import make_distribution
 from purehr.engine.networks import ActorCritic
 from purehr.engine.shuffle import random_permutation
@@ -37,29 +37,6 @@ class StepOutputs(NamedTuple):
     previous_final_value: Any  # [E]: V(the previous step's final observation); () where valued after the rollout
     memory: Any  # what the update needs to recompute this step (() without memory)
     hidden: Any  # the memory after this step's observation (() without memory)
-
-
-def values_where(value: Callable[[jax.Array], jax.Array], where: jax.Array, rows: jax.Array, chunk: int) -> jax.Array:
-    """``value(rows)`` [N] where ``where`` [N] holds, 0 elsewhere, computed on the selected rows
-    only: they are gathered to the front and valued ``chunk`` at a time in a ``while_loop``
-    that stops after the last one (no pass at all when none is selected; under a vmap the loop
-    runs until every batch member's rows are done)."""
-    size = where.shape[0]
-    chunks = -(-size // chunk)
-    count = jnp.sum(where, dtype=jnp.int32)
-    # the selected rows' indices first; the padding points past the end, and drops
-    selected = jnp.nonzero(where, size=chunks * chunk, fill_value=size)[0]
-
-    def value_chunk(carry):
-        start, values = carry
-        indices = jax.lax.dynamic_slice(selected, (start,), (chunk,))
-        chunk_values = value(rows[jnp.minimum(indices, size - 1)])
-        return start + chunk, values.at[indices].set(chunk_values, mode="drop")
-
-    _, values = jax.lax.while_loop(
-        lambda carry: carry[0] < count, value_chunk, (jnp.int32(0), jnp.zeros((size,), jnp.float32))
-    )
-    return values
 
 
 @dataclass(frozen=True)

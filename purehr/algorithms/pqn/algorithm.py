@@ -28,6 +28,7 @@ from purehr.algorithms.pqn.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, 
 from purehr.algorithms.pqn.network import Branches, QNetwork
 from purehr.algorithms.pqn.returns import epsilon_at, q_lambda_returns
 from purehr.algorithms.rollout_metrics import rollout_metrics
+from purehr.engine.bootstrap import values_where
 from purehr.engine.distributions import action_mask_reader
 from purehr.engine.env_params import make_env_params_at
 from purehr.engine.networks import update_observation_statistics
@@ -250,15 +251,15 @@ def make_pqn(
     def next_values(params, trajectory: Transition, observation) -> jax.Array:
         """[T, E]: the greedy value of what followed each step in its episode: the next step's
         observation (the rollout's own values; after the last step, ``observation``'s), or the
-        final observation where a time limit truncated the step. The final observations are
-        valued in one pass over all B rows (PPO values only the truncated rows,
-        ``purehr.algorithms.ppo.policy_core.values_where``; an algorithm's folder imports no
-        other's, and that helper is PPO's). A terminated step's is never read (the return
-        multiplies it by 0)."""
+        final observation where a time limit truncated the step, valued on those rows alone, E
+        at a time (``purehr.engine.bootstrap.values_where``, as PPO: not a pass over all B rows,
+        benchmarks/README.md, "PQN beside purejaxql"). A terminated step's is never read (the
+        return multiplies it by 0)."""
         following = jnp.concatenate([trajectory.value[1:], greedy_value(params, flatten_batch(observation))[None]])
         truncated = jnp.logical_and(trajectory.done, jnp.logical_not(trajectory.terminated))
         finals = trajectory.final_observation.reshape((batch_size, -1))
-        bootstrap = greedy_value(params, finals).reshape(following.shape)
+        value = lambda rows: greedy_value(params, rows)  # noqa: E731
+        bootstrap = values_where(value, truncated.reshape(-1), finals, num_envs).reshape(following.shape)
         return jnp.where(truncated, bootstrap, following)
 
     def learn(state: PQNState, batch: Batch, key: jax.Array):

@@ -1,8 +1,11 @@
 """SAC's networks: a tanh-squashed Gaussian actor and twin Q critics, built from the engine's
 MLP (the twins one ``nn.vmap`` ensemble of it; Gaussian initialisers with std gain /
 sqrt(fan_in): no orthogonal init, whose QR deadlocks under a seed vmap;
-``purehr.engine.networks``). The target critics are a second copy of the
-critics' parameters, moved towards them by Polyak averaging (``polyak``).
+``purehr.engine.networks``). The actor's layers are purehr's ``Dense`` (flax's parameters,
+a faster weight gradient for its head of 2 x A outputs on a CPU: ``purehr.engine.dense``;
+the critics' one output gains nothing from it). The target
+critics are a second copy of the critics' parameters, moved towards them by Polyak averaging
+(``polyak``).
 
 Actions inside SAC are in the squashed unit box [-1, 1]^A (what the critics read, what the
 buffer stores, where the log-probability and the target entropy are measured, as SB3 does);
@@ -17,6 +20,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from purehr.engine.dense import Dense
 from purehr.engine.distributions import TanhGaussian
 from purehr.engine.networks import MLP, POLICY_GAIN, VALUE_GAIN
 
@@ -34,7 +38,7 @@ class Actor(nn.Module):
 
     @nn.compact
     def __call__(self, observation: jax.Array) -> tuple[jax.Array, jax.Array]:
-        output = MLP(self.hidden, self.activation, 2 * self.action_size, POLICY_GAIN)(observation)
+        output = MLP(self.hidden, self.activation, 2 * self.action_size, POLICY_GAIN, Dense)(observation)
         mean, raw_log_std = jnp.split(output, 2, axis=-1)
         log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (jnp.tanh(raw_log_std) + 1.0)
         return mean, log_std

@@ -1,0 +1,174 @@
+"""Where a compiled training program's time goes on the CPU, measured per update: traced runs
+(``jax.profiler.trace``), each XLA thunk's trace event matched to its instruction in the
+optimised HLO and summed by kind (``fusion:kCustom``, ``dot``, ``custom-call``: matmuls and
+library calls; ``fusion:kLoop``: elementwise work and reductions; ``copy``, ``sort``, ...) and
+by instruction. ``_hlo_thunks.py`` counts thunks; this times them.
+
+    nice python benchmarks/thunk_times.py --pair sac --json /tmp/sac_times.json     # rejax's SAC beside purehr's
+    nice python benchmarks/thunk_times.py --pair pqn --purejaxql PATH --json /tmp/pqn_times.json
+
+One update's time is the difference of two budgets' traces divided by the updates between them,
+so what runs once per call (and SAC's 256 warm-up updates, no gradient step in either library)
+cancels: ``sac`` is ``peers_sac_cpu.py``'s pair (rejax's published Pendulum config, 300 and 400
+steps per seed), ``pqn`` is ``peers.py``'s ``purejaxql:CartPole-v1`` pair (4 and 8 updates of
+32 x 64 steps). Both: 5 seeds vmapped, ``PJRT_NPROC=1``, best of ``--repeats`` traces per budget.
+A trace keeps about 460,000 events, so the budgets are small (purejaxql runs ~67,000 thunks per
+update); a container (``while``, ``conditional``, ``call``) is not counted, its thunks are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import gzip
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("PJRT_NPROC", "1")
+sys.path.insert(0, os.path.dirname(__file__))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from _common import write_json  # noqa: E402
+from _hlo_thunks import NOT_RUN, _kind, computations  # noqa: E402
+
+from purehr.algorithms.trainer import make_train  # noqa: E402
+from purehr.cli.arguments import HelpFormatter, output_file, positive_int  # noqa: E402
+from purehr.engine.seeds import keys_for_seeds  # noqa: E402
+from purehr.envs.gymnax_adapter import GymnaxEnv  # noqa: E402
+
+CONTAINERS = {"while", "conditional", "call"}
+_NAMED = re.compile(r"^\s*(?:ROOT )?%?([\w.\-]+) = (\S+) ")
+_OP_NAME = re.compile(r'op_name="([^"]+)"')
+
+
+def instructions(hlo: str) -> dict[str, tuple[str, str, str]]:
+    """Instruction name -> (kind, result shape, op_name) for every thunk-running instruction."""
+    found = {}
+    for lines in computations(hlo).values():
+        for line in lines:
+            named, kind = _NAMED.match(line), _kind(line)
+            if named and kind not in NOT_RUN and kind not in CONTAINERS:
+                op_name = _OP_NAME.search(line)
+                found[named.group(1)] = (kind, named.group(2), op_name.group(1) if op_name else "")
+    return found
+
+
+def traced_ms(call, hlo: str, repeats: int) -> dict[tuple[str, str, str], float]:
+    """{(kind, shape, op_name): ms} of the fastest of ``repeats`` traced ``call()``s (the thunks'
+    own durations summed; instruction names differ between programs, these keys do not)."""
+    named = instructions(hlo)
+    jax.block_until_ready(call())  # the first call, untraced
+    best = None
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as folder:
+            with jax.profiler.trace(folder, create_perfetto_trace=True):
+                jax.block_until_ready(call())
+            (path,) = glob.glob(os.path.join(folder, "**", "perfetto_trace.json.gz"), recursive=True)
+            with gzip.open(path) as trace:
+                events = json.load(trace)
+        events = events["traceEvents"] if isinstance(events, dict) else events
+        times: dict[tuple[str, str, str], float] = {}
+        for event in events:
+            key = named.get(event.get("name", ""))
+            if key is not None and event.get("ph") == "X":
+                times[key] = times.get(key, 0.0) + event.get("dur", 0.0) * 1e-3
+        if best is None or sum(times.values()) < sum(best.values()):
+            best = times
+    return best
+
+
+def per_update(program_at, budgets: tuple[int, int], updates_between: int, repeats: int) -> dict:
+    """One update's ms by kind and by instruction: the difference of the two budgets' traces."""
+    low, high = (traced_ms(*program_at(budget), repeats) for budget in budgets)
+    difference = {key: (high.get(key, 0.0) - low.get(key, 0.0)) / updates_between for key in set(low) | set(high)}
+    by_kind: dict[str, float] = {}
+    for (kind, _, _), ms in difference.items():
+        by_kind[kind] = by_kind.get(kind, 0.0) + ms
+    heaviest = sorted(difference.items(), key=lambda item: -item[1])[:25]
+    return {
+        "ms_per_update": round(sum(difference.values()), 4),
+        "ms_by_kind": {kind: round(ms, 4) for kind, ms in sorted(by_kind.items(), key=lambda item: -item[1])},
+        "heaviest": [
+            {"ms": round(ms, 4), "kind": kind, "shape": shape, "op": op[-120:]} for (kind, shape, op), ms in heaviest
+        ],
+    }
+
+
+def sac_pair() -> dict:
+    """{library: steps per seed -> (call, hlo)}: rejax's SAC and purehr's (``peers_sac_cpu.py``)."""
+    import rejax
+    from _rejax_offpolicy_peer import SAC_CONFIGS, rejax_sac_as_purehr
+
+    def settings(steps):
+        return {**SAC_CONFIGS["Pendulum-v1"], "total_timesteps": steps, "eval_freq": steps}
+
+    def rejax_at(steps):
+        algo = rejax.SAC.create(**settings(steps)).replace(
+            eval_callback=lambda a, ts, rng: jnp.zeros(()), skip_initial_evaluation=True
+        )
+        keys = jax.random.split(jax.random.PRNGKey(0), 5)
+        program = jax.jit(jax.vmap(lambda key: algo.train(key)[0])).lower(keys).compile()
+        return (lambda: program(keys)), program.as_text()
+
+    def purehr_at(steps):
+        keys = keys_for_seeds(range(5))
+        program = make_train(rejax_sac_as_purehr(settings(steps)), GymnaxEnv("Pendulum-v1")).jitted
+        program = program.lower(keys, None).compile()
+        return (lambda: program(keys, None)), program.as_text()
+
+    return {"rejax-sac": rejax_at, "purehr": purehr_at}
+
+
+def pqn_pair(folder: Path) -> dict:
+    """{library: updates -> (call, hlo)}: purejaxql's PQN and purehr's (``peers.py``)."""
+    from _purejaxql_peer import PurejaxqlRun, compose_config, load_purejaxql, purejaxql_as_purehr
+
+    load_purejaxql(folder)
+    steps_per_update = 32 * 64
+
+    def purejaxql_at(updates):
+        run = PurejaxqlRun(folder, "CartPole-v1", 5, None, budget=steps_per_update * updates)
+        return (lambda: run.compiled(run.keys)), run.compiled.as_text()
+
+    def purehr_at(updates):
+        config = purejaxql_as_purehr(compose_config(folder, "CartPole-v1", steps_per_update * updates))
+        keys = keys_for_seeds(range(5))
+        program = make_train(config, GymnaxEnv("CartPole-v1")).jitted.lower(keys, None).compile()
+        return (lambda: program(keys, None)), program.as_text()
+
+    return {"purejaxql": purejaxql_at, "purehr": purehr_at}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("--pair", choices=("sac", "pqn"), default="sac", help="which two programs")
+    parser.add_argument("--purejaxql", type=Path, default=None, help="purejaxql's folder (--pair pqn; docs/peers.md)")
+    parser.add_argument("--repeats", type=positive_int, default=2, help="traces per budget (the fastest counts)")
+    parser.add_argument("--json", type=output_file, default=None, help="where to write the record (default: nowhere)")
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
+    if args.pair == "pqn" and args.purejaxql is None:
+        raise SystemExit("--pair pqn needs --purejaxql PATH: the folder holding pqn_gymnax.py (docs/peers.md)")
+    pair, budgets, between = (
+        (sac_pair(), (300, 400), 100) if args.pair == "sac" else (pqn_pair(args.purejaxql), (4, 8), 4)
+    )
+    record = {"command": " ".join(["python", *sys.argv]), "budgets": budgets, "updates_between": between}
+    record["load_average_before"] = [round(x, 2) for x in os.getloadavg()]
+    for library, program_at in pair.items():
+        record[library] = per_update(program_at, budgets, between, args.repeats)
+    record["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    record["jax"] = jax.__version__
+    print(json.dumps(record, indent=1))
+    write_json(args.json, record)
+
+
+if __name__ == "__main__":
+    main()
