@@ -41,10 +41,14 @@ def best_ms(function, *arguments, calls: int = 100, repeats: int = 5) -> float:
     return 1e3 * min(times)
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--json", type=output_file, default=None, help="where to write the record (default: nowhere)")
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
     rows = []
     for seeds, batch, inputs in SHAPES:
         for width in WIDTHS:

@@ -252,9 +252,9 @@ def make_pqn(
         """[T, E]: the greedy value of what followed each step in its episode: the next step's
         observation (the rollout's own values; after the last step, ``observation``'s), or the
         final observation where a time limit truncated the step, valued on those rows alone, E
-        at a time (``purehr.engine.bootstrap.values_where``, as PPO: not a pass over all B rows,
-        benchmarks/README.md, "PQN beside purejaxql"). A terminated step's is never read (the
-        return multiplies it by 0)."""
+        at a time (``purehr.engine.bootstrap.values_where``, as PPO), not in a pass over all B
+        rows (benchmarks/README.md, "Where PQN's and SAC's updates spend their time"). A
+        terminated step's is never read (the return multiplies it by 0)."""
         following = jnp.concatenate([trajectory.value[1:], greedy_value(params, flatten_batch(observation))[None]])
         truncated = jnp.logical_and(trajectory.done, jnp.logical_not(trajectory.terminated))
         finals = trajectory.final_observation.reshape((batch_size, -1))

@@ -3,9 +3,8 @@ MLP (the twins one ``nn.vmap`` ensemble of it; Gaussian initialisers with std ga
 sqrt(fan_in): no orthogonal init, whose QR deadlocks under a seed vmap;
 ``purehr.engine.networks``). The actor's layers are purehr's ``Dense`` (flax's parameters,
 a faster weight gradient for its head of 2 x A outputs on a CPU: ``purehr.engine.dense``;
-the critics' one output gains nothing from it). The target
-critics are a second copy of the critics' parameters, moved towards them by Polyak averaging
-(``polyak``).
+the critics' one output gains nothing from it). The target critics are a second copy of the
+critics' parameters, moved towards them by Polyak averaging (``polyak``).
 
 Actions inside SAC are in the squashed unit box [-1, 1]^A (what the critics read, what the
 buffer stores, where the log-probability and the target entropy are measured, as SB3 does);
