@@ -36,8 +36,13 @@ import numpy as np
 
 from purehr.algorithms.pqn.config import PQNConfig
 
-SCRIPTS = {"CartPole-v1": ("pqn_gymnax", "pqn_cartpole")}
+SCRIPTS = {"CartPole-v1": ("pqn_gymnax", "pqn_cartpole"), "Asterix-MinAtar": ("pqn_minatar", "pqn_minatar")}
 """purejaxql config name -> (its script, its ``alg`` config)."""
+MINATAR_NETWORK = {"conv_channels": (16,), "hidden": (128,), "input_scale": 1.0 / 255.0}
+"""``pqn_minatar.py``'s network, fixed in its code (``CNN``, ``QNetwork``): the observation divided
+by 255, a 3 x 3 convolution of 16 channels (stride 1, VALID), LayerNorm, ReLU, Dense 128,
+LayerNorm, ReLU, the Q head. Its config has no HIDDEN_SIZE, NUM_LAYERS nor REW_SCALE (its script
+reads a missing REW_SCALE as 1)."""
 
 PQN_FIELDS = {
     "TOTAL_TIMESTEPS": "total_timesteps (its whole updates: it floors to NUM_ENVS x NUM_STEPS)",
@@ -130,8 +135,12 @@ def purejaxql_as_purehr(config: dict) -> PQNConfig:
         epsilon_start=config["EPS_START"],
         epsilon_finish=config["EPS_FINISH"],
         epsilon_decay_fraction=config["EPS_DECAY"],
-        reward_scaling=config["REW_SCALE"],
-        hidden=(config["HIDDEN_SIZE"],) * config["NUM_LAYERS"],
+        reward_scaling=config.get("REW_SCALE", 1.0),
+        **(
+            MINATAR_NETWORK
+            if "HIDDEN_SIZE" not in config
+            else {"hidden": (config["HIDDEN_SIZE"],) * config["NUM_LAYERS"]}
+        ),
         activation="relu",
         layer_norm=True,
         normalize_observations=False,
@@ -178,12 +187,16 @@ class PurejaxqlRun:
 
     def greedy_returns(self, train_state, env) -> np.ndarray:
         """Greedy (argmax Q, its ``EPS_TEST`` = 0) returns, its network in inference mode."""
+        sizes = (
+            {"hidden_size": self.config["HIDDEN_SIZE"], "num_layers": self.config["NUM_LAYERS"]}
+            if "HIDDEN_SIZE" in self.config
+            else {}  # pqn_minatar.py's network has its sizes in its code
+        )
         network = self.module.QNetwork(
             action_dim=env.action_space(env.default_params).n,
-            hidden_size=self.config["HIDDEN_SIZE"],
-            num_layers=self.config["NUM_LAYERS"],
             norm_type=self.config["NORM_TYPE"],
-            norm_input=self.config["NORM_INPUT"],
+            norm_input=self.config.get("NORM_INPUT", False),
+            **sizes,
         )
 
         def policy_of(variables):

@@ -141,7 +141,7 @@ BRAX_ENVIRONMENTS = {"inverted_pendulum"}
 the backend and time limit of PureJaxRL's ``BraxGymnaxWrapper``); the others are gymnax's."""
 BRAX_CONFIG = "brax:inverted_pendulum"  # brax_peer.py: Brax's train_fn settings, its way of timing
 BRAX_SAC_CONFIG = "brax-sac:inverted_pendulum"  # _brax_sac_peer.py: Brax's SAC, brax_peer.py's way of timing
-PUREJAXQL_CONFIGS = ("CartPole-v1",)  # _purejaxql_peer.py: its PQN, its config read from its folder
+PUREJAXQL_CONFIGS = ("CartPole-v1", "Asterix-MinAtar")  # _purejaxql_peer.py: its PQN, its config read from its folder
 PEER_CONFIGS = (
     [f"purejaxrl:{name}" for name in PUREJAXRL_CONFIGS]
     + [f"rejax:{name}" for name in REJAX_CONFIGS]

@@ -208,3 +208,27 @@ def test_purejaxql_folder_config_composes_to_the_published_settings():
     composed = {**module.compose_config(Path(folder), "CartPole-v1"), **module.SWITCHED_OFF}
     del composed["alg"]
     assert composed == {k: v for k, v in PUREJAXQL_CARTPOLE.items() if k != "alg"}
+
+
+def test_purejaxql_minatar_config_maps_to_its_cnn_network():
+    """pqn_minatar.yaml (typed from its folder) has no HIDDEN_SIZE, NUM_LAYERS or REW_SCALE: its
+    network lives in its code (x / 255, a 3 x 3 convolution of 16 channels, Dense 128) and a
+    missing REW_SCALE reads as 1; 128 x 32 / 32 = 128 transitions per minibatch."""
+    minatar = {k: v for k, v in PUREJAXQL_CARTPOLE.items() if k not in ("HIDDEN_SIZE", "NUM_LAYERS", "REW_SCALE")}
+    minatar.update(
+        TOTAL_TIMESTEPS=1e7,
+        TOTAL_TIMESTEPS_DECAY=1e7,
+        NUM_ENVS=128,
+        NUM_STEPS=32,
+        NUM_MINIBATCHES=32,
+        NUM_EPOCHS=2,
+        EPS_FINISH=0.05,
+        EPS_DECAY=0.1,
+        LR=0.0005,
+        LAMBDA=0.65,
+        ENV_NAME="Asterix-MinAtar",
+    )
+    mapped = _purejaxql_peer_module().purejaxql_as_purehr(minatar)
+    assert (mapped.conv_channels, mapped.hidden, mapped.input_scale) == ((16,), (128,), 1 / 255)
+    assert (mapped.minibatch_size, mapped.num_epochs, mapped.reward_scaling, mapped.q_lambda) == (128, 2, 1.0, 0.65)
+    assert mapped.total_timesteps == 10_000_000 // 4096 * 4096

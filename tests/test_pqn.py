@@ -13,9 +13,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purehr.algorithms.pqn.algorithm import make_pqn
+from purehr.algorithms.pqn.algorithm import image_shape, make_pqn
 from purehr.algorithms.pqn.config import PQNConfig
-from purehr.algorithms.pqn.network import ILLEGAL_Q, Branches
+from purehr.algorithms.pqn.network import ILLEGAL_Q, Branches, QNetwork
 from purehr.algorithms.pqn.returns import q_lambda_returns
 from purehr.algorithms.registry import get_algorithm
 from purehr.algorithms.trainer import make_train
@@ -192,3 +192,21 @@ def test_the_registry_builds_pqn_and_round_trips_its_config():
     assert set(entry.hyperparameter_names()) <= set(config.to_dict())
     with pytest.raises(TypeError, match="Discrete or MultiDiscrete"):
         Branches.of(spaces.Box(-1.0, 1.0, (2,)))
+
+
+def test_a_convolutional_torso_reads_the_flat_observation_as_its_image():
+    """conv_channels: 3 x 3 VALID convolutions over [H, W, C], so a 10 x 10 x 4 observation gives
+    8 x 8 x 16 features into the hidden layer; the flat observation and the image give the same
+    Q values; a non-image observation is refused by name."""
+    network = QNetwork((32,), "relu", 6, conv_channels=(16,), image_shape=(10, 10, 4), input_scale=0.5)
+    image = jax.random.uniform(jax.random.PRNGKey(0), (3, 10, 10, 4))
+    params = network.init(jax.random.PRNGKey(1), image.reshape(3, -1))
+    assert params["params"]["Conv_0"]["kernel"].shape == (3, 3, 4, 16)
+    assert params["params"]["Dense_0"]["kernel"].shape == (8 * 8 * 16, 32)
+    q = network.apply(params, image.reshape(3, -1))
+    assert q.shape == (3, 6)
+    one = network.apply(params, image[1].reshape(-1))  # unbatched, as the evaluation acts
+    np.testing.assert_allclose(one, q[1], rtol=1e-5, atol=1e-6)
+    assert image_shape(spaces.Box(0.0, 1.0, (10, 10, 4)), (16,)) == (10, 10, 4)
+    with pytest.raises(ValueError, match=r"conv_channels=\(16,\)"):
+        image_shape(spaces.Box(0.0, 1.0, (4,)), (16,))

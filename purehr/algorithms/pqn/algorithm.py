@@ -138,6 +138,20 @@ class PQN:
         return act
 
 
+def image_shape(observation_space, conv_channels: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The [height, width, channels] a convolutional torso reads the flat observation as;
+    ``ValueError`` for an observation that is not one such array."""
+    if not conv_channels:
+        return None
+    shape = tuple(getattr(observation_space, "shape", None) or ())
+    if len(shape) != 3 or min(shape[:2]) < 3:
+        raise ValueError(
+            f"conv_channels={conv_channels}: expected an image observation of shape [height >= 3, width >= 3, "
+            f"channels]; got {observation_space!r}"
+        )
+    return shape
+
+
 def make_pqn(
     config: PQNConfig, env: Environment, env_params=None, env_params_schedule: EnvParamsSchedule | None = None
 ) -> PQN:
@@ -164,7 +178,14 @@ def make_pqn(
     observation_size = flat_dim(observation_space)
     read_mask = action_mask_reader(observation_space, action_space)
     network = QNetwork(
-        config.hidden, config.activation, branches.size, config.layer_norm, config.normalize_observations
+        config.hidden,
+        config.activation,
+        branches.size,
+        config.layer_norm,
+        config.normalize_observations,
+        config.conv_channels,
+        image_shape(observation_space, config.conv_channels),
+        config.input_scale,
     )
     train_env = training_wrappers(env)
     num_envs, num_steps, num_updates = config.num_envs, config.num_steps, config.num_updates

@@ -31,6 +31,7 @@ FLOAT_FIELDS = (
     "max_grad_norm",
     "reward_scaling",
     "eval_epsilon",
+    "input_scale",
 )
 BOOL_FIELDS = ("anneal_lr", "layer_norm", "normalize_observations")
 MAX_UPDATES = 2**31 - 1
@@ -84,6 +85,16 @@ class PQNConfig:
         False, "normalise observations by their running mean and variance (true/false)"
     )
     eval_epsilon: float = with_help(0.01, "epsilon of the stochastic evaluation policy (deterministic=False)")
+    conv_channels: tuple[int, ...] = with_help(
+        (), "channels of 3 x 3 convolutions over an image observation before the hidden layers (none: an MLP)"
+    )
+    """A convolutional torso (``purehr.algorithms.pqn.network.QNetwork``): each entry one 3 x 3
+    convolution (stride 1, no padding), then LayerNorm (with ``layer_norm``) and the activation,
+    over the observation in its own [height, width, channels] shape; flattened into the hidden
+    layers. purejaxql's MinAtar network is ``(16,)`` with ``hidden=(128,)``."""
+    input_scale: float = with_help(
+        1.0, "multiply the observations by this before the network (purejaxql's MinAtar: 1/255)"
+    )
 
     def __post_init__(self) -> None:
         self._check_types()
@@ -96,7 +107,7 @@ class PQNConfig:
                 f"num_envs * num_steps = {self.num_envs} * {self.num_steps} = {self.batch_size}; "
                 f"expected a divisor of {self.batch_size}"
             )
-        for name in ("learning_rate", "max_grad_norm", "reward_scaling", "epsilon_decay_fraction"):
+        for name in ("learning_rate", "max_grad_norm", "reward_scaling", "epsilon_decay_fraction", "input_scale"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"PQNConfig.{name}={getattr(self, name)!r}: expected a finite number > 0")
         for name in ("gamma", "q_lambda", "epsilon_start", "epsilon_finish", "epsilon_decay_fraction", "eval_epsilon"):
@@ -114,6 +125,13 @@ class PQNConfig:
         """Wrong types and non-finite numbers are refused by name, numbers normalised
         (``purehr.algorithms.config_types``)."""
         normalise_fields(self, ints=INT_FIELDS, floats=FLOAT_FIELDS, bools=BOOL_FIELDS, sizes=("hidden",))
+        channels = tuple(self.conv_channels) if isinstance(self.conv_channels, (tuple, list)) else None
+        if channels is None or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in channels):
+            raise ValueError(
+                f"PQNConfig.conv_channels={self.conv_channels!r}: "
+                "expected a tuple of positive ints (empty: no convolution)"
+            )
+        object.__setattr__(self, "conv_channels", channels)
         if not isinstance(self.activation, str):
             raise ValueError(f"PQNConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
 

@@ -42,18 +42,34 @@ ILLEGAL_Q = -1e9
 
 
 class QNetwork(nn.Module):
-    """Observation [..., obs] -> every branch's Q values side by side [..., sum(nvec)]."""
+    """Observation [..., obs] -> every branch's Q values side by side [..., sum(nvec)]; with
+    ``conv_channels``, 3 x 3 convolutions over the observation's ``image_shape`` first."""
 
     hidden: Sequence[int]
     activation: str
     output_size: int
     layer_norm: bool = True
     normalize_observations: bool = False
+    conv_channels: Sequence[int] = ()
+    image_shape: tuple[int, ...] | None = None  # [H, W, C] of the flat observation, with conv_channels
+    input_scale: float = 1.0
 
     @nn.compact
     def __call__(self, observation: jax.Array) -> jax.Array:
         x = ObservationNormalizer(name="normalizer")(observation) if self.normalize_observations else observation
+        if self.input_scale != 1.0:
+            x = x * self.input_scale
         activation = ACTIVATION_FUNCTIONS[self.activation]
+        if self.conv_channels:
+            # [..., H*W*C] -> [N, H, W, C] for the convolutions, then back to [..., features]
+            batch = x.shape[:-1]
+            x = x.reshape((-1, *self.image_shape))
+            for channels in self.conv_channels:
+                x = nn.Conv(channels, (3, 3), padding="VALID", kernel_init=scaled_normal(HIDDEN_GAIN))(x)
+                if self.layer_norm:
+                    x = nn.LayerNorm()(x)
+                x = activation(x)
+            x = x.reshape((*batch, -1))
         # purehr's Dense: flax's layer, with a faster weight gradient for a head of 2 to 8 Q
         # values on a CPU (purehr.engine.dense); named as flax names its Dense layers, so
         # checkpoints read as before
