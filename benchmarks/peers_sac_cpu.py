@@ -30,23 +30,33 @@ from purehr.engine.seeds import keys_for_seeds  # noqa: E402
 from purehr.envs.gymnax_adapter import GymnaxEnv  # noqa: E402
 
 
+def compiled_program(library: str, steps: int, seeds: int):
+    """(call, compiled program, compile wall s) of ``library``'s SAC ("rejax-sac" or "purehr") on
+    rejax's Pendulum config at ``steps`` per seed, ``seeds`` vmapped (rejax's evaluation off).
+    The time is rejax's ``lower().compile()``, and purehr's ``make_train`` with it."""
+    settings = {**SAC_CONFIGS["Pendulum-v1"], "total_timesteps": steps, "eval_freq": steps}
+    if library == "rejax-sac":
+        import rejax
+
+        algo = rejax.SAC.create(**settings).replace(
+            eval_callback=lambda a, ts, rng: jnp.zeros(()), skip_initial_evaluation=True
+        )
+        keys = jax.random.split(jax.random.PRNGKey(0), seeds)
+        started = time.perf_counter()
+        program = jax.jit(jax.vmap(lambda key: algo.train(key)[0])).lower(keys).compile()
+        return (lambda: program(keys)), program, time.perf_counter() - started
+    keys = keys_for_seeds(range(seeds))
+    started = time.perf_counter()
+    program = make_train(rejax_sac_as_purehr(settings), GymnaxEnv("Pendulum-v1")).jitted.lower(keys, None).compile()
+    return (lambda: program(keys, None)), program, time.perf_counter() - started
+
+
 def compiled_programs(steps: int, seeds: int) -> dict:
     """{library: (call, compile wall s)} at ``steps`` per seed."""
-    import rejax
-
-    settings = {**SAC_CONFIGS["Pendulum-v1"], "total_timesteps": steps, "eval_freq": steps}
-    algo = rejax.SAC.create(**settings).replace(
-        eval_callback=lambda a, ts, rng: jnp.zeros(()), skip_initial_evaluation=True
-    )
-    rejax_keys, purehr_keys = jax.random.split(jax.random.PRNGKey(0), seeds), keys_for_seeds(range(seeds))
     programs = {}
-    started = time.perf_counter()
-    rejax_program = jax.jit(jax.vmap(lambda key: algo.train(key)[0])).lower(rejax_keys).compile()
-    programs["rejax-sac"] = (lambda: rejax_program(rejax_keys), time.perf_counter() - started)
-    config = rejax_sac_as_purehr(settings)
-    started = time.perf_counter()
-    purehr_program = make_train(config, GymnaxEnv("Pendulum-v1")).jitted.lower(purehr_keys, None).compile()
-    programs["purehr"] = (lambda: purehr_program(purehr_keys, None), time.perf_counter() - started)
+    for library in ("rejax-sac", "purehr"):
+        call, _, compile_s = compiled_program(library, steps, seeds)
+        programs[library] = (call, compile_s)
     return programs
 
 

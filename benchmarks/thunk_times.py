@@ -32,7 +32,6 @@ os.environ.setdefault("PJRT_NPROC", "1")
 sys.path.insert(0, os.path.dirname(__file__))
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 from _common import write_json  # noqa: E402
 from _hlo_thunks import NOT_RUN, _kind, computations  # noqa: E402
 
@@ -100,28 +99,17 @@ def per_update(program_at, budgets: tuple[int, int], updates_between: int, repea
 
 
 def sac_pair() -> dict:
-    """{library: steps per seed -> (call, hlo)}: rejax's SAC and purehr's (``peers_sac_cpu.py``)."""
-    import rejax
-    from _rejax_offpolicy_peer import SAC_CONFIGS, rejax_sac_as_purehr
+    """{library: steps per seed -> (call, hlo)}: rejax's SAC and purehr's (``peers_sac_cpu.py``'s)."""
+    from peers_sac_cpu import compiled_program
 
-    def settings(steps):
-        return {**SAC_CONFIGS["Pendulum-v1"], "total_timesteps": steps, "eval_freq": steps}
+    def program_at(library):
+        def at(steps):
+            call, program, _ = compiled_program(library, steps, 5)
+            return call, program.as_text()
 
-    def rejax_at(steps):
-        algo = rejax.SAC.create(**settings(steps)).replace(
-            eval_callback=lambda a, ts, rng: jnp.zeros(()), skip_initial_evaluation=True
-        )
-        keys = jax.random.split(jax.random.PRNGKey(0), 5)
-        program = jax.jit(jax.vmap(lambda key: algo.train(key)[0])).lower(keys).compile()
-        return (lambda: program(keys)), program.as_text()
+        return at
 
-    def purehr_at(steps):
-        keys = keys_for_seeds(range(5))
-        program = make_train(rejax_sac_as_purehr(settings(steps)), GymnaxEnv("Pendulum-v1")).jitted
-        program = program.lower(keys, None).compile()
-        return (lambda: program(keys, None)), program.as_text()
-
-    return {"rejax-sac": rejax_at, "purehr": purehr_at}
+    return {library: program_at(library) for library in ("rejax-sac", "purehr")}
 
 
 def pqn_pair(folder: Path) -> dict:
