@@ -20,7 +20,9 @@ batch statistics it updates in training; it treats CartPole's time limit as a te
 (purehr bootstraps a truncated step from Q of its final observation: one more forward pass
 over the rollout's B rows per update); its learning rate decays at every gradient step
 (purehr's once per update); its random actions are ``randint`` draws inside the rollout
-(purehr's Gumbel draws before it).
+(purehr's Gumbel draws before it). On MinAtar, purehr's convolution is ``purehr.engine.conv.Conv``
+(flax's convolution as a matmul over patches: the same parameters and sums, another order;
+benchmarks/README.md, "PQN on MinAtar: the convolution's kernel gradient"), purejaxql's flax's.
 """
 
 from __future__ import annotations

@@ -6,12 +6,14 @@ by instruction. ``_hlo_thunks.py`` counts thunks; this times them.
 
     nice python benchmarks/thunk_times.py --pair sac --json /tmp/sac_times.json     # rejax's SAC beside purehr's
     nice python benchmarks/thunk_times.py --pair pqn --purejaxql PATH --json /tmp/pqn_times.json
+    nice python benchmarks/thunk_times.py --pair pqn --purejaxql PATH --env Asterix-MinAtar --budgets 2 4
 
 One update's time is the difference of two budgets' traces divided by the updates between them,
 so what runs once per call (and SAC's 256 warm-up updates, no gradient step in either library)
 cancels: ``sac`` is ``peers_sac_cpu.py``'s pair (rejax's published Pendulum config, 300 and 400
-steps per seed), ``pqn`` is ``peers.py``'s ``purejaxql:CartPole-v1`` pair (4 and 8 updates of
-32 x 64 steps). Both: 5 seeds vmapped, ``PJRT_NPROC=1``, best of ``--repeats`` traces per budget.
+steps per seed), ``pqn`` is ``peers.py``'s ``purejaxql:ENV`` pair (``--env``: CartPole-v1, 4 and
+8 updates of 32 x 64 steps; Asterix-MinAtar, updates of 128 x 32 steps, ``--budgets 2 4``).
+Both: 5 seeds vmapped, ``PJRT_NPROC=1``, best of ``--repeats`` traces per budget.
 A trace keeps about 460,000 events, so the budgets are small (purejaxql runs ~67,000 thunks per
 update); a container (``while``, ``conditional``, ``call``) is not counted, its thunks are.
 """
@@ -34,6 +36,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import jax  # noqa: E402
 from _common import write_json  # noqa: E402
 from _hlo_thunks import NOT_RUN, _kind, computations  # noqa: E402
+from _purejaxql_peer import SCRIPTS  # noqa: E402
 
 from purehr.algorithms.trainer import make_train  # noqa: E402
 from purehr.cli.arguments import HelpFormatter, output_file, positive_int  # noqa: E402
@@ -112,21 +115,23 @@ def sac_pair() -> dict:
     return {library: program_at(library) for library in ("rejax-sac", "purehr")}
 
 
-def pqn_pair(folder: Path) -> dict:
-    """{library: updates -> (call, hlo)}: purejaxql's PQN and purehr's (``peers.py``)."""
+def pqn_pair(folder: Path, name: str) -> dict:
+    """{library: updates -> (call, hlo)}: purejaxql's PQN and purehr's (``peers.py``) on its
+    config ``name``."""
     from _purejaxql_peer import PurejaxqlRun, compose_config, load_purejaxql, purejaxql_as_purehr
 
     load_purejaxql(folder)
-    steps_per_update = 32 * 64
+    published = compose_config(folder, name)
+    steps_per_update = published["NUM_ENVS"] * published["NUM_STEPS"]
 
     def purejaxql_at(updates):
-        run = PurejaxqlRun(folder, "CartPole-v1", 5, None, budget=steps_per_update * updates)
+        run = PurejaxqlRun(folder, name, 5, None, budget=steps_per_update * updates)
         return (lambda: run.compiled(run.keys)), run.compiled.as_text()
 
     def purehr_at(updates):
-        config = purejaxql_as_purehr(compose_config(folder, "CartPole-v1", steps_per_update * updates))
+        config = purejaxql_as_purehr(compose_config(folder, name, steps_per_update * updates))
         keys = keys_for_seeds(range(5))
-        program = make_train(config, GymnaxEnv("CartPole-v1")).jitted.lower(keys, None).compile()
+        program = make_train(config, GymnaxEnv(name)).jitted.lower(keys, None).compile()
         return (lambda: program(keys, None)), program.as_text()
 
     return {"purejaxql": purejaxql_at, "purehr": purehr_at}
@@ -136,6 +141,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--pair", choices=("sac", "pqn"), default="sac", help="which two programs")
     parser.add_argument("--purejaxql", type=Path, default=None, help="purejaxql's folder (--pair pqn; docs/peers.md)")
+    parser.add_argument(
+        "--env",
+        choices=tuple(SCRIPTS),
+        default=None,
+        help="purejaxql's config, --pair pqn only (default: CartPole-v1)",
+    )
+    parser.add_argument(
+        "--budgets",
+        type=positive_int,
+        nargs=2,
+        default=None,
+        metavar=("LOW", "HIGH"),
+        help="the two budgets traced: steps per seed (sac) or updates (pqn); default 300 400 (sac), 4 8 (pqn)",
+    )
     parser.add_argument("--repeats", type=positive_int, default=2, help="traces per budget (the fastest counts)")
     parser.add_argument("--json", type=output_file, default=None, help="where to write the record (default: nowhere)")
     return parser
@@ -145,9 +164,13 @@ def main() -> None:
     args = build_parser().parse_args()
     if args.pair == "pqn" and args.purejaxql is None:
         raise SystemExit("--pair pqn needs --purejaxql PATH: the folder holding pqn_gymnax.py (docs/peers.md)")
-    pair, budgets, between = (
-        (sac_pair(), (300, 400), 100) if args.pair == "sac" else (pqn_pair(args.purejaxql), (4, 8), 4)
-    )
+    if args.pair == "sac" and args.env is not None:
+        raise SystemExit(f"--env {args.env}: purejaxql's configs are for --pair pqn; --pair sac is rejax's Pendulum")
+    budgets = tuple(args.budgets or ((300, 400) if args.pair == "sac" else (4, 8)))
+    if budgets[1] <= budgets[0]:
+        raise SystemExit(f"--budgets {budgets[0]} {budgets[1]}: expected LOW < HIGH")
+    pair = sac_pair() if args.pair == "sac" else pqn_pair(args.purejaxql, args.env or "CartPole-v1")
+    between = budgets[1] - budgets[0]
     record = {"command": " ".join(["python", *sys.argv]), "budgets": budgets, "updates_between": between}
     record["load_average_before"] = [round(x, 2) for x in os.getloadavg()]
     for library, program_at in pair.items():

@@ -232,3 +232,22 @@ def test_purejaxql_minatar_config_maps_to_its_cnn_network():
     assert (mapped.conv_channels, mapped.hidden, mapped.input_scale) == ((16,), (128,), 1 / 255)
     assert (mapped.minibatch_size, mapped.num_epochs, mapped.reward_scaling, mapped.q_lambda) == (128, 2, 1.0, 0.65)
     assert mapped.total_timesteps == 10_000_000 // 4096 * 4096
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--pair", "pqn", "--purejaxql", ".", "--budgets", "4", "2"], "--budgets 4 2: expected LOW < HIGH"),
+        (["--pair", "sac", "--env", "Asterix-MinAtar"], "--env Asterix-MinAtar: purejaxql's configs are for"),
+    ],
+)
+def test_thunk_times_refuses_a_bad_pairing_before_any_work(flags, message):
+    """Refused before a program is built (a build takes seconds, a trace minutes)."""
+    completed = subprocess.run(
+        [sys.executable, "-W", "ignore", str(ROOT / "benchmarks" / "thunk_times.py"), *flags],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert completed.returncode == 1 and message in completed.stderr, completed.stderr[-2000:]
