@@ -6,8 +6,9 @@ convolution vmapped over seeds: a grouped convolution whose window is the whole 
 in a form its Eigen convolution does not take, and runs it as a generic loop: 75 ms per
 gradient step for 5 seeds x 128 observations, 77% of an update, in purejaxql's program as in
 purehr's. ``Conv`` gathers the 3 x 3 patches of the input (shifted slices, concatenated) and
-multiplies them by the kernel: the forward pass and both gradients are matmuls and slices,
-which XLA sends to its fast kernels on every backend.
+multiplies them by the kernel: the forward pass and both gradients are matmuls, slices and a
+concatenation, which the CPU backend runs as such (one update 4.4x faster). The same
+arithmetic on an accelerator; not measured there, where cuDNN's convolutions are fast too.
 """
 
 from __future__ import annotations
