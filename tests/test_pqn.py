@@ -175,6 +175,9 @@ def test_pqn_learns_cartpole_through_make_train():
         (dict(learning_rate=0.0), r"PQNConfig.learning_rate=0.0: expected a finite number > 0"),
         (dict(num_envs=True), r"PQNConfig.num_envs=True: expected a positive integer, got bool"),
         (dict(hidden=(64, 0)), r"PQNConfig.hidden=\(64, 0\): expected a non-empty tuple of positive ints"),
+        (dict(conv_channels=(16, 0)), r"PQNConfig.conv_channels=\(16, 0\): expected a tuple of positive ints \(empty"),
+        (dict(conv_channels=16), r"PQNConfig.conv_channels=16: expected a tuple of positive ints"),
+        (dict(conv_channels=(True,)), r"PQNConfig.conv_channels=\(True,\): expected a tuple of positive ints"),
         (dict(activation="gelu"), r"PQNConfig.activation='gelu': expected one of"),
         (dict(layer_norm="yes"), r"PQNConfig.layer_norm='yes': expected True or False"),
     ],
@@ -188,6 +191,8 @@ def test_the_registry_builds_pqn_and_round_trips_its_config():
     entry = get_algorithm("pqn")
     config = PQNConfig(hidden=(32, 16), q_lambda=0.5)
     assert entry.config_from_dict(config.to_dict() | {"hidden": [32, 16]}) == config
+    assert PQNConfig(conv_channels=[np.int64(16)]).conv_channels == (16,)  # a TOML list, a NumPy int
+    assert PQNConfig(conv_channels=[]).conv_channels == ()  # empty: no convolution
     assert config.batch_size == config.num_envs * config.num_steps
     assert set(entry.hyperparameter_names()) <= set(config.to_dict())
     with pytest.raises(TypeError, match="Discrete or MultiDiscrete"):

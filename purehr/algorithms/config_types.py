@@ -27,11 +27,13 @@ def normalise_fields(
     floats: Iterable[str] = (),
     bools: Iterable[str] = (),
     sizes: Iterable[str] = (),
+    optional_sizes: Iterable[str] = (),
 ) -> None:
     """Checks and normalises ``config``'s fields of each kind in place (a frozen dataclass):
     ``ints`` and ``non_negative_ints`` are integers (their range checked by the config, the kind
     naming it in the message), ``floats`` finite float32
-    numbers, ``bools`` True or False, ``sizes`` non-empty tuples of positive ints."""
+    numbers, ``bools`` True or False, ``sizes`` non-empty tuples of positive ints,
+    ``optional_sizes`` the same or empty (a layer kind that may be absent)."""
     owner = type(config).__name__
     for name in ints:
         object.__setattr__(config, name, _integer(owner, name, getattr(config, name), "a positive integer"))
@@ -43,6 +45,8 @@ def normalise_fields(
         object.__setattr__(config, name, _boolean(owner, name, getattr(config, name)))
     for name in sizes:
         object.__setattr__(config, name, _sizes(owner, name, getattr(config, name)))
+    for name in optional_sizes:
+        object.__setattr__(config, name, _sizes(owner, name, getattr(config, name), empty_ok=True))
 
 
 def _integer(owner: str, name: str, value: Any, expected: str) -> int:
@@ -72,11 +76,12 @@ def _boolean(owner: str, name: str, value: Any) -> bool:
     return bool(value)
 
 
-def _sizes(owner: str, name: str, sizes: Any) -> tuple[int, ...]:
+def _sizes(owner: str, name: str, sizes: Any, empty_ok: bool = False) -> tuple[int, ...]:
     if (
         not isinstance(sizes, (tuple, list))
-        or not sizes
+        or not (sizes or empty_ok)
         or any(isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)) or s <= 0 for s in sizes)
     ):
-        raise ValueError(f"{owner}.{name}={sizes!r}: expected a non-empty tuple of positive ints")
+        expected = "a tuple of positive ints (empty for none)" if empty_ok else "a non-empty tuple of positive ints"
+        raise ValueError(f"{owner}.{name}={sizes!r}: expected {expected}")
     return tuple(int(s) for s in sizes)

@@ -124,14 +124,14 @@ class PQNConfig:
     def _check_types(self) -> None:
         """Wrong types and non-finite numbers are refused by name, numbers normalised
         (``purehr.algorithms.config_types``)."""
-        normalise_fields(self, ints=INT_FIELDS, floats=FLOAT_FIELDS, bools=BOOL_FIELDS, sizes=("hidden",))
-        channels = tuple(self.conv_channels) if isinstance(self.conv_channels, (tuple, list)) else None
-        if channels is None or not all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in channels):
-            raise ValueError(
-                f"PQNConfig.conv_channels={self.conv_channels!r}: "
-                "expected a tuple of positive ints (empty: no convolution)"
-            )
-        object.__setattr__(self, "conv_channels", channels)
+        normalise_fields(
+            self,
+            ints=INT_FIELDS,
+            floats=FLOAT_FIELDS,
+            bools=BOOL_FIELDS,
+            sizes=("hidden",),
+            optional_sizes=("conv_channels",),
+        )
         if not isinstance(self.activation, str):
             raise ValueError(f"PQNConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
 

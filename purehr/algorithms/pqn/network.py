@@ -61,6 +61,10 @@ class QNetwork(nn.Module):
         if self.input_scale != 1.0:
             x = x * self.input_scale
         activation = ACTIVATION_FUNCTIONS[self.activation]
+
+        def normalised(x):  # every hidden layer's, convolution or dense: LayerNorm, activation
+            return activation(nn.LayerNorm()(x) if self.layer_norm else x)
+
         if self.conv_channels:
             # [..., H*W*C] -> [N, H, W, C] for the convolutions, then back to [..., features]
             batch = x.shape[:-1]
@@ -68,19 +72,13 @@ class QNetwork(nn.Module):
             for index, channels in enumerate(self.conv_channels):
                 # purehr's Conv: flax's VALID convolution as a matmul over patches, whose kernel
                 # gradient is a matmul too (flax's is 77% of an update on a CPU: purehr.engine.conv)
-                x = Conv(channels, (3, 3), scaled_normal(HIDDEN_GAIN), name=f"Conv_{index}")(x)
-                if self.layer_norm:
-                    x = nn.LayerNorm()(x)
-                x = activation(x)
+                x = normalised(Conv(channels, (3, 3), scaled_normal(HIDDEN_GAIN), name=f"Conv_{index}")(x))
             x = x.reshape((*batch, -1))
         # purehr's Dense: flax's layer, with a faster weight gradient for a head of 2 to 8 Q
         # values on a CPU (purehr.engine.dense); named as flax names its Dense layers, so
         # checkpoints read as before
         for index, width in enumerate(self.hidden):
-            x = Dense(width, scaled_normal(HIDDEN_GAIN), name=f"Dense_{index}")(x)
-            if self.layer_norm:
-                x = nn.LayerNorm()(x)
-            x = activation(x)
+            x = normalised(Dense(width, scaled_normal(HIDDEN_GAIN), name=f"Dense_{index}")(x))
         return Dense(self.output_size, scaled_normal(1.0), name=f"Dense_{len(self.hidden)}")(x)
 
 
