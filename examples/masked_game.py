@@ -12,7 +12,7 @@ logits of closed cells to -1e9 (sampling, log-prob, entropy and the deterministi
 training and in every evaluation), and the random floor draws among the open cells, so
 neither ever makes an illegal move here. Train it from the folder that holds this file::
 
-    python /path/to/purehr/scripts/train_all_seeds.py --tasks masked_game:make_env \
+    /path/to/purehr/.venv/bin/python /path/to/purehr/scripts/train_all_seeds.py --tasks masked_game:make_env \
         --steps 16384 --seeds 0 1 --no-render
 """
 
@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from purehr import PPOConfig
+from purehr import PPOConfig, ProtocolSettings
 from purehr.envs import spaces
 from purehr.envs.base import Environment
 from purehr.types import StepResult
@@ -110,8 +110,9 @@ PPO_CONFIG = PPOConfig(
     ent_coef=0.01,
     actor_hidden=(32, 32),
     critic_hidden=(32, 32),
-    checkpoint_interval=4_096,
-    eval_episodes=200,
-    quick_eval_episodes=200,
 )
 """A small budget: the game is small."""
+
+PROTOCOL = ProtocolSettings(checkpoint_interval=4_096, eval_episodes=200, quick_eval_episodes=200)
+"""How often a run checkpoints and how many held-out episodes judge it, whichever algorithm
+trains the game (``--tasks masked_game:make_env@pqn`` too); a flag overrides each."""

@@ -8,9 +8,9 @@ rarely succeeds, so the floors are far below what training reaches.
 
 Train it from the folder that holds this file (docs/environments.md)::
 
-    python /path/to/purehr/scripts/train_all_seeds.py --tasks my_env:make_env --seeds 0 1 \
+    /path/to/purehr/.venv/bin/python /path/to/purehr/scripts/train_all_seeds.py --tasks my_env:make_env --seeds 0 1 \
         --run-dir runs/point --no-render
-    python /path/to/purehr/scripts/train_all_seeds.py --tasks my_env:make_env \
+    /path/to/purehr/.venv/bin/python /path/to/purehr/scripts/train_all_seeds.py --tasks my_env:make_env \
         --env-arg my_env:make_env goal_radius=0.2 --run-dir runs/point_easy
 
 or from Python::
@@ -18,14 +18,17 @@ or from Python::
     import purehr.tasks
     import my_env
     purehr.tasks.register_task(
-        purehr.tasks.environment_task("point", my_env.make_env, default_config=my_env.PPO_CONFIG)
+        purehr.tasks.environment_task(
+            "point", my_env.make_env, default_config=my_env.PPO_CONFIG, default_protocol=my_env.PROTOCOL
+        )
     )
 
 What purehr reads of this file: ``make_env`` (any callable returning an ``Environment``; the
 keyword arguments a run gives it are recorded in the run's manifest, so resume and restore
 call it again with the same ones), ``PPO_CONFIG`` (optional: the task's default PPO
 configuration; without it, the default for the action space of
-``purehr.tasks.environment_task``) and ``BASELINES`` with ``REFERENCE_BASELINE`` (optional, at
+``purehr.tasks.environment_task``), ``PROTOCOL`` (optional: its checkpoint and evaluation
+settings, whichever algorithm trains it) and ``BASELINES`` with ``REFERENCE_BASELINE`` (optional, at
 the end: your own reference policies, evaluated beside the floors; uncomment them to try).
 """
 
@@ -38,7 +41,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from purehr import PPOConfig
+from purehr import PPOConfig, ProtocolSettings
 from purehr.envs import spaces
 from purehr.envs.base import Environment
 from purehr.types import StepResult
@@ -195,12 +198,19 @@ PPO_CONFIG = PPOConfig(
     actor_hidden=(32, 32),
     critic_hidden=(32, 32),
     log_std_init=-0.5,
+)
+"""The task's default PPO configuration (optional; every flag of train_all_seeds.py overrides
+its fields): a small budget, since the task is small. A ``SAC_CONFIG`` (a ``purehr.SACConfig``)
+would be its default for ``--tasks my_env:make_env@sac``; a Discrete task's ``PQN_CONFIG`` (a
+``purehr.PQNConfig``) for ``@pqn``."""
+
+PROTOCOL = ProtocolSettings(
     checkpoint_interval=10_240,  # a checkpoint (and a held-out evaluation) every 10 updates
     eval_episodes=200,
     quick_eval_episodes=200,
 )
-"""The task's default PPO configuration (optional; every flag of train_all_seeds.py overrides
-its fields): a small budget, since the task is small."""
+"""The task's checkpoint and evaluation settings under every algorithm (optional; without it,
+``ProtocolSettings()``'s; ``--checkpoint-interval``, ``--eval-episodes``... override them)."""
 
 
 # --- optional: your own reference policies (docs/environments.md, "Your own baselines") ------

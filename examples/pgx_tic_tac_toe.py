@@ -12,8 +12,8 @@ This script trains through ``scripts/train_all_seeds.py`` (any of its flags pass
 then prints, per seed, the last held-out return and win rate against that floor and how many
 illegal moves training made::
 
-    pip install -e '.[pgx]'
-    python examples/pgx_tic_tac_toe.py --seeds 0 1 2 --run-dir runs/tic_tac_toe
+    .venv/bin/pip install -c constraints.txt -e '.[pgx]'
+    .venv/bin/python examples/pgx_tic_tac_toe.py --seeds 0 1 2 --run-dir runs/tic_tac_toe
 
 Measured (2-core CPU, other jobs running; ``--steps 12288 --seeds 0 1 2 --no-render``, 30 s of
 CPU): the held-out return of seeds 0-2 is 0.72, 0.67 and 0.53 (win rates 0.84, 0.81, 0.73)

@@ -104,6 +104,19 @@ def split_settings(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
     return {name: value for name, value in values.items() if name not in PROTOCOL_FIELDS}, protocol
 
 
+def refuse_protocol_settings(owner: str, **given: Any) -> None:
+    """``ValueError`` for a protocol setting given to a config that never held one (``PQNConfig``,
+    ``SACConfig``: only ``PPOConfig`` keeps the form from before they had an owner), naming
+    where it goes instead."""
+    for name, value in given.items():
+        if value is not None:
+            raise ValueError(
+                f"{owner}({name}={value!r}): {name} is a protocol setting, the task's, not the algorithm's; "
+                f"expected it in the task module's PROTOCOL = ProtocolSettings({name}={value!r}) "
+                f"(docs/environments.md), environment_task(..., default_protocol=...), or --{name.replace('_', '-')}"
+            )
+
+
 def without_legacy_settings(config):
     """(``config`` without the protocol settings it was written with, those settings): a config
     written when they were its fields (``PPOConfig(checkpoint_interval=...)``) still builds and

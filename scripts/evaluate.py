@@ -34,6 +34,7 @@ import jax
 from purehr.cli.arguments import HelpFormatter, task_name
 from purehr.cli.cache_flags import add_compile_cache_flags, start_compile_cache
 from purehr.protocol_settings import MAX_HELDOUT_EPISODES as MAX_EPISODES
+from purehr.reports.results_table import algorithm_label
 from purehr.run import restore
 from purehr.run.compiled.task_setup import recorded_setup
 from purehr.run.store.run_dir import RunDirectory, read_checkpoint_rows
@@ -42,7 +43,8 @@ from purehr.types import Policy
 from purehr.viz.pbt_figures import ancestors
 
 PPO = "ppo"
-"""``--policy ppo``: the PPO policy of a run directory's checkpoint (the default with --run-dir)."""
+"""``--policy ppo``: the trained policy of a run directory's checkpoint, whatever its algorithm (PPO,
+PQN, SAC; the default with --run-dir)."""
 POLICIES = {name: tuple(baseline.flag for baseline in get_task(name).baselines) for name in TASK_NAMES}
 """The baselines of the built-in tasks, by ``--policy`` flag (any other task: ``policies_of``)."""
 
@@ -78,8 +80,8 @@ def load_recorded_task(run_dir: str, task: str) -> Evaluation:
 
 
 def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Policy, dict]:
-    """The restored PPO policy, the environment (held-out params) it was trained for, and
-    which checkpoint it is (``--step latest`` names no step: the output must)."""
+    """The restored policy, the environment (held-out params) it was trained for, and which
+    checkpoint it is, of which algorithm (``--step latest`` names no step: the output must)."""
     with warnings.catch_warnings(record=True) as caught:  # said as one line each, not as a source line
         warnings.simplefilter("always")
         restored = restore(args.checkpoint, task=args.task, seed=args.seed, step=args.step)
@@ -92,6 +94,7 @@ def load_checkpoint(args: argparse.Namespace) -> tuple[Evaluation, Policy, dict]
         "actual_steps": restored.steps,
         "target_steps": restored.target_steps,
         "requested_step": args.step,
+        "algorithm": algorithm_label(RunDirectory(Path(args.checkpoint)).read_manifest(), args.task),
     }
     lineage = pbt_lineage(args.checkpoint, args.task, restored.seed, restored.steps)
     if lineage is not None:  # a PBT member: the weights may be another member's
@@ -165,7 +168,7 @@ def describe_policy(args: argparse.Namespace, checkpoint: dict | None) -> str:
         return name if getattr(args, "checkpoint", None) is None else f"{name} on the environment of {args.checkpoint}"
     latest = {"latest": ", the latest", "reported": ", the reported"}.get(checkpoint["requested_step"], "")
     return (
-        f"PPO checkpoint of {checkpoint['run_dir']}, seed {checkpoint['seed']}, step "
+        f"{checkpoint.get('algorithm', 'PPO')} checkpoint of {checkpoint['run_dir']}, seed {checkpoint['seed']}, step "
         f"{checkpoint['actual_steps']:,}{latest} (saved for target {checkpoint['target_steps']:,})"
     )
 
@@ -289,7 +292,9 @@ def main(argv=None) -> int:
         # NaN (no successful episode; no success defined) is not JSON: write null.
         output = {name: (None if math.isnan(v) else v) for name, v in metrics.items()}
         if checkpoint is not None:
-            output["checkpoint"] = {key: value for key, value in checkpoint.items() if key != "requested_step"}
+            output["checkpoint"] = {
+                key: value for key, value in checkpoint.items() if key not in ("requested_step", "algorithm")
+            }
         elif args.checkpoint is not None:
             output["environment_of"] = str(args.checkpoint)  # a baseline on the run's recorded environment
         print(json.dumps(output))

@@ -28,14 +28,41 @@ def main(argv: list[str] | None = None) -> int:
     from purehr.run.store.files import RunDirectoryError
     from purehr.viz.render import render_run
 
+    unwritable = _unwritable_figures(args.run_dir)
+    if unwritable:
+        print(f"render: {unwritable}", file=sys.stderr)
+        return 2
     try:
         written = render_run(args.run_dir, tasks=args.tasks, replay=not args.no_replay)
     except RunDirectoryError as error:
         print(f"render: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # the disk filled up, or the folder went read-only, while rendering
+        print(f"render: {error}", file=sys.stderr)
+        return 2
     for path in written:
         print(path)
     return 0
+
+
+def _unwritable_figures(run_dir: str) -> str | None:
+    """Why the run's ``figures/`` cannot be written (a read-only run directory: a published
+    record, a mount), checked before any work; None when it can (or there is no run: refused next)."""
+    from pathlib import Path
+
+    from purehr.run.store.run_dir import FIGURES, check_run_directory_path
+
+    run = Path(run_dir)
+    if not run.is_dir():
+        return None
+    try:
+        check_run_directory_path(run / FIGURES)
+    except OSError as error:
+        return (
+            f"the figures go into {run / FIGURES}, which cannot be written ({error}); copy the run somewhere "
+            f"you can write (cp -r {run} DIR) and render the copy"
+        )
+    return None
 
 
 if __name__ == "__main__":

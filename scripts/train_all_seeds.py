@@ -10,6 +10,8 @@ python scripts/train_all_seeds.py --config artifacts/quick/manifest.json --run-n
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from pathlib import Path
 
@@ -171,6 +173,29 @@ def recorded_precision(run_dir: Path) -> str | None:
         return None
 
 
+def recorded_no_render(run_dir: Path) -> bool:
+    """Whether the run in ``run_dir`` was started with ``--no-render`` (its manifest's
+    ``run_config``): a resume keeps that choice (False when there is no readable run)."""
+    from purehr.run.store.run_dir import read_manifest
+
+    try:
+        values = (read_manifest(Path(run_dir)).get("run_config") or {}).get("values") or {}
+    except (OSError, ValueError, AttributeError):
+        return False
+    return values.get("no_render") is True
+
+
+def _keep_recorded_no_render(args, run_dir: Path) -> None:
+    """A resume of a run started with ``--no-render`` renders nothing either, and says how to render."""
+    if args.resume and not args.no_render and recorded_no_render(run_dir):
+        print(
+            f"--resume: {run_dir} was started with --no-render: rendering nothing (as with --no-render); "
+            f"scripts/render.py --run-dir {run_dir} renders its figures",
+            file=sys.stderr,
+        )
+        args.no_render = True
+
+
 def main(argv: list[str] | None = None) -> int:
     from purehr.cli.config_file import parse_with_config
 
@@ -182,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         print(resolved.source_line, file=sys.stderr)
     run_dir = args.run_dir or ROOT / "artifacts" / args.run_name
     directory_option = "--run-dir" if args.run_dir is not None else "--run-name"
+    _keep_recorded_no_render(args, run_dir)
     _start_jax(args, parser, run_dir)
     _choose_profile(args, parser, run_dir)
     import jax
@@ -192,14 +218,16 @@ def main(argv: list[str] | None = None) -> int:
         return _follow(args, run_dir, parser)
     try:
         return _train_and_report(args, parser, run_dir, directory_option, argv)
-    except RunInterrupted as interrupted:  # Ctrl-C: the manifest says "interrupted"
+    except RunInterrupted as interrupted:  # Ctrl-C or SIGTERM: the manifest says "interrupted"
         return _stopped_by_ctrl_c(f"{interrupted}", args, run_dir, directory_option, interrupted.at_once)
-    except KeyboardInterrupt:  # Ctrl-C before training, or while rendering or reporting
+    except KeyboardInterrupt:  # Ctrl-C (SIGTERM) before training, or while rendering or reporting
         from purehr.run.compiled.program import abandoned_program_running
+        from purehr.run.outcome import stop_signal_name
 
         # a computation Ctrl-C stopped waiting for (the baselines, the first states) would hold the exit
         at_once = abandoned_program_running()
-        return _stopped_by_ctrl_c("interrupted (Ctrl-C)", args, run_dir, directory_option, at_once=at_once)
+        message = f"interrupted ({stop_signal_name()})"
+        return _stopped_by_ctrl_c(message, args, run_dir, directory_option, at_once=at_once)
 
 
 def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: list[str] | None) -> int:
@@ -222,6 +250,7 @@ def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: 
             directory_option=directory_option,
             keep_dashboards_open=True,  # the figures rendered next go to the same runs
             run_config=getattr(args, "run_config", None),
+            resume_words=_resume_words(args, directory_option),
         )
         try:
             if not args.no_render:
@@ -232,7 +261,7 @@ def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: 
     except RunAlreadyFinished:
         return _finish_finished_run(args, run_dir)
     except (ValueError, TypeError, OSError) as error:  # a bad task or environment, FileExistsError, ...
-        parser.exit(2, f"error: {error}\n")
+        parser.exit(2, f"error: {error}{_where_written(error, args, run_dir, directory_option)}\n")
     except RunFailed as error:  # the manifest says "failed"; one line, not the callback's traceback
         parser.exit(1, f"error: {error}\n")
     except RunDiverged as error:  # the manifest says "diverged": not a finished result
@@ -243,32 +272,55 @@ def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: 
     return 0
 
 
+def _resume_words(args, directory_option: str) -> list[str]:
+    """The command that continues this run: this interpreter and script, absolute, and the run
+    directory as the user named it (``--run-dir`` as an absolute path), then ``--resume``."""
+    from purehr.run.planning.resume_command import absolute, script_words
+
+    named = ["--run-dir", absolute(args.run_dir)] if directory_option == "--run-dir" else ["--run-name", args.run_name]
+    return script_words(__file__, named)
+
+
+def _where_written(error: BaseException, args, run_dir: Path, directory_option: str) -> str:
+    """For an OSError on a file in the run directory (a full disk, a folder removed under the
+    run): the option that chose the directory and the way out; "" otherwise."""
+    filename = getattr(error, "filename", None)
+    if not isinstance(error, OSError) or not filename or isinstance(error, FileExistsError):
+        return ""
+    root = os.path.abspath(run_dir)
+    if os.path.commonpath([root, os.path.abspath(filename)]) != root:
+        return ""
+    given = args.run_dir if directory_option == "--run-dir" else args.run_name
+    way = "free space there" if error.errno == errno.ENOSPC else "check it"
+    return f" (the run directory, chosen by {directory_option} {given}: {way}, or choose another {directory_option})"
+
+
 def _stopped_by_ctrl_c(message: str, args, run_dir: Path, directory_option: str, at_once: bool) -> int:
-    """Exit status 130 (as a shell reports Ctrl-C), no traceback: what stopped and the command
-    that continues the run, with the interpreter that ran this one. ``at_once``: the program
-    may still be running in this process, so the process ends now."""
+    """Exit status 130 (as a shell reports Ctrl-C; 143 for SIGTERM), no traceback: what stopped
+    and the command that continues the run, as the run directory's RESUME.txt holds it (with
+    the interpreter that ran this one and a PYTHONPATH its tasks' modules need). ``at_once``:
+    the program may still be running in this process, so the process ends now."""
     import os
-    import shlex
     import signal
 
     from purehr.run.host.progress import tell
+    from purehr.run.outcome import stop_signal_name
+    from purehr.run.planning.resume_command import read_resume_command, resume_command
 
     # One more Ctrl-C would only cut this message short; the caller's handler comes back once it
     # is out (main() called from Python, a notebook, a test: its next Ctrl-C must work again).
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    script = Path(__file__)
-    relative = os.path.relpath(script)
-    named = ["--run-dir", str(args.run_dir)] if directory_option == "--run-dir" else ["--run-name", args.run_name]
-    command = [sys.executable, relative if not relative.startswith("..") else str(script), *named, "--resume"]
+    status = 128 + (signal.SIGTERM if stop_signal_name() == "SIGTERM" else signal.SIGINT)
+    command = read_resume_command(run_dir) or resume_command(_resume_words(args, directory_option), [])
     # `| tee log`: the Ctrl-C ended tee too; a closed pipe here still exits as an interruption
     tell(f"\n{message}\n", sys.stderr)
     if Path(run_dir).is_dir():
-        tell(f"continue it with:\n  {shlex.join(command)}\n", sys.stderr)
+        tell(f"continue it with:\n  {command}\n", sys.stderr)
     tell("", sys.stdout)
     if at_once:
-        os._exit(130)
+        os._exit(status)
     signal.signal(signal.SIGINT, previous)
-    return 130
+    return status
 
 
 def _start_jax(args, parser, run_dir: Path) -> None:
@@ -317,9 +369,12 @@ def _choose_profile(args, parser, run_dir: Path) -> None:
         print(f"profile {profile} ({why})", file=sys.stderr)
         return
     entries = list(args.tasks or DEFAULT_TASKS)
-    args.task_overrides, overridden = apply_profile(
-        profile, entries, args.algorithm, overrides_from_args(args), getattr(args, "task_overrides", None) or {}
-    )
+    try:
+        args.task_overrides, overridden = apply_profile(
+            profile, entries, args.algorithm, overrides_from_args(args), getattr(args, "task_overrides", None) or {}
+        )
+    except ValueError as error:  # a given value that does not fit the profile's
+        parser.exit(2, f"error: {error}\n")
     print(profile_line(profile, why, entries, args.algorithm, overridden), file=sys.stderr)
 
 
@@ -355,11 +410,7 @@ def _finish_finished_run(args, run_dir: Path) -> int:
     print(f"--resume: {run_dir} holds a finished run: nothing left to train{hint}", file=sys.stderr)
     if missing_figures(run_dir):
         if args.no_render:
-            print(
-                f"its figures are missing: --resume without --no-render, or scripts/render.py --run-dir "
-                f"{run_dir}, renders them",
-                file=sys.stderr,
-            )
+            print(f"its figures are missing: scripts/render.py --run-dir {run_dir} renders them", file=sys.stderr)
         else:
             print("rendering the figures it is missing", file=sys.stderr)
             render_run(run_dir)

@@ -229,3 +229,48 @@ def interrupt_at_update(script, flags: list[str], update: int) -> int:
 def digests(run: Path, seed: int) -> list[str]:
     with open(run / TASK / f"seed_{seed}" / "checkpoints.csv") as file:
         return [row["state_digest"] for row in csv.DictReader(file)]
+
+
+WRONG_WIDTH = '''
+from masked_game_widths import PickBestPrizes
+from purehr.envs import spaces
+import jax.numpy as jnp
+
+
+class MaskOfItsOwnWidth(PickBestPrizes):
+    """The example game whose mask has ``mask_cells`` entries (a wrong one unless it is ``cells``)."""
+
+    def __init__(self, mask_cells=9, **kwargs):
+        super().__init__(**kwargs)
+        self.mask_cells = mask_cells
+
+    def _observation(self, state):
+        return {"action_mask": state.open.astype(jnp.float32)[: self.mask_cells], "prizes": state.prizes}
+
+    def observation_space(self, params=None):
+        cells = (self._params if params is None else params).cells
+        mask = spaces.Box(0.0, 1.0, (self.mask_cells,))
+        return spaces.Dict({"action_mask": mask, "prizes": spaces.Box(0.0, 1.0, (cells,))})
+
+
+def make_env(**kwargs):
+    return MaskOfItsOwnWidth(**kwargs)
+'''
+
+
+def test_a_mask_of_the_wrong_width_from_environment_arguments_names_the_task(tmp_path, monkeypatch):
+    """Issue 63 W8: the task's default environment is checked when the task is built; one built
+    with ``--env-arg`` is checked by the plan, which names the task and its arguments."""
+    from purehr.run.planning.run_plan import RunRequest, new_run_plan
+
+    shutil.copy(EXAMPLE, tmp_path / "masked_game_widths.py")
+    (tmp_path / "mask_widths.py").write_text(WRONG_WIDTH)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    request = RunRequest.checked(["mask_widths:make_env"], [0], env_kwargs={"mask_widths:make_env": {"mask_cells": 4}})
+    with pytest.raises(ValueError) as raised:
+        new_run_plan(tmp_path / "run", request)
+    assert str(raised.value).startswith(
+        "task 'mask_widths:make_env' with environment arguments {'mask_cells': 4}: observation entry 'action_mask' "
+        "has shape (4,); expected (9,)"
+    )
+    assert not (tmp_path / "run").exists()

@@ -267,14 +267,15 @@ def test_a_cartpole_model_saves_and_loads_by_its_task_name(run, tmp_path):
     direct = PPOModel(GymnaxEnv("CartPole-v1"), model.env_params, model.config, model.params, model.metrics, 0)
     direct.save(tmp_path / "direct")
     assert _same(PPOModel.load(tmp_path / "direct").evaluate(num_episodes=episodes), metrics)
-    # an environment of no task: the generic held-out evaluation, and a save that says why it cannot
+    # an environment of no task: the generic held-out evaluation; it saves, and loads given back (issue 63)
     orphan = GymnaxEnv("CartPole-v1")
     orphan.task_name = None
     untasked = PPOModel(orphan, model.env_params, model.config, model.params, model.metrics, 0)
     assert _same(untasked.evaluate(num_episodes=episodes), metrics)
-    with pytest.raises(TypeError, match="GymnaxEnv belongs to no task"):
-        untasked.save(tmp_path / "untasked")
-    assert not (tmp_path / "untasked").exists()
+    untasked.save(tmp_path / "untasked")
+    with pytest.raises(ValueError, match="GymnaxEnv of no task, which load cannot rebuild"):
+        PPOModel.load(tmp_path / "untasked")
+    assert _same(PPOModel.load(tmp_path / "untasked", env=orphan).evaluate(num_episodes=episodes), metrics)
     _drop_task(path)
     with pytest.raises(ValueError, match="names environment class 'GymnaxEnv' and no task"):
         PPOModel.load(path)

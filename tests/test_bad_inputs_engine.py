@@ -54,6 +54,13 @@ CONFIG_ROWS = [
     (dict(activation=None), "activation=None: expected one of"),
     # item 7: a budget whose optimiser steps overflow the int32 counters
     (dict(total_timesteps=10**20), "total_timesteps=100,000,000,000,000,000,000: 48,828,125,000,000,000 updates"),
+    # issue 63 W4: one update alone overflows it: the batch's problem, not total_timesteps'
+    (
+        dict(num_envs=10**20, num_steps=128, minibatch_size=128),
+        f"num_envs=100,000,000,000,000,000,000: one update is 4 epochs x 100,000,000,000,000,000,000 minibatches"
+        f" = 400,000,000,000,000,000,000 optimiser steps, more than the {MAX_OPTIMIZER_STEPS:,} an int32 step "
+        f"counter holds; expected num_envs <= {MAX_OPTIMIZER_STEPS // 4:,}",
+    ),
     # issue 27: held-out episodes all run at once on the device (10^8 ran out of memory)
     (dict(eval_episodes=10**8), "eval_episodes=100000000: expected at most 100,000 (every held-out episode"),
     (dict(quick_eval_episodes=10**8), "quick_eval_episodes=100000000: expected at most 100,000"),

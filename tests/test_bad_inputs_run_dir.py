@@ -8,6 +8,7 @@ A row's arguments may name ``TMP``, the test's temporary folder (a --log-dir bes
 Plus the --overwrite contract (only a recognisable run, and only the files a run writes) and
 the resume messages of a task with nothing to continue from (unit level)."""
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -78,6 +79,18 @@ def seed_without_index(root: Path) -> Path:
     (root / "hrv" / "seed_1" / "checkpoints.csv").write_text("target_steps,actual_steps\n0,0\n2048,2048\n")
     (root / "hrv" / "seed_1" / "updates.csv").write_text("update\n1\n")
     return root
+
+
+def seed_with_emptied_index(text: str):
+    """Issue 63 W18: one seed's checkpoints.csv emptied (``text``: "" or the header alone),
+    its checkpoints still there: a lost index, as a deleted one is."""
+
+    def build(root: Path) -> Path:
+        seed_without_index(root)
+        (root / "hrv" / "seed_0" / "checkpoints.csv").write_text(text)
+        return root
+
+    return build
 
 
 def unwritable(root: Path) -> Path:
@@ -292,6 +305,18 @@ ROWS = [
         seed_without_index,
         ["--resume"],
         ["hrv/seed_0/checkpoints.csv is missing", "holds checkpoints 2048", "Nothing was changed"],
+    ),
+    (
+        "--resume, one seed's index emptied",
+        seed_with_emptied_index(""),
+        ["--resume"],
+        ["hrv/seed_0/checkpoints.csv is empty", "holds checkpoints 2048", "Nothing was changed"],
+    ),
+    (
+        "--resume, one seed's index cut to its header",
+        seed_with_emptied_index("target_steps,actual_steps\n"),
+        ["--resume"],
+        ["hrv/seed_0/checkpoints.csv lists no checkpoint", "holds checkpoints 2048", "Put hrv/seed_0/checkpoints"],
     ),
     (
         "new run into a run",
@@ -576,3 +601,95 @@ def test_a_relative_log_dir_is_recorded_absolute_and_a_resume_from_elsewhere_use
     resumed = plan_resume(RunDirectory(run), manifest, RunRequest.checked())
     assert resumed.tracking.log_dir == str(tmp_path / "here" / "tb")
     assert resumed.tracking.owner == plan.tracking.owner is not None
+
+
+def test_a_directory_holding_only_the_lock_of_a_run_that_failed_early_is_reused(tmp_path):
+    """Issue 63 W16: a run that failed before its manifest (a bad environment, a busy device)
+    leaves only purehr's ``.lock``; the same command again must start the run, not refuse the
+    directory as "holds no purehr run". Anything else beside the lock is still the user's."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".lock").write_text("12345\n")
+    assert prepare_run_directory(RunDirectory(run), resume=False, overwrite=False) is False
+    (run / "thesis.tex").write_text("\\documentclass{article}\n")
+    with pytest.raises(FileExistsError, match="is not empty and holds no purehr run"):
+        prepare_run_directory(RunDirectory(run), resume=False, overwrite=False)
+
+
+def test_a_resume_keeps_the_no_render_its_run_was_started_with(tmp_path, capsys, monkeypatch):
+    """Issue 63 F10: ``--no-render`` is recorded in the manifest's run_config; a ``--resume``
+    without it rendered anyway. It renders nothing, and says how to render."""
+    import purehr.viz.render as render
+
+    run = write_run(tmp_path / "run", status="finished")
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["run_config"] = {"path": None, "sha256": None, "values": {"no_render": True, "tasks": ["hrv"]}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    rendered = []
+    monkeypatch.setattr(render, "render_run", lambda *args, **kwargs: rendered.append(args))
+    script = train_all_seeds_script()
+    monkeypatch.setattr(script, "report", lambda run_dir: None)
+    assert script.main(["--run-dir", str(run), "--resume"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert rendered == [], err
+    assert f"--resume: {run} was started with --no-render: rendering nothing" in err
+    assert f"scripts/render.py --run-dir {run} renders its figures" in err
+
+
+def test_a_resume_whose_factory_module_does_not_import_names_the_file_the_run_recorded(tmp_path):
+    """Issue 63 F6: "module ... does not import" said nothing of where the run found it; the
+    manifest's ``sources`` recorded the file, so the error names it and the PYTHONPATH to give."""
+    from purehr.run.store.record import task_record
+
+    file = tmp_path / "pkg" / "gone_env.py"
+    manifest = {"sources": {"pkg.gone_env:make_env": {"suite": "factory", "file": str(file)}}}
+    with pytest.raises(ValueError) as refused:
+        task_record(manifest, "pkg.gone_env:make_env")
+    message = str(refused.value)
+    assert "module 'pkg.gone_env' does not import" in message
+    assert f"The run recorded it from {file}: give PYTHONPATH={tmp_path} (or run from {tmp_path})" in message
+
+
+def test_a_full_disk_names_the_file_and_the_option_that_chose_its_directory(tmp_path, capsys, monkeypatch):
+    """Issue 63 W15: "[Errno 28] No space left on device" named no file and no option. A write
+    that fails says which file, and the command line says which option chose the directory."""
+    import errno
+
+    from purehr.run.store import files
+
+    def full(descriptor):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.os, "fsync", full)
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as stopped:
+        train_all_seeds_script().main(["--run-dir", str(run), "--tasks", "hrv", "--seeds", "0", *TINY])
+    err = " ".join(capsys.readouterr().err.split())
+    assert stopped.value.code == 2, err
+    assert f"[Errno 28] No space left on device: '{run / 'RESUME.txt'}'" in err
+    assert f"(the run directory, chosen by --run-dir {run}: free space there, or choose another --run-dir)" in err
+
+
+def test_render_of_a_run_directory_it_cannot_write_says_so_before_any_work(tmp_path, capsys, monkeypatch):
+    """Issue 63 W17: scripts/render.py on a read-only run directory ended in a traceback from
+    deep in matplotlib. It is refused first, naming the folder and the way out (a read-only
+    mount is simulated: root writes through permission bits)."""
+    import tempfile
+
+    import purehr.viz.render as render
+
+    run = write_run(tmp_path / "run", status="finished")
+
+    def read_only(*args, **kwargs):
+        raise PermissionError(13, "Read-only file system", str(run / ".purehr-write-probe-x"))
+
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", read_only)
+    monkeypatch.setattr(render, "render_run", lambda *args, **kwargs: pytest.fail("rendered into a read-only run"))
+    spec = importlib.util.spec_from_file_location("render_script", ROOT / "scripts" / "render.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--run-dir", str(run)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "Traceback" not in err
+    assert f"render: the figures go into {run / 'figures'}, which cannot be written" in err, err
+    assert f"copy the run somewhere you can write (cp -r {run} DIR) and render the copy" in err

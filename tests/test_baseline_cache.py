@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 
+import jax
 import pytest
 from conftest import HRV_TINY
 
 from purehr.run import baselines
 from purehr.run.compiled.task_setup import build_task_setup
 from purehr.tasks import get_task
+from purehr.tasks.task import Baseline
 
 FAKE = {"name": "oracle", "definition": "", "metrics": {"success_rate": 1.0}, "floors": {"random": {"x": 0.5}}}
 
@@ -100,3 +102,90 @@ def test_an_edited_cache_file_is_not_trusted_but_evaluated_again_and_said(counte
     assert json.loads(path.read_text())["baselines"] == FAKE  # the entry is written again, whole
     monkeypatch.setattr(baselines, "_EVALUATED", {})
     assert baselines.evaluate_baselines([setup()], cache_dir=folder) == {"hrv": FAKE} and len(calls) == 2
+
+
+def _make_raising_policy(env, env_params):
+    raise RuntimeError("no controller for this arena")
+
+
+def _make_wide_policy(env, env_params):
+    return lambda observation, t, key: jax.numpy.zeros((3,), jax.numpy.int32)
+
+
+def test_a_baseline_that_raises_or_acts_in_another_shape_names_task_baseline_and_module():
+    """Issue 63 W9: a user's ``make_policy`` that raises, or whose policy returns another shape
+    than hrv's MultiDiscrete(10) action, is one line naming all of it, not a traceback."""
+    task_setup = setup()
+    raising = Baseline("mine", "mine", _make_raising_policy)
+    with pytest.raises(ValueError) as raised:
+        baselines.checked_policy(task_setup, raising)
+    assert str(raised.value) == (
+        f"task 'hrv': baseline 'mine' ({__name__}._make_raising_policy): make_policy(env, env_params) raised "
+        "RuntimeError: no controller for this arena"
+    )
+    with pytest.raises(ValueError) as raised:
+        baselines.checked_policy(task_setup, Baseline("wide", "wide", _make_wide_policy))
+    message = str(raised.value)
+    assert message.startswith(f"task 'hrv': baseline 'wide' ({__name__}._make_wide_policy): its policy returns ")
+    assert "shape=(3,)" in message and "expected an action of shape (10,)" in message
+    for floor in get_task("hrv").baselines:  # the task's own pass unchanged
+        assert baselines.checked_policy(task_setup, floor) is not None
+
+
+D3_TASK = """
+from d3_base import PointReach
+from d3_helper import gain
+
+
+class Reach(PointReach):
+    pass
+
+
+def make_env(**kwargs):
+    return Reach(**kwargs)
+
+
+def make_still_policy(env, env_params):
+    return lambda observation, t, key: gain() * observation[:2]
+
+
+BASELINES = {"still": make_still_policy}
+"""
+
+
+def test_an_edit_of_any_user_file_the_definition_imports_changes_the_key(tmp_path, monkeypatch):
+    """Issue 63 D3: only the environment class's file and make_policy's file were hashed, so a
+    baseline whose gain lives in a helper module, or an environment subclassing another file's
+    class, reused the old numbers after that file changed. Every user file of the definition is
+    hashed: the environment class's whole MRO, make_policy's module, and what they import."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from purehr.tasks import registry
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    shutil.copy(Path(__file__).resolve().parents[1] / "examples" / "my_env.py", tmp_path / "d3_base.py")
+    (tmp_path / "d3_helper.py").write_text("def gain():\n    return 0.0\n")
+    (tmp_path / "d3_task.py").write_text(D3_TASK)
+
+    def fresh_key():
+        for name in ("d3_task", "d3_helper", "d3_base"):
+            sys.modules.pop(name, None)
+        registry._RESOLVED.pop("d3_task:make_env", None)
+        return key(build_task_setup(get_task("d3_task:make_env")))
+
+    try:
+        first = fresh_key()
+        assert fresh_key() == first  # nothing edited: the same key
+        (tmp_path / "d3_helper.py").write_text("def gain():\n    return 0.5\n")
+        helper_edited = fresh_key()
+        assert helper_edited != first
+        with (tmp_path / "d3_base.py").open("a") as file:
+            file.write("\n# an edit of the parent class's file\n")
+        assert fresh_key() != helper_edited
+    finally:
+        for name in ("d3_task", "d3_helper", "d3_base"):
+            sys.modules.pop(name, None)
+        registry._RESOLVED.pop("d3_task:make_env", None)

@@ -83,6 +83,11 @@ def test_flags_beside_the_file_override_it_and_task_sections_apply_to_their_task
         ("[task.hrv]\nnum_epochs = 'two'\n", "argument --num-epochs: invalid int value: 'two'"),
         ("no_render = 'yes'\n", "no_render = 'yes': expected true or false"),
         ("seeds = [0\n", "not valid TOML"),
+        ("tasks = []\n", "tasks = []: expected at least one value"),
+        ("actor_hidden = []\n", "actor_hidden = []: expected at least one value"),
+        ("[task.hrv]\nactor_hidden = []\n", "[task.hrv] actor_hidden = []: expected at least one value"),
+        ("learning_rate = 0.1\nlearning-rate = 0.2\n", "both 'learning_rate' and 'learning-rate'"),
+        ("[task.hrv]\nnum_epochs = 2\nnum-epochs = 3\n", "[task.hrv]: both 'num_epochs' and 'num-epochs'"),
     ],
 )
 def test_a_bad_file_is_one_usage_error(tmp_path, capsys, text, fragment):

@@ -224,3 +224,67 @@ def test_ctrl_c_with_the_output_piped_to_a_reader_it_also_ended_is_an_interrupti
     finally:
         signal.signal(signal.SIGINT, handler)
     stream.close()  # its buffer flushes without raising
+
+
+POINT_CLI = ["--seeds", "0", "--steps", "20480", "--num-envs", "4", "--num-steps", "16", "--minibatch-size", "64"]
+POINT_CLI += ["--num-epochs", "1", "--actor-hidden", "8", "--critic-hidden", "8", "--checkpoint-interval", "2048"]
+POINT_CLI += ["--eval-episodes", "4", "--quick-eval-episodes", "4", "--no-render", "--no-progress"]
+
+
+@pytest.mark.slow
+def test_sigterm_with_sigint_ignored_stops_the_run_and_its_resume_file_continues_it_from_a_fresh_shell(tmp_path):
+    """Issue 63 W1, F11, F9, F6: a job started with ``&`` by a non-interactive shell ignores
+    SIGINT, so the plan says Ctrl-C cannot stop it and ``kill PID`` (SIGTERM) can; SIGTERM stops
+    it at the next update as Ctrl-C does (manifest "interrupted", exit 143, the resume command
+    printed). The command is in RESUME.txt too, with normalised absolute paths and the
+    PYTHONPATH its ``module:factory`` task came from: run as written from another directory, in
+    an environment without PYTHONPATH, it finishes the run."""
+    import subprocess
+
+    modules, elsewhere = tmp_path / "modules", tmp_path / "elsewhere"
+    modules.mkdir()
+    elsewhere.mkdir()
+    shutil.copy(ROOT / "examples" / "my_env.py", modules / "point_task.py")
+    run_dir = tmp_path / "work" / ".." / "run"  # as a user may type it
+    python = Path(sys.executable).parent / ".." / Path(sys.executable).parent.name / Path(sys.executable).name
+    script = ROOT / "scripts" / "train_all_seeds.py"
+    command = [str(python), "-W", "ignore", str(script), "--run-dir", str(run_dir), "--tasks", "point_task:make_env"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(modules), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    child = subprocess.Popen(
+        command + POINT_CLI,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as `sh -c 'job &'` starts it
+    )
+    updates = tmp_path / "run" / "point_task:make_env" / "seed_0" / "updates.csv"
+    deadline = time.monotonic() + 600
+    while child.poll() is None and time.monotonic() < deadline:
+        if updates.exists() and len(read_csv(updates)) >= 3:
+            child.send_signal(signal.SIGINT)  # ignored: it trains on
+            time.sleep(0.5)
+            child.send_signal(signal.SIGTERM)
+            break
+        time.sleep(0.05)
+    output = child.communicate(timeout=600)[0].decode()
+    assert child.returncode == 143, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    assert "Ctrl-C cannot stop it (SIGINT is ignored in this process" in output, output[-3000:]
+    assert f"kill {child.pid} (SIGTERM) stops it at the next update" in output
+    assert "Ctrl-C stops it" not in output and "SIGTERM: training stopped" in output
+    run = tmp_path / "run"
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and manifest["interrupted"]["stopped_by"] == "SIGTERM"
+    assert len(read_csv(updates)) < 320  # stopped well before its 320 updates
+    assert f"the command that continues it is in {run / 'RESUME.txt'}" in output
+    resume = [line for line in (run / "RESUME.txt").read_text().splitlines() if not line.startswith("#")]
+    assert resume == [f"PYTHONPATH={modules} {os.path.abspath(sys.executable)} {script} --run-dir {run} --resume"]
+    assert f"continue it with:\n  {resume[0]}\n" in output
+    fresh = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    resumed = subprocess.run(
+        ["sh", str(run / "RESUME.txt")], cwd=elsewhere, env=fresh, capture_output=True, text=True, timeout=600
+    )
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((run / "manifest.json").read_text())["status"] == "finished"
+    assert len(read_csv(updates)) == 320

@@ -339,8 +339,11 @@ def registered(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     import example_registered
 
-    config = example_registered.PPO_CONFIG.replace(total_timesteps=10_240, checkpoint_interval=5_120)
-    task = register_task(environment_task("mine", example_registered.make_env, default_config=config))
+    config = example_registered.PPO_CONFIG.replace(total_timesteps=10_240)
+    protocol = example_registered.PROTOCOL.replace(checkpoint_interval=5_120)
+    task = register_task(
+        environment_task("mine", example_registered.make_env, default_config=config, default_protocol=protocol)
+    )
     yield task
     registry.TASKS.pop("mine", None)
 
@@ -441,6 +444,60 @@ def test_a_divergence_after_non_finite_rewards_names_the_environment(nan_reward_
     message = str(raised.value)
     assert "training diverged at update 1 (128 env steps)" in message
     assert "the environment produced 40 non-finite rewards or observations" in message, message
+
+
+PROTOCOL_MODULE = """
+from purehr import PQNConfig, ProtocolSettings, SACConfig
+from {base} import make_env
+
+PROTOCOL = ProtocolSettings(checkpoint_interval=2_048, eval_episodes=40, quick_eval_episodes=40)
+{config}
+"""
+
+
+@pytest.mark.parametrize(
+    "base, algorithm, config",
+    [
+        ("example_base", "sac", "SAC_CONFIG = SACConfig(total_timesteps=8_192, learning_starts=256)"),
+        ("example_base", "ppo", ""),
+        ("masked_base", "pqn", "PQN_CONFIG = PQNConfig(total_timesteps=8_192, num_envs=16)"),
+    ],
+)
+def test_a_modules_protocol_sets_the_tasks_protocol_settings_under_every_algorithm(
+    base, algorithm, config, tmp_path, monkeypatch
+):
+    """Issue 63: a ``module:factory`` module's ``PROTOCOL`` is the task's checkpoint and evaluation
+    settings whichever algorithm trains it (``@sac``, ``@pqn``: their configs have no protocol
+    fields; ``@ppo``), its ``<NAME>_CONFIG`` still that algorithm's."""
+    from purehr.protocol_settings import ProtocolSettings
+    from purehr.run.planning.run_plan import entry_settings
+
+    copy_example(tmp_path, "example_base")
+    shutil.copy(REPO / "examples" / "masked_game.py", tmp_path / "masked_base.py")
+    module = f"with_protocol_{algorithm}"
+    (tmp_path / f"{module}.py").write_text(PROTOCOL_MODULE.format(base=base, config=config))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config, protocol = entry_settings(f"{module}:make_env@{algorithm}", None)
+    assert protocol == ProtocolSettings(checkpoint_interval=2_048, eval_episodes=40, quick_eval_episodes=40)
+    if algorithm != "ppo":  # the module's own config of that algorithm, which has no protocol fields
+        assert config == getattr(sys.modules[module], f"{algorithm.upper()}_CONFIG")
+
+
+def test_a_protocol_that_is_not_protocol_settings_is_refused_naming_it(tmp_path, monkeypatch):
+    """So is a protocol setting given to a config that never held one, naming PROTOCOL."""
+    from purehr.algorithms.sac.config import SACConfig
+
+    with pytest.raises(
+        ValueError, match=r"SACConfig\(eval_episodes=40\): .*PROTOCOL = ProtocolSettings\(eval_episodes"
+    ):
+        SACConfig(eval_episodes=40)
+    copy_example(tmp_path, "example_base")
+    (tmp_path / "protocol_as_dict.py").write_text(
+        "from example_base import make_env\n\nPROTOCOL = {'checkpoint_interval': 2048}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TypeError, match=r"protocol_as_dict.PROTOCOL is a dict; expected a .*ProtocolSettings, e.g."):
+        get_task("protocol_as_dict:make_env")
 
 
 # --- (c) bad input, named before anything is written ----------------------------------------

@@ -163,6 +163,45 @@ def test_bad_settings_are_refused_naming_the_value(given, population, message):
     assert message in str(raised.value)
 
 
+def test_a_hyperparameter_starting_where_the_log_scale_has_no_place_is_refused_naming_the_way_out():
+    """Issue 63: a task whose ent_coef is 0 (the example's, the continuous defaults') cannot explore
+    it (0 x any factor is 0; bounds must be > 0): the default set is refused naming the way out,
+    leaving ent_coef out, which then passes; so is a gamma of 1 (explored as 1 - x); bounds from 0
+    say why too."""
+    configs = {"hrv": CONFIGS["hrv"].replace(ent_coef=0.0)}
+    with pytest.raises(ValueError) as raised:
+        PBTSettings.checked().check_run(8, configs, FIRE_AT, BETWEEN, PROTOCOLS)
+    said = str(raised.value)
+    assert said.startswith("--pbt: hrv starts at ent_coef=0, which PBT cannot explore"), said
+    assert "leave ent_coef out of the explored set (--pbt-explore learning_rate clip_range)" in said
+    PBTSettings.checked(explore=["learning_rate", "clip_range"]).check_run(8, configs, FIRE_AT, BETWEEN, PROTOCOLS)
+    with pytest.raises(ValueError, match=r"--pbt-bounds ent_coef=0.0:0.1: .*leave ent_coef out of --pbt-explore"):
+        PBTSettings.checked(bounds={"ent_coef": (0.0, 0.1)})
+    configs = {"hrv": CONFIGS["hrv"].replace(gamma=1.0)}
+    with pytest.raises(
+        ValueError, match=r"hrv starts at gamma=1, .* log scale of 1 - gamma .*\(--pbt-explore learning_rate\)"
+    ):
+        PBTSettings.checked(explore=["gamma", "learning_rate"]).check_run(8, configs, FIRE_AT, BETWEEN, PROTOCOLS)
+
+
+def test_the_default_explore_set_on_a_sac_task_is_refused_naming_sacs_hyperparameters():
+    """Issue 63: --pbt on a SAC entry without --pbt-explore: the default set is PPO's, and the
+    refusal says so and names SAC's own (whose suggested learning rates then pass)."""
+    from purehr.algorithms.sac.config import SACConfig
+
+    configs = {"swing@sac": SACConfig(total_timesteps=300_000)}
+    fire_at = {"swing@sac": population_updates(configs["swing@sac"], PROTOCOLS["hrv"], 1)}
+    protocols = {"swing@sac": PROTOCOLS["hrv"]}
+    with pytest.raises(ValueError) as raised:
+        PBTSettings.checked().check_run(8, configs, fire_at, fire_at, protocols)
+    said = str(raised.value)
+    assert "--pbt-explore learning_rate" not in said, said
+    assert "(learning_rate ent_coef clip_range: PPO's); expected --pbt-explore with some of sac's: " in said
+    suggested = said.rpartition("(e.g. --pbt-explore ")[2].rstrip(")").split()
+    assert suggested == ["actor_learning_rate", "critic_learning_rate", "temperature_learning_rate"]
+    PBTSettings.checked(explore=suggested).check_run(8, configs, fire_at, fire_at, protocols)
+
+
 def test_an_interval_that_never_fires_is_refused():
     settings = PBTSettings.checked(interval=6)  # hrv: targets 50k ... 250k, and the last (300k)
     fire_at = {"hrv": population_updates(CONFIGS["hrv"], PROTOCOLS["hrv"], 6)}

@@ -141,8 +141,15 @@ def test_explore_names_are_checked_against_each_tasks_algorithm(stand_in):
         said.value
     )
     # swing (stand_in) carries none of the default set: refused, naming its own hyperparameters
-    with pytest.raises(ValueError, match=r"swing's algorithm stand_in has none of them; expected some of its"):
+    with pytest.raises(
+        ValueError,
+        match=r"--pbt: swing trains stand_in, which has none of the hyperparameters PBT explores by default "
+        r"\(learning_rate ent_coef clip_range: PPO's\); expected --pbt-explore with some of stand_in's: "
+        r"actor_learning_rate polyak_tau td_lambda \(e.g. --pbt-explore actor_learning_rate\)",
+    ):
         PBTSettings.checked().check_run(8, configs, **run)
+    with pytest.raises(ValueError, match=r"swing's algorithm stand_in has none of them; expected some of its"):
+        PBTSettings.checked(explore=["learning_rate"]).check_run(8, configs, **run)  # a set given: as before
     # one name per algorithm: each task explores its own
     PBTSettings.checked(explore=["learning_rate", "actor_learning_rate"]).check_run(8, configs, **run)
     with pytest.raises(ValueError, match=r"'clip_range': no task of this run has it"):

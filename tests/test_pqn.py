@@ -146,6 +146,48 @@ def test_exploration_and_greedy_actions_only_pick_legal_cells(masked_game):
         assert np.asarray(observations["action_mask"])[np.arange(256), actions].all(), deterministic
 
 
+def test_a_branch_with_no_legal_action_counts_all_its_actions_legal():
+    """Issue 63: a state whose mask is all false in a branch (no legal move) gives that branch
+    its real Q values, as PPO's policy draws among all actions then: its greedy value is the max
+    over its actions (not ILLEGAL_Q), the greedy choice their argmax, a random draw one of its
+    own (never a padding slot); the other branch keeps its mask."""
+    branches = Branches.of(spaces.MultiDiscrete((3, 2)))
+    q = jnp.asarray([0.1, 0.7, 0.2, -1.0, -0.5])
+    mask = jnp.asarray([1, 0, 1, 0, 0], bool)  # branch 0: choices 0 and 2; branch 1: none
+    view = np.asarray(branches.view(q, mask))
+    np.testing.assert_array_equal(view[1], [-1.0, -0.5, ILLEGAL_Q])  # its actions, the padding still out
+    np.testing.assert_array_equal(np.asarray(branches.greedy(jnp.asarray(view))), [2, 1])
+    np.testing.assert_allclose(float(Branches.value(jnp.asarray(view))), (0.2 - 0.5) / 2, rtol=1e-6)
+    noise = jax.random.gumbel(jax.random.PRNGKey(0), (512, 2, 3))
+    draws = np.asarray(branches.random(noise, branches.legal((512,), jnp.broadcast_to(mask, (512, 5)))))
+    assert set(draws[:, 0]) == {0, 2} and set(draws[:, 1]) == {0, 1}
+
+
+@pytest.fixture(scope="module")
+def stuck_game(masked_game):
+    """The masked game with 2 open cells and 3 picks: the third pick's state, not terminal, has
+    no legal move (its mask is all false); any pick there pays -1."""
+
+    class StuckGame(type(masked_game)):
+        def __init__(self):
+            self._params = masked_game.default_params.replace(legal=2, picks=3)
+
+    return StuckGame()
+
+
+def test_states_without_a_legal_move_give_finite_targets_of_the_rewards_size(stuck_game):
+    """Issue 63: every third state of the stuck game has an all-false mask. Its greedy value
+    used to be ILLEGAL_Q = -1e9, bootstrapped into the previous step's target: the loss reached
+    about 1e17. Now the targets stay of the rewards' size (|r| <= 1, x 0.1, discounted) and the
+    loss with them."""
+    config = PQNConfig(total_timesteps=2048, num_envs=16, num_steps=32, num_epochs=1, minibatch_size=256, hidden=(16,))
+    result = make_train(config, stuck_game)(keys_for_seeds([0]))
+    metrics = {name: np.asarray(result.metrics[name]) for name in ("loss", "target_mean", "diverged_at_update")}
+    assert (metrics["diverged_at_update"] == 0).all()
+    assert np.abs(metrics["target_mean"]).max() < 1.0, metrics["target_mean"]
+    assert metrics["loss"].max() < 1.0, metrics["loss"]
+
+
 def test_pqn_learns_cartpole_through_make_train():
     """gymnax CartPole-v1, 2 seeds x 40,960 steps (a tenth of purejaxql's budget, a smaller
     network): the greedy policy's held-out return is at least 150 on every seed (a random
@@ -180,6 +222,10 @@ def test_pqn_learns_cartpole_through_make_train():
         (dict(conv_channels=(True,)), r"PQNConfig.conv_channels=\(True,\): expected a tuple of positive ints"),
         (dict(activation="gelu"), r"PQNConfig.activation='gelu': expected one of"),
         (dict(layer_norm="yes"), r"PQNConfig.layer_norm='yes': expected True or False"),
+        (
+            dict(checkpoint_interval=20_480),
+            r"PQNConfig\(checkpoint_interval=20480\): .* expected it in the task module's PROTOCOL = Protocol",
+        ),
     ],
 )
 def test_a_bad_config_is_refused_naming_the_field(fields, message):
@@ -215,3 +261,63 @@ def test_a_convolutional_torso_reads_the_flat_observation_as_its_image():
     assert image_shape(spaces.Box(0.0, 1.0, (10, 10, 4)), (16,)) == (10, 10, 4)
     with pytest.raises(ValueError, match=r"conv_channels=\(16,\)"):
         image_shape(spaces.Box(0.0, 1.0, (4,)), (16,))
+
+
+def test_every_config_class_imports_from_purehr_and_from_its_algorithm_package():
+    """``from purehr import PQNConfig`` and ``from purehr.algorithms.pqn import PQNConfig`` (SAC's
+    and PPO's alike) name the registry's class; the packages load them lazily, so importing a
+    package (the registry reads its metric names) does not import JAX."""
+    import subprocess
+    import sys
+
+    import purehr
+    from purehr.algorithms import ppo, pqn, sac
+
+    for name, package, config_class in (
+        ("pqn", pqn, "PQNConfig"),
+        ("sac", sac, "SACConfig"),
+        ("ppo", ppo, "PPOConfig"),
+    ):
+        assert getattr(purehr, config_class) is getattr(package, config_class) is get_algorithm(name).config_class()
+    assert pqn.make_pqn is make_pqn
+    with pytest.raises(AttributeError, match="PQNConfg"):
+        pqn.PQNConfg  # noqa: B018
+    loaded = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, purehr.algorithms.pqn, purehr.algorithms.sac, purehr.algorithms.ppo; "
+            "print('jax' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert loaded.stdout.strip() == "False"
+
+
+def test_an_extension_is_refused_where_epsilon_or_the_learning_rate_decays_over_the_budget():
+    """Issue 63: PQN's epsilon decays over epsilon_decay_fraction x the budget's updates, so with
+    --anneal-lr false a run of 8,192 steps is still not the beginning of one of 16,384 (its epsilon
+    at update 1 differs: hand-computed below) and its extension is refused, as an annealed rate's
+    is, through the one ``budget_dependence`` every config has; a constant epsilon extends, and
+    SAC, with no schedule over the budget, does."""
+    from purehr.algorithms.pqn.returns import epsilon_at
+    from purehr.algorithms.sac.config import SACConfig
+    from purehr.run.planning.resume import extension_hint, extension_problem
+
+    short = PQNConfig(total_timesteps=8_192, anneal_lr=False, epsilon_decay_fraction=0.5)  # 4 updates of 2,048
+    long = short.replace(total_timesteps=16_384)
+    first = [float(epsilon_at(jnp.int32(1), config.num_updates, config.hyperparams())) for config in (short, long)]
+    np.testing.assert_allclose(first, [1.0 - 0.8 * 1 / 2, 1.0 - 0.8 * 1 / 4], rtol=1e-6)  # 0.6 against 0.8
+    problem = extension_problem("hrv@pqn", short, None, 8_192, 16_384)
+    assert problem.startswith("--resume --steps 16,384: cannot extend hrv@pqn from 8,192 to 16,384 steps: "), problem
+    assert "its exploration epsilon decays from 1 to 0.2 over the first epsilon_decay_fraction=0.5" in problem
+    annealed = extension_problem("hrv@pqn", short.replace(anneal_lr=True), None, 8_192, 16_384)
+    assert "anneal_lr=True; train a run you mean to extend with --anneal-lr false" in annealed
+    assert extension_problem("hrv@pqn", short.replace(epsilon_start=0.2), None, 8_192, 16_384) is None
+    assert extension_problem("swing@sac", SACConfig(total_timesteps=8_192), None, 8_192, 16_384) is None
+    extends = "a larger --steps extends it, docs/protocol.md"  # what a finished run's last lines say
+    for config, hint in ((short, ""), (short.replace(epsilon_start=0.2), extends)):
+        manifest = {"tasks": ["hrv@pqn"], "algorithms": {"hrv@pqn": "pqn"}, "configs": {"hrv@pqn": config.to_dict()}}
+        assert extension_hint(manifest) == hint

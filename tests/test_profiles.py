@@ -92,3 +92,22 @@ def test_the_manifest_records_the_profile_and_a_resume_keeps_it(tmp_path, capsys
     with pytest.raises(SystemExit) as exited:
         script.main(["--run-dir", str(run), "--resume", "--profile", "cpu"])
     assert exited.value.code == 2 and "started with profile 'accelerator'" in capsys.readouterr().err
+
+
+def test_a_given_value_that_does_not_fit_the_profiles_says_which_are_whose(tmp_path, capsys):
+    """Issue 63 W5: --num-envs 10 beside the accelerator profile's hrv num_steps=8 and
+    minibatch_size=512 makes no batch; the refusal names the profile's values and the user's,
+    and the ways out, before anything is written."""
+    with pytest.raises(ValueError) as raised:
+        apply_profile("accelerator", ["hrv"], None, {"num_envs": 10}, {})
+    message = " ".join(str(raised.value).split())
+    assert message.startswith("hrv: PPOConfig.minibatch_size=512 does not divide the batch num_envs * num_steps")
+    assert "num_steps=8 minibatch_size=512 from --profile accelerator; num_envs=10 given" in message
+    assert "--profile cpu" in message and "--num-steps and --minibatch-size too" in message
+    run = tmp_path / "run"
+    with pytest.raises(SystemExit) as exited:
+        train_all_seeds_script().main(
+            ["--tasks", "hrv", "--profile", "accelerator", "--num-envs", "10"] + ["--run-dir", str(run)]
+        )
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "from --profile accelerator; num_envs=10 given" in err and not run.exists()

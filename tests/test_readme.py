@@ -34,7 +34,17 @@ TEST_COMMAND = (
     "&& .venv/bin/ruff format --check . && .venv/bin/python -m pytest -x -q -n 2 --dist loadfile"
 )
 COMMAND_STARTS = ("python", ".venv/bin/", "pip ", "PYTHONPATH=", "/usr/bin/time", "bash ", "cd ", "git ")
-PYTHONS = {"python", "python3", ".venv/bin/python"}
+# The interpreter and installer the install block makes: a bare `python` after it has no purehr (issue 63).
+VENV_PYTHON, VENV_PIP = ".venv/bin/python", ".venv/bin/pip"
+# A python, pip, pytest, tensorboard or wandb in a command's position (line start, after &&, ;, |, a
+# quote, env, srun, time -v or VAR=value) that is not the venv's; Colab's `!pip` and `!python` cells are
+# Colab's own.
+BARE_COMMAND = re.compile(
+    r"(?:^|&&|;|\||'|\benv|\bsrun|\btime -v|\b[A-Z_]+=\S*)\s*"
+    r"(python3? (?!-m venv\b)|pip install\b|pytest\b|tensorboard --logdir\b|wandb sync\b)"
+)
+# Quoted, not run: SwingRL's own install line, as its ImportError gives it (docs/swing_model.md).
+QUOTED_COMMANDS = {"pip install git+https://github.com/pierrelux/swing-rl"}
 
 
 def readme_commands(text: str = README) -> list[str]:
@@ -70,7 +80,7 @@ def check_pip(step: str) -> None:
     """``pip install`` with the constraints file, extras that pyproject declares and, for jax,
     the version constraints.txt pins."""
     tokens = shlex.split(step)
-    assert tokens[0] in {"pip", ".venv/bin/pip"} and tokens[1] == "install", step
+    assert tokens[0] == VENV_PIP and tokens[1] == "install", f"{step}: install into the venv with {VENV_PIP}"
     extras_declared = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
     rest, constrained = tokens[2:], False
     while rest:
@@ -101,7 +111,7 @@ def split_script(step: str) -> tuple[dict[str, str], Path, list[str]]:
         environment[name] = value
     if tokens[:2] == ["/usr/bin/time", "-v"]:
         tokens = tokens[2:]
-    assert tokens[0] in PYTHONS, step
+    assert tokens[0] == VENV_PYTHON, f"{step}: run it with {VENV_PYTHON}, which the install block made"
     script = REPO / tokens[1]
     assert script.is_file(), f"{step}: {tokens[1]} is not a file"
     return environment, script, tokens[2:]
@@ -176,7 +186,50 @@ def test_an_unchecked_kind_of_command_fails():
     with pytest.raises(AssertionError):
         check_step("make install")
     with pytest.raises(AssertionError):
-        check_step('pip install "jax[cuda12]==0.0.1" -c constraints.txt')
+        check_step('.venv/bin/pip install "jax[cuda12]==0.0.1" -c constraints.txt')
+
+
+def test_a_bare_python_or_pip_after_the_install_block_fails():
+    """Issue 63: `PYTHONPATH=examples python scripts/...` ran the system python, which has no purehr."""
+    for step in ("PYTHONPATH=examples python scripts/train_all_seeds.py --seeds 0", "python3 scripts/render.py"):
+        with pytest.raises(AssertionError, match="run it with .venv/bin/python"):
+            check_step(step)
+    with pytest.raises(AssertionError, match="install into the venv"):
+        check_step("pip install -c constraints.txt -e .")
+    text = "```bash\n.venv/bin/python scripts/x.py && python scripts/y.py\n```\n`pytest -x` and `!pip install x`, "
+    text += "`PJRT_NPROC=1 python\n  scripts/z.py`\n"
+    assert bare_commands(text) == [
+        ".venv/bin/python scripts/x.py && python scripts/y.py",
+        "pytest -x",
+        "PJRT_NPROC=1 python scripts/z.py",
+    ]
+
+
+def code_lines(text: str) -> list[str]:
+    """The lines of a markdown text's shell fences (untagged, bash, sh) and indented blocks, then its
+    inline code (a span wrapped over lines as one), each stripped."""
+    lines, prose, fence = [], [], None
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fence = None if fence is not None else line.strip()[3:]
+        elif fence is not None:
+            lines += [line] if fence in {"", "bash", "sh"} else []
+        else:
+            prose.append(line)
+            lines += [line] if line.startswith("    ") else []
+    lines += [" ".join(code.split()) for code in re.findall(r"`([^`]+)`", "\n".join(prose))]
+    return [line.strip() for line in lines]
+
+
+def bare_commands(text: str) -> list[str]:
+    return [line for line in code_lines(text) if BARE_COMMAND.search(line) and line not in QUOTED_COMMANDS]
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md"))])
+def test_the_docs_run_the_python_the_install_block_made(page):
+    """Every command of the README and the user docs works as written after the README's install
+    command: python, pip, pytest, tensorboard and wandb are the venv's (`.venv/bin/...`), not the PATH's."""
+    assert not bare_commands((REPO / page).read_text())
 
 
 @pytest.mark.slow

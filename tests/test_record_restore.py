@@ -121,3 +121,42 @@ def test_the_readme_restore_examples_run_as_written(monkeypatch):
     for expression in inline:
         restored = eval(expression, {"purehr": purehr})
         assert isinstance(restored, Restored) and (restored.task, restored.seed) == ("swing", 0)
+
+
+def test_an_unknown_step_is_refused_listing_every_accepted_value():
+    """Issue 63 W10: step='best' was refused listing an integer or 'latest', not 'reported'."""
+    with pytest.raises(ValueError, match="step='best': expected an integer number of environment steps, 'latest' or "):
+        restore(RECORD, task="hrv", seed=0, step="best")
+    with pytest.raises(ValueError, match="'reported'"):
+        restore(RECORD, task="hrv", seed=0, step="best")
+
+
+def test_evaluate_names_the_algorithm_of_the_checkpoint(tmp_path, monkeypatch):
+    """Issue 63 W2: a PQN or SAC run's checkpoint was described as "PPO checkpoint of ..."."""
+    import types
+
+    evaluate = load("evaluate")
+    run = tmp_path / "run"
+    run.mkdir()
+    manifest = json.loads((RECORD / "manifest.json").read_text())
+    (run / "manifest.json").write_text(json.dumps(dict(manifest, algorithms={"hrv": "pqn"})))
+    fake = types.SimpleNamespace(seed=0, steps=4096, target_steps=4000, env=None, env_params=None, pure_policy=None)
+    monkeypatch.setattr(evaluate, "restore", lambda *args, **kwargs: fake)
+    monkeypatch.setattr(evaluate, "pbt_lineage", lambda *args: None)
+    args = evaluate.parse_args(["--run-dir", str(run), "--task", "hrv", "--seed", "0"])
+    _, _, checkpoint = evaluate.load_checkpoint(args)
+    assert evaluate.describe_policy(args, checkpoint).startswith(f"PQN checkpoint of {run}, seed 0, step 4,096")
+
+
+def test_a_restored_policy_can_be_jitted_and_its_pure_policy_acts_the_same(restored):
+    """Issue 63 F4: ``jax.jit(r.policy)`` raised TracerArrayConversionError (it returns NumPy);
+    traced, it returns the traced action. ``r.pure_policy(obs, t, key)``, the jittable one
+    docs/usage.md names, gives the same deterministic actions."""
+    env, params = restored.env, restored.env_params
+    batch, _ = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(2), 4), params)
+    expected = np.asarray(restored.policy(batch))
+    np.testing.assert_array_equal(np.asarray(jax.jit(restored.policy)(batch)), expected)
+    pure = jax.jit(jax.vmap(restored.pure_policy, in_axes=(0, None, None)))
+    np.testing.assert_array_equal(np.asarray(pure(batch, 0, jax.random.PRNGKey(0))), expected)
+    one = jax.tree.map(lambda leaf: leaf[1], batch)
+    np.testing.assert_array_equal(np.asarray(jax.jit(restored.pure_policy)(one, 0, jax.random.PRNGKey(5))), expected[1])

@@ -241,3 +241,44 @@ def test_an_entry_is_judged_by_its_tasks_goal_and_named_by_its_algorithm(tmp_pat
     assert set(verdicts) == {"swing@sac", "hrv@pqn"}
     assert verdicts["swing@sac"]["median_time_to_rotation"] == 15.9 and not verdicts["swing@sac"]["met"]
     assert verdicts["hrv@pqn"]["met"] and verdicts["hrv@pqn"]["mean_episode_length"] == pytest.approx(4.34)
+
+
+def test_one_seed_is_said_in_the_singular_and_the_floors_note_names_the_algorithm(tmp_path):
+    """Issue 63 F13 and W2: "PPO, 1 seeds"; a PQN entry without a reference policy was noted
+    as "PPO against the floors only"."""
+    run = _write_run(tmp_path, swing_success=[0.98], swing_times=[15.2], hrv_lengths=[4.4])
+    manifest = json.loads((run / "manifest.json").read_text())
+    (run / "hrv").rename(run / "hrv@pqn")
+    manifest["baselines"]["hrv@pqn"] = dict(manifest["baselines"].pop("hrv"), metrics=None)
+    manifest["configs"]["hrv@pqn"] = manifest["configs"].pop("hrv")
+    manifest["tasks"], manifest["algorithms"] = ["swing", "hrv@pqn"], {"hrv@pqn": "pqn"}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    table = results_table(run)
+    assert "| swing | PPO, 1 seed, 4,096 steps |" in table and "| hrv@pqn | PQN, 1 seed, 4,096 steps |" in table
+    assert "no reference policy for hrv@pqn: PQN against the floors only" in table
+
+
+def test_a_choice_of_reported_checkpoints_not_made_is_said_and_refused(tmp_path, capsys):
+    """Issue 63 W11: a run that chooses its reported checkpoints on validation episodes, killed
+    during the choice (no reported.csv): the table said nothing while showing the last
+    checkpoints under "reported", and restore(step='reported') and evaluate.py --step reported
+    silently gave the latest. Now the table says so, and both refuse, naming the missing file
+    and the ways out."""
+    from test_record_restore import load
+
+    from purehr.run.restoring import restore
+
+    run = _write_run(tmp_path)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["protocol_settings"] = {"hrv": {"report_candidates": 3}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    missing = run / "hrv" / "seed_0" / "reported.csv"
+    note = next(line for line in results_table(run).splitlines() if line.startswith("hrv: "))
+    assert f"{missing} is missing" in note and "scripts/report_checkpoint.py" in note and "last checkpoint" in note
+    assert "swing: " not in results_table(run)  # the swing here reports its last checkpoints: nothing to say
+    with pytest.raises(FileNotFoundError, match=f"restore\\(step='reported'\\): {missing} is missing") as error:
+        restore(run, "hrv", 0, "reported")
+    assert "--candidates 3" in str(error.value) and "'latest'" in str(error.value)
+    argv = ["--run-dir", str(run), "--task", "hrv", "--seed", "0", "--step", "reported"]
+    assert load("evaluate").main(argv) == 2
+    assert f"{missing} is missing" in capsys.readouterr().err

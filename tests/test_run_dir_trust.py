@@ -125,6 +125,20 @@ def test_latest_warns_when_the_index_lost_its_last_row(run):
     assert restored.steps == 1024
 
 
+def test_latest_is_the_newest_complete_checkpoint_when_the_last_listed_save_never_completed(run):
+    """Issue 63 W12: checkpoints.csv lists a checkpoint once its asynchronous save has started,
+    so a run killed at that moment lists one Orbax never completed (its temporary folder is
+    there, ``<steps>/`` is not); "latest" is then the newest complete one, said in a warning,
+    rather than an error. A step asked for by number still refuses the unfinished one."""
+    folder = run / "hrv" / "seed_0" / "checkpoints"
+    (folder / "2048").rename(folder / "2048.orbax-checkpoint-tmp-1764480000000000")  # killed mid-save
+    with pytest.warns(UserWarning, match=r"checkpoint 2048 .* never completed .* restoring 1024, the latest complete"):
+        restored = restore(run, "hrv", 0)
+    assert restored.steps == 1024
+    with pytest.raises(CorruptCheckpointError, match=r"checkpoint 2048 listed in checkpoints.csv is missing"):
+        restore(run, "hrv", 0, 2048)
+
+
 def test_restore_refuses_a_bool_seed_and_takes_numpy_integers(run):
     with pytest.raises(ValueError, match=r"seed=True: expected an integer seed"):
         restore(run, "hrv", True)

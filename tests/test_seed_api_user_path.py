@@ -61,3 +61,46 @@ def test_progress_shows_the_bar_and_keeps_the_users_callback(capsys):
 def test_progress_must_be_a_boolean():
     with pytest.raises(TypeError, match="progress='yes': expected True, False or None"):
         tiny_training(progress="yes")
+
+
+def test_a_model_of_an_environment_of_no_task_saves_and_loads_with_its_environment(tmp_path, monkeypatch):
+    """Issue 63 F3: ``purehr.train(make_env())`` trained, then ``save`` refused the environment
+    ("belongs to no task"), after the training. It saves its class, module and spaces; ``load``
+    takes the environment (refused without one, or with another), and acts as the saved model."""
+    import json
+
+    import jax
+
+    from purehr import Model
+    from purehr.algorithms.ppo.config import PPOConfig
+    from purehr.algorithms.registry import make_algorithm
+    from purehr.tasks import task_of_env
+
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    import my_env
+
+    env = my_env.make_env()
+    assert task_of_env(env) is None
+    config = PPOConfig(num_envs=4, num_steps=8, minibatch_size=16, actor_hidden=(8,), critic_hidden=(8,))
+    algorithm = make_algorithm(config, env, env.default_params)
+    params = algorithm.network_params(algorithm.init(jax.random.PRNGKey(3)))
+    model = Model(env, env.default_params, config, params, {"update": np.arange(1, 3)}, 0)
+    path = model.save(tmp_path / "model")
+    recorded = json.loads((path / "model.json").read_text())["env"]
+    assert recorded["task"] is None and recorded["module"] == "my_env" and recorded["class"] == "PointReach"
+    assert recorded["observation_space"] == "Box(shape=(4,), dtype=float32)", recorded
+    with pytest.raises(ValueError, match=r"saved from a my_env.PointReach of no task.*pass it, Model.load\("):
+        Model.load(path)
+    with pytest.raises(ValueError, match=r"env=purehr.envs.hrv.*HRWritingEnv\(...\): .* from a my_env.PointReach"):
+        Model.load(path, env=HRWritingEnv(hrv_dim=2))
+    loaded = Model.load(path, env=my_env.make_env())
+    observations = jax.vmap(lambda key: env.reset(key, env.default_params)[0])(
+        jax.random.split(jax.random.PRNGKey(0), 5)
+    )
+    np.testing.assert_array_equal(loaded.predict(observations), model.predict(observations))
+    hrv = HRWritingEnv(hrv_dim=2)  # a model of a task takes no env: load rebuilds it
+    algorithm = make_algorithm(config, hrv, hrv.default_params)
+    params = algorithm.network_params(algorithm.init(jax.random.PRNGKey(3)))
+    Model(hrv, hrv.default_params, config, params, {"update": np.arange(1, 3)}, 0).save(tmp_path / "hrv")
+    with pytest.raises(ValueError, match=r"saved from task 'hrv', which load rebuilds; env= is only for"):
+        Model.load(tmp_path / "hrv", env=hrv)

@@ -174,6 +174,11 @@ def test_outputs_are_written_and_a_second_sweep_is_refused(hrv_sweep, tmp_path, 
         (["--clip-range", "0.1", "0.1"], "repeats a value"),
         (["--minibatch-size", "64", "100"], "does not divide"),
         (["--learning-rate", "1e-4", "--heatmap", "gamma"], "not swept"),
+        # issue 63 W7: an algorithm's own axes and choices; another's are refused naming the algorithm
+        (["--algorithm", "pqn", "--clip-range", "0.1", "0.2"], "--clip-range does not apply to a pqn sweep"),
+        (["--algorithm", "pqn", "--q-lambda", "0.5", "2"], "PQNConfig.q_lambda=2.0"),
+        (["--q-lambda", "0.5", "0.9"], "--q-lambda does not apply to a ppo sweep"),
+        (["--task", "hrv@pqn", "--algorithm", "sac"], "--task hrv@pqn trains pqn, --algorithm sac; give one"),
     ],
 )
 def test_cli_refuses_bad_grids_before_any_work(tmp_path, capsys, argv, message):
@@ -182,3 +187,30 @@ def test_cli_refuses_bad_grids_before_any_work(tmp_path, capsys, argv, message):
         sweep_cli.main(["--task", "hrv", "--out", str(tmp_path / "out"), *argv])
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_ranking_shows_the_reference_policies_under_its_rows():
+    """Issue 63 F12: what a setting must beat, as the protocol's results table shows it."""
+    group, axes = _synthetic_group("g", [0.5, 0.6, 0.7, 0.9, 0.9, 0.9], [1.0, 1.0, 1.0, 2.0, 3.0, 4.0])
+    references = {"reference: oracle": {"success_rate": 1.0, "return_mean": 9.5}}
+    references["floor: random"] = {"return_mean": 0.25}
+    lines = format_table(rank_settings([group], list(axes)), list(axes), references=references).splitlines()
+    assert lines[-2].split() == ["-", "reference:", "oracle", "-", "-", "-", "100.0%", "9.500", "-"]
+    assert lines[-1].split() == ["-", "floor:", "random", "-", "-", "-", "nan", "0.250", "-"]
+
+
+def test_a_pqn_sweep_trains_pqn_over_its_own_axes_and_records_algorithm_profile_and_floors(tmp_path, capsys):
+    """Issue 63 W7 + F12: ``--algorithm pqn`` sweeps PQN's hyperparameters (q_lambda is none of
+    PPO's) with its own shape choice (hidden), the table ends with hrv's reference and floors, and
+    sweep.json records the algorithm, the profile and their numbers (a tiny grid: 2 x 1 seed)."""
+    out = tmp_path / "pqn"
+    argv = ["--task", "hrv", "--algorithm", "pqn", "--q-lambda", "0.5", "0.9", "--hidden", "8", "--num-envs", "4"]
+    argv += ["--num-steps", "16", "--minibatch-size", "64", "--steps", "64", "--seeds", "0", "--eval-episodes", "4"]
+    assert load_cli().main([*argv, "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    record = json.loads((out / "sweep.json").read_text())
+    assert (record["algorithm"], record["profile"], record["task"]) == ("pqn", "cpu", "hrv@pqn")
+    assert record["axes"] == {"q_lambda": [0.5, 0.9]} and record["groups"][0]["config"]["hidden"] == [8]
+    assert set(record["references"]) == {"reference: oracle", "floor: random", "floor: no-op"}
+    floor = record["references"]["floor: random"]
+    assert 0.0 <= floor["success_rate"] <= 1.0 and "floor: random" in table and "reference: oracle" in table

@@ -177,6 +177,28 @@ def test_the_seed_api_logs_each_update_at_its_env_steps(tmp_path):
         _api_tracking("tensorboard", tmp_path / "logs", "hrv", 3, HRV_DEFAULTS)  # never mixed with another run
 
 
+def test_a_task_without_success_gets_no_success_tag(tmp_path):
+    """Issue 63 F13: a task whose environment defines no success had a ``heldout/success_rate``
+    curve of NaNs (and a training one of zeros, and an hparams column) on TensorBoard."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from purehr.model.facade import _api_tracking
+    from purehr.tasks import HRV_DEFAULTS
+
+    for success, name in ((False, "none"), (True, "some")):
+        tracking = _api_tracking("tensorboard", tmp_path / name, "hrv", 0, HRV_DEFAULTS, success)
+        tracking.update("hrv", 0, {"env_steps": 512, "loss": 0.5, "train_success_rate": 0.0})
+        rate = float("nan") if not success else 0.25
+        tracking.checkpoint("hrv", 0, {"actual_steps": 512, "eval_success_rate": rate, "eval_return_mean": 2.0})
+        tracking.close()
+        accumulator = EventAccumulator(str(tmp_path / name / "hrv" / "seed_0"), size_guidance={"scalars": 0})
+        accumulator.Reload()
+        tags = set(accumulator.Tags()["scalars"])
+        assert {"train/loss", "heldout/return_mean"} <= tags
+        assert ({"heldout/success_rate", "rollout/train_success_rate"} <= tags) == success, tags
+        assert (b"success_rate" in b"".join(p.read_bytes() for p in (tmp_path / name).rglob("events*"))) == success
+
+
 def test_a_sweep_logs_every_setting_and_seed_with_its_final_evaluation(tmp_path):
     from purehr.experiments.group_result import GroupResult
     from purehr.experiments.sweep_dashboards import log_group
@@ -284,6 +306,34 @@ def test_a_log_dir_run_folder_is_claimed_by_exactly_one_of_runs_starting_at_once
     (folder / "events.out.tfevents.1.host").write_bytes(b"")  # it logged
     assert take_claim(folder, winner) is None  # its resume
     assert take_claim(folder, Owner("another0", str(tmp_path / "x"))) == "already holds TensorBoard runs"
+
+
+def test_a_claim_whose_write_fails_leaves_no_claim_and_an_empty_one_names_its_way_out(tmp_path, monkeypatch):
+    """Issue 63 D4: a claim is whole or absent. A failed write (a full disk) left an empty
+    claim file that refused the run's own resume, and every other run, for good."""
+    import errno
+
+    from purehr.tracking import claims
+    from purehr.tracking.claims import CLAIM_FILE, Owner, take_claim
+
+    folder, owner = tmp_path / "shared" / "hrv" / "seed_0", Owner("run00001", str(tmp_path / "run1"))
+    real_write = claims._write_claim_text
+
+    def full_disk(path, text):
+        path.write_text("")  # what a full disk leaves: the file, without its text
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(claims, "_write_claim_text", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        take_claim(folder, owner)
+    monkeypatch.setattr(claims, "_write_claim_text", real_write)
+    assert sorted(path.name for path in folder.iterdir()) == []  # neither the claim nor its temporary
+    assert take_claim(folder, owner) is None  # once space is freed, the run goes on
+    assert take_claim(folder, owner) is None  # and its resume finds its own claim
+    assert claims.read_claim(folder)["owner"] == "run00001"
+    (folder / CLAIM_FILE).write_text("")  # an empty claim left by an older purehr
+    problem = take_claim(folder, Owner("run00002", str(tmp_path / "run2")))
+    assert str(folder / CLAIM_FILE) in problem and f"delete {folder / CLAIM_FILE}" in problem, problem
 
 
 def test_two_writers_of_a_run_folder_in_one_second_keep_both_event_files(tmp_path, monkeypatch):

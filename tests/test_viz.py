@@ -578,3 +578,58 @@ def test_poster_and_slider_name_the_same_checkpoint(rendered):
     label, value = _player_label(page, node)
     assert value == len(TARGETS) - 1
     assert label == f"{checkpoint_label(2, 3)}: 100,352 env steps, held-out success 60%"
+
+
+# ---------------------------------------------------------------- a task's own render (issue 63 F14)
+
+
+def test_a_showcase_records_the_frames_of_an_environment_that_renders_itself(monkeypatch):
+    """``render(state, params) -> uint8 [H, W, 3]`` (docs/environments.md): the generic showcase
+    records the frame of the state each action was taken in; an environment without it, none."""
+    import jax
+    import jax.numpy as jnp
+
+    from purehr.envs.rollout import heldout_key, record_episode
+
+    monkeypatch.syspath_prepend(str(REPO / "examples"))
+    import my_env
+
+    class Drawn(my_env.PointReach):
+        def render(self, state, params):
+            shade = jnp.clip(128 + 100 * state.position[0], 0, 255).astype(jnp.uint8)
+            return jnp.full((6, 8, 3), shade, jnp.uint8)
+
+    policy = lambda observation, t, key: jnp.ones(2, jnp.float32)  # noqa: E731  (moves right)
+    env = Drawn()
+    params = env.default_params.replace(max_steps=7)
+    trace = jax.jit(lambda: record_episode(env, params, policy))()
+    assert trace["frame"].shape == (7, 6, 8, 3) and trace["frame"].dtype == jnp.uint8
+    start = env.reset(jax.random.split(jax.random.split(heldout_key(), 1)[0])[0], params)[1]
+    np.testing.assert_array_equal(trace["frame"][0], env.render(start, params))
+    assert "frame" not in jax.jit(lambda: record_episode(my_env.PointReach(), params, policy))()
+
+
+def test_a_task_whose_showcases_hold_frames_gets_the_replay(tmp_path):
+    """A run without the swing whose showcases hold its environment's frames: render_run writes
+    the replay of them (before: only the swing had one), each checkpoint's episode its active
+    steps, the pictures as recorded."""
+    run_dir = build_run_directory(tmp_path)
+    colours = [(230, 20, 20), (20, 230, 20), (20, 20, 230)]
+    active_steps = 6
+    for seed in (0, 1):
+        for index, colour in enumerate(colours):
+            path = run_dir / f"hrv/seed_{seed}/showcase/steps_{index}.npz"
+            frames = np.broadcast_to(np.uint8(colour), (TRACE_ROWS, 40, 60, 3))
+            np.savez(path, **_hrv_trace(TRACE_ROWS), frame=frames, active=np.arange(TRACE_ROWS) < active_steps)
+    assert render_run(run_dir, tasks=["hrv"], replay=False)  # no replay asked: none
+    assert not (run_dir / "figures" / "replay.mp4").exists()
+    written = render_run(run_dir, tasks=["hrv"])
+    assert run_dir / "figures" / "replay.html" in written
+    num_frames, _ = imageio_ffmpeg.count_frames_and_secs(str(run_dir / "figures" / "replay.mp4"))
+    assert num_frames == len(colours) * active_steps
+    picture = first_frame(run_dir / "figures" / "replay.mp4")
+    height, width, _ = picture.shape
+    centre = picture[int(height * 0.45), int(width * 0.23)].astype(int)  # the left panel: the first checkpoint's
+    assert np.abs(centre - np.asarray(colours[0])).max() < 40, centre
+    timeline = json.loads((run_dir / "figures" / "replay_timeline.json").read_text())
+    assert timeline["task"] == "hrv" and [entry["num_frames"] for entry in timeline["checkpoints"]] == [6, 6, 6]

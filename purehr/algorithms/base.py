@@ -55,11 +55,12 @@ class AlgorithmConfig(Protocol):
 
     def to_dict(self) -> dict: ...
 
-    # Optional: ``budget_dependence() -> str | None``, why the first steps of a longer run would
-    # differ from this run's (a schedule over ``total_timesteps``: "its epsilon decays over the
+    # ``budget_dependence() -> str | None``: why the first steps of a longer run would differ
+    # from this run's (a schedule over ``total_timesteps``: "its epsilon decays over the
     # budget"), None where nothing depends on the budget; a resume that extends the budget is
-    # then refused with it (``purehr.run.planning.resume.extension_problem``). PPO's is its
-    # ``anneal_lr``.
+    # then refused with it (``purehr.run.planning.resume.extension_problem``, the one place
+    # that asks). PPO's is its ``anneal_lr``; PQN's its ``anneal_lr`` and its epsilon decay;
+    # SAC's None. A config without one is taken to depend on nothing.
 
 
 class Algorithm(Protocol):

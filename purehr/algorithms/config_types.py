@@ -6,7 +6,8 @@ NumPy).
 
 Each config names its fields by kind (``INT_FIELDS``, ``FLOAT_FIELDS``, ...) and calls
 ``normalise_fields`` from ``__post_init__``; its own value checks (positive, in [0, 1], divides
-the batch) follow."""
+the batch) follow. ``annealed_learning_rate`` is what every config with an ``anneal_lr`` says
+in its ``budget_dependence`` (``purehr.algorithms.base.AlgorithmConfig``)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,17 @@ import numpy as np
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 """Training is float32: a config number beyond this is refused, as NaN and infinities are."""
+
+
+def annealed_learning_rate(anneal_lr: bool) -> str | None:
+    """Why a run whose learning rate decays over the budget cannot be extended (its first
+    updates' rates are not a longer run's), and the way out; None without the decay."""
+    if not anneal_lr:
+        return None
+    return (
+        "its learning rate decays linearly to 0 over the budget (anneal_lr=True; train a run you mean to "
+        "extend with --anneal-lr false)"
+    )
 
 
 def normalise_fields(

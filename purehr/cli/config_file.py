@@ -56,7 +56,10 @@ def parse_with_config(parser: argparse.ArgumentParser, argv: list[str] | None) -
     args = _parse_as(parser, tokens, f"{path}: ")
     args = parser.parse_args(argv, namespace=args)  # the command line wins
     on_command_line = command_line_flags(parser, argv)
-    task_overrides = _task_values(parser, sections, path, on_command_line)
+    try:
+        task_overrides = _task_values(parser, sections, path, on_command_line)
+    except ValueError as error:
+        parser.exit(2, f"error: {error}\n")
     in_file = {key.replace("-", "_") for key in table} | {
         key.replace("-", "_") for section in sections.values() for key in section
     }
@@ -108,6 +111,7 @@ def file_tokens(parser, table: dict[str, Any], path: Path) -> tuple[list[str], d
     """(the top-level keys as command-line words, the ``[task.NAME]`` sections); an unknown key
     is refused naming it and the known ones."""
     actions = _flag_actions(parser)
+    _refuse_two_spellings(table, f"--config {path}")
     tokens: list[str] = []
     sections = {}
     for key, value in table.items():
@@ -128,6 +132,7 @@ def _sections(value, path: Path, actions) -> dict[str, dict[str, Any]]:
     if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
         raise ValueError(f"--config {path}: {TASK_SECTION} holds [{TASK_SECTION}.NAME] sections, one per task")
     for task, section in value.items():
+        _refuse_two_spellings(section, f"--config {path} [{TASK_SECTION}.{task}]")
         for key, field in section.items():
             if key == ENV_SECTION:
                 if not isinstance(field, dict):
@@ -136,6 +141,17 @@ def _sections(value, path: Path, actions) -> dict[str, dict[str, Any]]:
             if key.replace("-", "_") not in FIELDS:
                 raise _unknown(key, f"--config {path} [{TASK_SECTION}.{task}]", [*FIELDS, ENV_SECTION])
     return value
+
+
+def _refuse_two_spellings(table: dict[str, Any], where: str) -> None:
+    """One key written both ways (``learning_rate`` and ``learning-rate``) is refused: TOML keeps
+    both, and whichever came last would win unseen."""
+    seen: dict[str, str] = {}
+    for key in table:
+        name = key.replace("-", "_")
+        if name in seen:
+            raise ValueError(f"{where}: both {seen[name]!r} and {key!r} set {name}; keep one of them")
+        seen[name] = key
 
 
 def flag_words(action: argparse.Action, value: Any, where: str) -> list[str]:
@@ -158,7 +174,9 @@ def flag_words(action: argparse.Action, value: Any, where: str) -> list[str]:
             raise ValueError(f"{where} = {value!r}: expected one value, not a list")
         return [option, _word(value)]
     values = value if isinstance(value, list) else [value]
-    return [option, *map(_word, values)] if values else []
+    if not values and action.nargs == "+":  # no words would leave the flag's default, unrecorded
+        raise ValueError(f"{where} = []: expected at least one value, as {option} takes (or leave the key out)")
+    return [option, *map(_word, values)]
 
 
 def _word(value: Any) -> str:

@@ -34,7 +34,14 @@ def add_pbt_flags(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=None,
         metavar="NAME",
-        help=f"hyperparameters to explore, each task those its algorithm has (default: {' '.join(DEFAULT_EXPLORE)}; "
+        help=f"hyperparameters to explore, each task those its algorithm has (default: {' '.join(DEFAULT_EXPLORE)}, "
+        "PPO's; of them "
+        + ", ".join(
+            f"{name} has {' '.join(n for n in DEFAULT_EXPLORE if n in names) or 'none: name its own'}"
+            for name, names in explorable().items()
+            if name != "ppo"
+        )
+        + "; one that starts at 0, as an ent_coef of 0, cannot be explored: leave it out; "
         + "; ".join(f"{name}: {', '.join(names)}" for name, names in explorable().items())
         + ")",
     )

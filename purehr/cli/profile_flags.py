@@ -6,9 +6,12 @@ keeps the profile it was started with, which its manifest records (``run_config`
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
+from purehr.protocol_settings import split_settings
+from purehr.run.planning.run_plan import entry_settings
 from purehr.run.store.run_dir import read_manifest
 from purehr.tasks.profiles import ACCELERATOR_DEFAULTS, PROFILE_CHOICES, profile_values, resolve_profile
 
@@ -69,10 +72,35 @@ def apply_profile(
         given = {**overrides, **task_overrides.get(entry, {})}
         kept = {name: value for name, value in values.items() if name not in given}
         if kept:
+            _check_fit(profile, entry, algorithm, kept, given)
             merged[entry] = {**kept, **merged.get(entry, {})}
         if len(kept) < len(values):
             overridden[entry] = sorted(set(values) - set(kept))
     return merged, overridden
+
+
+def _check_fit(profile: str, entry: str, algorithm: str | None, kept: dict, given: dict) -> None:
+    """``ValueError`` where the profile's values left under the given ones make no config of
+    ``entry`` (``--num-envs 10`` beside the profile's ``num_steps`` and ``minibatch_size``),
+    naming which values are the profile's and which were given, and the ways out."""
+    try:
+        config = entry_settings(entry, algorithm)[0]
+    except (ValueError, KeyError):
+        return  # the plan refuses the entry itself
+    fields = {f.name for f in dataclasses.fields(config)}
+    yours = {name: value for name, value in split_settings(given)[0].items() if name in fields}
+    if not yours:
+        return
+    try:
+        config.replace(**yours, **split_settings(kept)[0])
+    except ValueError as error:
+        theirs = " ".join(f"{k}={v}" for k, v in kept.items())
+        flags = " and ".join(f"--{k.replace('_', '-')}" for k in kept)
+        raise ValueError(
+            f"{entry}: {error}; {theirs} from --profile {profile}; "
+            f"{' '.join(f'{k}={v}' for k, v in yours.items())} given. Expected values that fit together: "
+            f"give --profile cpu (the task's defaults under yours), or set {flags} too"
+        ) from None
 
 
 def profile_line(profile: str, why: str, entries: list[str], algorithm: str | None, overridden: dict) -> str:

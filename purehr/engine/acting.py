@@ -1,5 +1,7 @@
 """Acting outside jit: one observation or a batch, for ``PPOModel.predict`` and a restored
-checkpoint's ``policy`` (``purehr.run.restore``).
+checkpoint's ``policy`` (``purehr.run.restore``). It returns NumPy; called under a transformation
+(``jax.jit(r.policy)``) it returns the traced action, though the jittable policy of one
+observation is ``r.pure_policy(observation, t, key)``.
 
 A feed-forward policy returns the action(s). A recurrent one (``PPOConfig.policy="gru"``)
 takes the memory explicitly and returns it: ``action, state = act(observation, state=state)``,
@@ -53,7 +55,8 @@ class Actor:
             steps = jnp.broadcast_to(jnp.asarray(t, jnp.int32), (batch,))
             self._check_batched_state(state, batch)
             action, state = self._batch(params, observation, steps, jax.random.split(key, batch), state, deterministic)
-        action = np.asarray(action)
+        if not isinstance(action, jax.core.Tracer):  # traced (``jax.jit(r.policy)``): the traced action
+            action = np.asarray(action)
         return (action, state) if self.recurrent else action
 
     @staticmethod

@@ -97,8 +97,11 @@ def heldout_evaluation(
 
 def record_episode(env: Environment, env_params, policy: Policy | RecurrentPolicy) -> dict[str, jax.Array]:
     """The first held-out episode step by step (a checkpoint's showcase): ``reward``,
-    ``action``, ``success`` and ``active`` (the steps inside the episode), [max steps, ...]."""
+    ``action``, ``success`` and ``active`` (the steps inside the episode), [max steps, ...];
+    for an environment with ``render(state, params)`` (jittable, an RGB uint8 image [H, W, 3]),
+    also ``frame``, the state each action was taken in, which the run's replay video plays."""
     policy = as_recurrent(policy)
+    render = getattr(env, "render", None)
     reset_key, run_key = jax.random.split(jax.random.split(heldout_key(), 1)[0])
     observation, state = env.reset(reset_key, env_params)
 
@@ -106,8 +109,10 @@ def record_episode(env: Environment, env_params, policy: Policy | RecurrentPolic
         observation, state, memory, key, running = carry
         key, action_key, step_key = jax.random.split(key, 3)
         action, memory = policy.step(memory, observation, t, action_key)
+        frame = {} if not callable(render) else {"frame": jnp.asarray(render(state, env_params), jnp.uint8)}
         observation, state, reward, terminated, truncated, info = env.step(step_key, state, action, env_params)
         row = {"reward": reward, "action": jnp.asarray(action), "success": info["success"], "active": running}
+        row.update(frame)
         running = jnp.logical_and(running, jnp.logical_not(jnp.logical_or(terminated, truncated)))
         return (observation, state, memory, key, running), row
 

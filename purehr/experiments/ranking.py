@@ -7,7 +7,7 @@ keeps its last finite parameters, and that frozen policy can score anything."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from purehr.experiments.group_result import GroupResult
@@ -74,9 +74,16 @@ def rank_settings(groups: list[GroupResult], axes: Sequence[str]) -> list[dict[s
     return [{"rank": rank, **row} for rank, row in enumerate(table, start=1)]
 
 
-def format_table(rows: list[dict[str, Any]], axes: Sequence[str], limit: int | None = None) -> str:
+def format_table(
+    rows: list[dict[str, Any]],
+    axes: Sequence[str],
+    limit: int | None = None,
+    references: Mapping[str, Mapping[str, float]] | None = None,
+) -> str:
     """The ranking as aligned text: mean [95% t interval] of success and return (``*``: the
-    interval says little, see the note under the table) and the seeds that diverged."""
+    interval says little, see the note under the table) and the seeds that diverged; under it,
+    one row per reference policy (``references``: name -> held-out metrics, the task's reference
+    and floors, ``purehr.experiments.sweep.sweep_references``), what a setting must beat."""
 
     def interval(row, metric, fmt):
         mean = row.get(f"{metric}_mean", math.nan)
@@ -101,6 +108,9 @@ def format_table(rows: list[dict[str, Any]], axes: Sequence[str], limit: int | N
                 _diverged_text(row.get("diverged_seeds", "")),
             ]
         )
+    for name, metrics in (references or {}).items():
+        success, ret = metrics.get("success_rate", math.nan), metrics.get("return_mean", math.nan)
+        lines.append(["-", name, *("-" for _ in axes), "-", pct(success), num(ret), "-"])
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
     text = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)
     if any(line[-3].endswith("*") or line[-2].endswith("*") for line in lines[1:]):

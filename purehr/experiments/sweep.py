@@ -14,6 +14,7 @@ reproduces the runs made one at a time (``tests/test_sweep.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import time
@@ -26,13 +27,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from purehr.algorithms.base import AlgorithmConfig
-from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of, get_algorithm
+from purehr.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
 from purehr.algorithms.trainer import make_train
 from purehr.engine.seeds import keys_for_seeds, validate_seeds
 from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
 from purehr.experiments.group_result import GroupResult
 from purehr.experiments.ranking import run_rows, setting_rows
+from purehr.run.baselines import evaluate_baselines
+from purehr.run.compiled.task_setup import build_task_setup
 from purehr.run.store.files import atomic_write_json, check_output_file, json_values, write_csv
 from purehr.tasks import curriculum_schedule, get_task, heldout_env_params
 from purehr.viz.sweep_heatmap import heatmap_axes, plot_heatmap
@@ -54,13 +57,28 @@ SHAPE_FIELDS = (
 
 
 def shape_fields(config: AlgorithmConfig) -> tuple[str, ...]:
-    """What makes groups for ``config``'s algorithm: PPO's ``SHAPE_FIELDS``; another algorithm's
-    config fields that are not its continuous hyperparameters (nor the budget)."""
-    entry = algorithm_of(config)
-    if entry.name == DEFAULT_ALGORITHM:
+    """What makes groups for ``config``'s algorithm (``algorithm_shape_fields``)."""
+    return algorithm_shape_fields(algorithm_of(config).name)
+
+
+def algorithm_shape_fields(algorithm: str) -> tuple[str, ...]:
+    """What makes groups for ``algorithm``: PPO's ``SHAPE_FIELDS``; another algorithm's config
+    fields that are not its continuous hyperparameters (nor the budget)."""
+    if algorithm == DEFAULT_ALGORITHM:
         return SHAPE_FIELDS
+    entry = get_algorithm(algorithm)
     swept = set(entry.hyperparameter_names()) | {"total_timesteps"}
-    return tuple(name for name in config.to_dict() if name not in swept)
+    return tuple(field.name for field in dataclasses.fields(entry.config_class()) if field.name not in swept)
+
+
+def sweep_flag_fields() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(every registered algorithm's continuous hyperparameters, every algorithm's shape fields
+    not among them), each once, PPO's first: the sweep script's flags; which of them a sweep
+    takes is its algorithm's (``validate_axes``, ``shape_fields``)."""
+    order = [DEFAULT_ALGORITHM, *(name for name in ALGORITHMS if name != DEFAULT_ALGORITHM)]
+    swept = dict.fromkeys(name for algorithm in order for name in get_algorithm(algorithm).hyperparameter_names())
+    shapes = dict.fromkeys(name for algorithm in order for name in algorithm_shape_fields(algorithm))
+    return tuple(swept), tuple(name for name in shapes if name not in swept)
 
 
 SWEEP_MARKER = "sweep.json"
@@ -195,9 +213,11 @@ def run_task_sweep(
     shape_choices: Mapping[str, Sequence[Any]] | None = None,
     curriculum: Curriculum | None = None,
     log: Callable[[str], None] = print,
+    eval_episodes: int | None = None,
 ) -> list[GroupResult]:
     """One group per combination of ``shape_choices`` (e.g. ``{"minibatch_size": [64, 128]}``),
-    each trained and evaluated as one compiled call on the task's held-out protocol."""
+    each trained and evaluated as one compiled call on the task's held-out protocol
+    (``eval_episodes``: its episodes, default the protocol's)."""
     task = get_task(task_name)
     env = task.make_env()
     axes = validate_axes(axes, algorithm_of(base_config).name)
@@ -206,14 +226,17 @@ def run_task_sweep(
         if name not in shape_fields(base_config):
             raise ValueError(f"shape choice {name!r}: expected one of {shape_fields(base_config)}")
     base_config, protocol = task.settings_for(base_config)  # the held-out episodes: the protocol's
+    if eval_episodes is not None:
+        protocol = protocol.replace(eval_episodes=eval_episodes)
     configs = [(group_name(c), base_config.replace(**c)) for c in shape_combinations(shape_choices)]  # validates all
     if curriculum is not None:
         curriculum.check_params(env.default_params)
     groups = []
+    settings = grid_settings(axes, algorithm_of(base_config).name)
     for name, config in configs:
         log(
-            f"[sweep] group {name}: {len(grid_settings(axes))} settings x {len(seeds)} seeds = "
-            f"{len(grid_settings(axes)) * len(seeds)} runs of {config.num_updates * config.batch_size} steps"
+            f"[sweep] group {name}: {len(settings)} settings x {len(seeds)} seeds = "
+            f"{len(settings) * len(seeds)} runs of {config.num_updates * config.batch_size} steps"
         )
         group = train_group(
             config,
@@ -239,6 +262,26 @@ def run_task_sweep(
             )
         groups.append(group)
     return groups
+
+
+def sweep_references(
+    task_name: str,
+    config: AlgorithmConfig,
+    curriculum: Curriculum | None = None,
+    eval_episodes: int | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, dict[str, float]]:
+    """``{"reference: NAME" | "floor: NAME": held-out metrics}``: the task's reference policy
+    (where it has one) and its floors on the held-out protocol the sweep's runs are judged on,
+    at ``config``'s evaluation params (the protocol's results table shows the same rows; the
+    numbers are kept as a run's are, ``purehr.run.baselines``)."""
+    protocol = get_task(task_name).settings_for(config)[1]
+    if eval_episodes is not None:
+        protocol = protocol.replace(eval_episodes=eval_episodes)
+    setup = build_task_setup(task_name, config, curriculum, protocol=protocol)
+    found = evaluate_baselines([setup], say=log)[setup.name]
+    references = {} if found["metrics"] is None else {f"reference: {found['name']}": found["metrics"]}
+    return {**references, **{f"floor: {name}": metrics for name, metrics in found["floors"].items()}}
 
 
 def shape_combinations(shape_choices: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:

@@ -41,6 +41,8 @@ def log_group(settings: TrackingSettings, out_dir: Path, task: str, group: Group
         label = _label(task, group, setting)
         config = group.config.replace(**setting).to_dict()
         runs[(label, seed)] = {"config": config, "identity": identity, "wandb_id": settings.run_id(label, seed)}
+        success = group.evaluation.get("success_rate")  # NaN: the task defines no success
+        runs[(label, seed)]["defines_success"] = success is None or bool(np.isfinite(success[run]))
         updates = [
             {
                 "env_steps": (update + 1) * batch,

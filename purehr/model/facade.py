@@ -1,5 +1,6 @@
-"""The seed API: ``train_hr_ppo(HRWritingEnv(hrv_dim=8), timesteps=50_000)`` returns a model;
-``train(env, algorithm="sac", timesteps=..., **config_fields)`` any registered algorithm's.
+"""The seed API: ``train(env, algorithm="sac", timesteps=..., **config_fields)``, the general entry
+point, returns a model of any registered algorithm; ``train_hr_ppo(HRWritingEnv(hrv_dim=8),
+timesteps=50_000)`` is its PPO form with Stable-Baselines-shaped argument names.
 
 A thin, Stable-Baselines-shaped layer over ``make_train``: keyword names follow SB3
 (``batch_size`` is the minibatch size, ``clip_range``), the work is one jitted scan. Any
@@ -29,7 +30,7 @@ from purehr.engine.acting import Actor
 from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.base import Environment, check_env_params
 from purehr.envs.curriculum import Curriculum
-from purehr.envs.rollout import heldout_evaluation
+from purehr.envs.rollout import defines_success, heldout_evaluation
 from purehr.model.saved import ModelContents, read_model, write_model
 from purehr.protocol_settings import MAX_HELDOUT_EPISODES
 from purehr.run.host.dashboards import run_identity
@@ -100,7 +101,8 @@ class Model:
     def save(self, path: str | Path, overwrite: bool = False) -> Path:
         """A directory of JSON and msgpack (no pickle), new or empty: a folder holding anything
         (a saved model, your files) is refused unless ``overwrite=True``, which replaces the
-        model's files there and keeps every other file."""
+        model's files there and keeps every other file. An environment of no task saves too; it
+        is then given back to ``load`` (``Model.load(path, env=...)``)."""
         contents = ModelContents(self.env, self.env_params, self.config, self.params, self.metrics, self.seed)
         return write_model(path, contents, overwrite)
 
@@ -110,12 +112,14 @@ class Model:
         return self._algorithm.name
 
     @classmethod
-    def load(cls, path: str | Path) -> Model:
+    def load(cls, path: str | Path, env: Environment | None = None) -> Model:
         """A model written by ``save``, checked as a checkpoint is (``purehr.model.saved.read_model``:
         digests, model.json's fields, environment parameters, array shapes); anything wrong raises
         ``ValueError`` (a ``DamagedModelError`` for changed files) naming the file and the value.
-        The algorithm is the one model.json records, rebuilt through the registry."""
-        return cls(*read_model(path))
+        The algorithm is the one model.json records, rebuilt through the registry. ``env``: only
+        for a model saved from an environment of no task, which load cannot rebuild (the same
+        class and spaces, checked)."""
+        return cls(*read_model(path, env))
 
 
 PPOModel = Model
@@ -276,7 +280,7 @@ def _train_seed(
         curriculum.check_params(env_params)
     if progress is None:
         progress = getattr(sys.stderr, "isatty", lambda: False)()
-    tracking = _api_tracking(log, log_dir, env.name, seed, config)
+    tracking = _api_tracking(log, log_dir, env.name, seed, config, defines_success(env))
     bar = _progress_bar(env, config) if progress else None
     train = make_train(
         config,
@@ -333,8 +337,9 @@ def _progress_bar(env: Environment, config: AlgorithmConfig) -> Progress:
     return Progress({env.name: TaskPlan.from_config(config, protocol=None)}, num_seeds=1)
 
 
-def _api_tracking(log, log_dir, name: str, seed: int, config: AlgorithmConfig) -> Tracking | None:
-    """The seed API's dashboards (``log``), one run ``<name>/seed_<seed>`` in ``log_dir``."""
+def _api_tracking(log, log_dir, name: str, seed: int, config: AlgorithmConfig, success: bool = True) -> Tracking | None:
+    """The seed API's dashboards (``log``), one run ``<name>/seed_<seed>`` in ``log_dir``
+    (``success`` False: the environment defines none, so no success tag)."""
     settings = TrackingSettings.checked(log)
     if not settings.enabled:
         return None
@@ -346,6 +351,7 @@ def _api_tracking(log, log_dir, name: str, seed: int, config: AlgorithmConfig) -
     settings.take_log_dir(Owner(settings.owner), [run_label(name, seed)], resumed=False, logged_here=False)
     identity = run_identity(environment_description())
     run = {"config": config.to_dict(), "identity": identity, "wandb_id": settings.run_id(name, seed)}
+    run["defines_success"] = success
     return start_tracking(settings, Path(log_dir), name, {(name, seed): run})
 
 

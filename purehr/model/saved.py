@@ -5,7 +5,10 @@ its own content), ``params.msgpack``,
 reads one back checked as a checkpoint is (docs/interfaces.md, "Saved models"). Environments are
 found through the task registry: ``load`` rebuilds ``get_task(task).make_env(**kwargs)``, so a
 registered, a suite's (``gymnax:CartPole-v1``) or a ``module:factory`` task saves and loads with
-no change here; a model saved before the task was recorded is found by its class (swing, hrv)."""
+no change here; a model saved before the task was recorded is found by its class (swing, hrv).
+An environment of no task (``purehr.train(my_env.make_env())``) saves too, recording its class,
+module and spaces (``"task": null``): nothing says how it was built, so ``load`` takes it
+(``Model.load(path, env=my_env.make_env())``), checked against that record."""
 
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from flax import serialization
 from purehr.algorithms.base import AlgorithmConfig
 from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of, get_algorithm, make_algorithm
 from purehr.envs.base import Environment
+from purehr.envs.spaces import Dict, Discrete, MultiDiscrete
 from purehr.run.host.estimate import network_text
 from purehr.run.store.files import (
     atomic_write_bytes,
@@ -40,6 +44,8 @@ MODEL_FORMAT = "purehr-ppo-model/1"
 MODEL_FILES = ("params.msgpack", "env_params.msgpack", "metrics.npz")
 """The files of a saved model besides model.json, which records the SHA-256 of each
 (``digests``); a model saved before digests existed loads with a warning."""
+NO_TASK_FIELDS = ("module", "observation_space", "action_space")
+"""model.json's ``env`` fields for an environment of no task (``"task": null``)."""
 SELF_DIGEST = "model_json_sha256"
 """model.json's field holding the SHA-256 of its own content (``description_digest``): an edit
 of the environment, config or seed is detected as an edit of a file is. A top-level field, so
@@ -67,7 +73,7 @@ def write_model(path: str | Path, contents: ModelContents, overwrite: bool = Fal
     model's four files are replaced and every other file there is left as it was. Each file is
     written whole before it is renamed into place, model.json last."""
     path = Path(path)
-    task = _task_to_record(contents.env)
+    task = task_of_env(contents.env)
     _check_destination(path, overwrite)
     path.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path / "params.msgpack", serialization.to_bytes(contents.params))
@@ -76,7 +82,7 @@ def write_model(path: str | Path, contents: ModelContents, overwrite: bool = Fal
     description = json_values(
         {
             "format": MODEL_FORMAT,
-            "env": {"class": type(contents.env).__name__, "kwargs": task.env_kwargs(contents.env), "task": task.name},
+            "env": _env_record(contents.env, contents.env_params, task),
             "algorithm": algorithm_of(contents.config).name,
             "config": contents.config.to_dict(),
             "seed": contents.seed,
@@ -88,17 +94,37 @@ def write_model(path: str | Path, contents: ModelContents, overwrite: bool = Fal
     return path
 
 
-def _task_to_record(env: Environment) -> Task:
-    """The task ``load`` rebuilds ``env`` through; ``TypeError`` (before anything is written) for
-    an environment no task builds, which a saved model could not be loaded back into."""
-    task = task_of_env(env)
-    if task is None:
-        raise TypeError(
-            f"{type(env).__name__} belongs to no task, so a saved model could not rebuild it: build it "
-            "through a task (purehr.tasks.get_task('gymnax:CartPole-v1').make_env(), a module:factory name) "
-            "or register one: purehr.tasks.register_task(purehr.tasks.environment_task('my_env', make_env))"
-        )
-    return task
+def _env_record(env: Environment, env_params: Any, task: Task | None) -> dict[str, Any]:
+    """model.json's ``env``: the class, and the task ``load`` rebuilds it through with its
+    keywords; for an environment of no task, its module and spaces, which ``load`` checks the
+    environment it is given against."""
+    if task is not None:
+        return {"class": type(env).__name__, "kwargs": task.env_kwargs(env), "task": task.name}
+    return {"class": type(env).__name__, "kwargs": {}, "task": None, **_env_identity(env, env_params)}
+
+
+def _env_identity(env: Environment, env_params: Any) -> dict[str, str]:
+    """What tells an environment of no task from another: its class's module and its spaces."""
+    base = getattr(env, "unwrapped", env)
+    return {
+        "module": type(base).__module__,
+        "observation_space": space_text(env.observation_space(env_params)),
+        "action_space": space_text(env.action_space(env_params)),
+    }
+
+
+def space_text(space: Any) -> str:
+    """A space in words, equal for equal spaces: its kind, shape and dtype (``Box(shape=(4,),
+    dtype=float32)``, ``Discrete(2)``), a ``Dict``'s by key."""
+    if isinstance(space, Dict):
+        return "Dict(" + ", ".join(f"{name}: {space_text(value)}" for name, value in space.spaces.items()) + ")"
+    if isinstance(space, Discrete):
+        return f"Discrete({int(space.n)})"
+    if isinstance(space, MultiDiscrete):
+        return f"MultiDiscrete({[int(n) for n in space.nvec]})"
+    dtype = getattr(space, "dtype", None)
+    shape = tuple(int(n) for n in getattr(space, "shape", ()))
+    return f"{type(space).__name__}(shape={shape}" + ("" if dtype is None else f", dtype={np.dtype(dtype).name}") + ")"
 
 
 def _check_destination(path: Path, overwrite: bool) -> None:
@@ -129,19 +155,30 @@ def description_digest(description: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def read_model(path: str | Path) -> ModelContents:
+def read_model(path: str | Path, env: Environment | None = None) -> ModelContents:
     """A model written by ``write_model``, checked as a checkpoint is: every file against the
     SHA-256 that model.json recorded, model.json's fields, the environment parameters
     through the environment's own validation, and every saved array's shape against the
     network that model.json describes. Anything wrong raises ``ValueError`` (a
-    ``DamagedModelError`` for changed files) naming the file and the value."""
+    ``DamagedModelError`` for changed files) naming the file and the value. ``env``: the
+    environment of a model saved from one of no task (its class and spaces checked), which
+    nothing else can rebuild; a model of a task is rebuilt through it and takes none."""
     path = Path(path)
     description = _read_description(path)
     _check_file_digests(path, description)
     where = path / "model.json"
-    task = _recorded_task(description["env"], where)
-    env_kwargs = task.recorded_kwargs(dict(description["env"]["kwargs"]))  # keywords newer than the saved model
-    env = _make_env(task, description["env"]["class"], env_kwargs, where)
+    recorded = description["env"]
+    if recorded.get("task", "") is None:
+        env, env_kwargs = _given_env(recorded, env, where), {}
+    else:
+        if env is not None:
+            raise ValueError(
+                f"env={type(env).__name__}(...): {where} was saved from task {recorded.get('task')!r}, which load "
+                "rebuilds; env= is only for a model saved from an environment of no task. Call load(path)"
+            )
+        task = _recorded_task(recorded, where)
+        env_kwargs = task.recorded_kwargs(dict(recorded["kwargs"]))  # keywords newer than the saved model
+        env = _make_env(task, recorded["class"], env_kwargs, where)
     name = description.get("algorithm", DEFAULT_ALGORITHM)  # a model saved before it was recorded: PPO's
     try:
         entry = get_algorithm(name)
@@ -157,6 +194,8 @@ def read_model(path: str | Path) -> ModelContents:
         f"the {type(env).__name__} parameters of {where} ({_describe_kwargs(env_kwargs)})",
     )
     env_params = _validated_env_params(env, env_kwargs, env_params, path / "env_params.msgpack")
+    if recorded.get("task", "") is None:
+        _check_env_identity(recorded, env, env_params, where)
     algorithm = make_algorithm(config, env, env_params)
     template = algorithm.network_params(algorithm.init(jax.random.PRNGKey(0)))
     params = _load_tree(
@@ -193,9 +232,13 @@ def _read_description(path: Path) -> dict[str, Any]:
         not isinstance(env, dict)
         or not isinstance(env.get("class"), str)
         or not isinstance(env.get("kwargs"), dict)
-        or not isinstance(env.get("task", ""), str)
+        or not isinstance(env.get("task", ""), str | None)
+        or (env.get("task", "") is None and not all(isinstance(env.get(name), str) for name in NO_TASK_FIELDS))
     ):
-        raise ValueError(f'{where}: env is {env!r}; expected {{"class": name, "kwargs": {{...}}, "task": name}}')
+        raise ValueError(
+            f'{where}: env is {env!r}; expected {{"class": name, "kwargs": {{...}}, "task": name}}, or for an '
+            f"environment of no task a null task and {list(NO_TASK_FIELDS)}"
+        )
     if not isinstance(description.get("config"), dict):
         raise ValueError(
             f"{where}: config is {description.get('config')!r}; expected a JSON object of its algorithm's config fields"
@@ -311,6 +354,38 @@ def _validated_env_params(env: Environment, env_kwargs: dict[str, Any], env_para
         raise ValueError(f"{file}: {error}") from None
     except ValueError as error:
         raise ValueError(f"{file}: {error}") from None
+
+
+def _given_env(recorded: dict[str, Any], env: Environment | None, where: Path) -> Environment:
+    """The environment a model of no task is loaded into: the caller's, of the class it was saved from."""
+    saved = f"{recorded['module']}.{recorded['class']}"
+    if env is None:
+        raise ValueError(
+            f"{where} was saved from a {saved} of no task, which load cannot rebuild (nothing recorded how it "
+            f"was built): pass it, Model.load({str(where.parent)!r}, env=...) with the environment built as for "
+            "training; or train through a task (get_task('module:factory').make_env(), register_task) to save one "
+            "that loads alone"
+        )
+    if not isinstance(env, Environment):
+        raise TypeError(f"env={env!r}: expected the {saved} environment the model was saved from")
+    base = getattr(env, "unwrapped", env)
+    if type(base).__name__ != recorded["class"]:
+        raise ValueError(
+            f"env={type(base).__module__}.{type(base).__name__}(...): {where} was saved from a {saved}; "
+            "pass that environment"
+        )
+    return env
+
+
+def _check_env_identity(recorded: dict[str, Any], env: Environment, env_params: Any, where: Path) -> None:
+    """The given environment's spaces (with the saved parameters) against those recorded."""
+    found = _env_identity(env, env_params)
+    for name in ("observation_space", "action_space"):
+        if found[name] != recorded[name]:
+            raise ValueError(
+                f"env={type(env).__name__}(...) has {name} {found[name]}, but {where} was saved from one with "
+                f"{recorded[name]}: pass the environment built as it was for training"
+            )
 
 
 def _describe_kwargs(kwargs: dict[str, Any]) -> str:

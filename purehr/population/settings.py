@@ -174,7 +174,13 @@ class PBTSettings:
             if name not in self.explore:
                 raise ValueError(f"--pbt-bounds {name}: {name!r} is not explored (--pbt-explore {list(self.explore)})")
             if not (math.isfinite(low) and math.isfinite(high) and 0 < low < high):
-                raise ValueError(f"--pbt-bounds {name}={low}:{high}: expected 0 < LOW < HIGH, both finite")
+                at_zero = (
+                    f" ({name} is explored in log scale, where 0 has no place: a task whose {name} is 0 cannot "
+                    f"explore it; leave {name} out of --pbt-explore)"
+                    if math.isfinite(low) and low <= 0 < high and not in_complement_scale(name)
+                    else ""
+                )
+                raise ValueError(f"--pbt-bounds {name}={low}:{high}: expected 0 < LOW < HIGH, both finite{at_zero}")
             if in_complement_scale(name) and not high < 1:
                 raise ValueError(f"--pbt-bounds {name}={low}:{high}: expected HIGH < 1 ({name} is explored as 1 - x)")
 
@@ -216,6 +222,8 @@ class PBTSettings:
             for name in self.explored_by(algorithm_of(config).hyperparameter_names()):
                 low, high = self.bounds_of(name)
                 value = getattr(config, name)
+                if (1 - value if in_complement_scale(name) else value) <= 0:
+                    raise ValueError(self._unexplorable(task, config, name, value))
                 if not low <= value <= high:
                     raise ValueError(
                         f"--pbt-bounds {name}={low:g}:{high:g} exclude {task}'s starting value {name}={value:g}; "
@@ -223,6 +231,25 @@ class PBTSettings:
                     )
             if not steps_between[task]:
                 raise ValueError(self._never_fires(task, config, protocols[task], len(checkpoints_between[task])))
+
+    def _unexplorable(self, task: str, config: AlgorithmConfig, name: str, value: float) -> str:
+        """Why ``task`` cannot explore ``name`` from its starting ``value`` (0, or 1 for a name
+        explored as 1 - x: where the log scale has no place) and the way out: leave it out."""
+        edge, scale = ("1", f"log scale of 1 - {name}") if in_complement_scale(name) else ("0", "log scale")
+        algorithm = algorithm_of(config)
+        rest = [other for other in self.explore if other != name]
+        if any(other in algorithm.hyperparameter_names() for other in rest):
+            way_out = f"--pbt-explore {' '.join(rest)}"
+        else:
+            others = [other for other in algorithm.hyperparameter_names() if other != name]
+            way_out = f"--pbt-explore with others of {algorithm.name}'s hyperparameters ({' '.join(others)})"
+        side = "below 1" if edge == "1" else "above 0"
+        return (
+            f"--pbt: {task} starts at {name}={value:g}, which PBT cannot explore: it moves {name} in {scale} "
+            f"(multiplied by --pbt-factors, drawn within --pbt-bounds), where {name}={edge} has no place; leave "
+            f"{name} out of the explored set ({way_out}), or start {task} with {name} {side} "
+            f"(--{name.replace('_', '-')})"
+        )
 
     def _check_algorithms(self, configs: dict[str, AlgorithmConfig]) -> None:
         """Each task explores the names of ``explore`` its algorithm carries: at least one; a name
@@ -232,6 +259,13 @@ class PBTSettings:
         for task, names in carried.items():
             if not self.explored_by(names):
                 algorithm = algorithm_of(configs[task]).name
+                if self.explore == DEFAULT_EXPLORE:  # not given: say it is PPO's, and what to give
+                    rates = [name for name in names if name.endswith(("learning_rate", "lr"))] or list(names[:1])
+                    raise ValueError(
+                        f"--pbt: {task} trains {algorithm}, which has none of the hyperparameters PBT explores "
+                        f"by default ({' '.join(DEFAULT_EXPLORE)}: PPO's); expected --pbt-explore with some of "
+                        f"{algorithm}'s: {' '.join(names)} (e.g. --pbt-explore {' '.join(rates)})"
+                    )
                 raise ValueError(
                     f"--pbt-explore {' '.join(self.explore)}: {task}'s algorithm {algorithm} has none of them; "
                     f"expected some of its hyperparameters {list(names)}"

@@ -1,6 +1,7 @@
-"""The headline table of a finished run: held-out metrics of PPO's last checkpoint per task,
-mean and two-sided 95% t interval over seeds, next to the baseline and the floor policies
-recorded in the manifest (structured controller / oracle; zero action, no-op, random).
+"""The headline table of a finished run: held-out metrics of the trained policy's reported
+checkpoint (by default its last) per task, mean and two-sided 95% t interval over seeds, next
+to the baseline and the floor policies recorded in the manifest (structured controller /
+oracle; zero action, no-op, random).
 
 It reads only files (``manifest.json`` and each seed's ``checkpoints.csv``), so it works on
 a run copied from elsewhere and never compiles anything.
@@ -18,7 +19,7 @@ from purehr.algorithms.registry import DEFAULT_ALGORITHM, split_entry
 from purehr.reports.stats import UNINFORMATIVE_NOTE, mean_confidence_interval, metric_range
 from purehr.run.store.columns import ANALYSED_CHECKPOINT_COLUMNS
 from purehr.run.store.files import read_csv_columns
-from purehr.run.store.reported import reported_rows
+from purehr.run.store.reported import missing_reported_choice, reported_rows
 from purehr.run.store.run_dir import CHECKPOINTS_CSV, describe_divergences, read_manifest, seed_dir_name
 
 GOAL_METRIC = {
@@ -37,6 +38,11 @@ GENERIC_HEADER = (
     "per seed: success (speed), or return |"
 )
 """The header of a run with a task outside ``GOAL_METRIC`` (swing and hrv alone keep ``HEADER``)."""
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 seed``, ``2 seeds``: a count with its noun in the right number."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def task_family(entry: str) -> str:
@@ -133,7 +139,8 @@ def results_table(run_dir: str | Path) -> str:
             )
     notes = []
     if no_reference:
-        notes.append(f"no reference policy for {', '.join(no_reference)}: PPO against the floors only")
+        trained = " and ".join(dict.fromkeys(algorithm_label(manifest, task) for task in no_reference))
+        notes.append(f"no reference policy for {', '.join(no_reference)}: {trained} against the floors only")
     if no_success:
         notes.append(f"success -: {', '.join(no_success)} defines no success (success_rate NaN); judged on the return")
     if manifest.get("pbt") is not None:
@@ -143,6 +150,10 @@ def results_table(run_dir: str | Path) -> str:
         )
     if any("*" in line for line in lines):
         notes.append(UNINFORMATIVE_NOTE)
+    for task in manifest["tasks"]:  # a choice expected but not made: said, not passed off as the reported one
+        missing = missing_reported_choice(run_dir, task, seeds)
+        if missing is not None:
+            notes.append(f"{task}: its rows are each seed's last checkpoint, not the reported one: {missing}")
     if manifest.get("diverged"):  # a PBT member replaced after it diverged ends healthy: only this says so
         notes.append(
             "diverged (a loss or parameter became NaN or infinite; not a finished result): "
@@ -167,7 +178,11 @@ def _ppo_row(
         per_seed = ", ".join(f"{_number(success, 2)} ({_number(speed, digits)})" for success, speed in pairs)
     else:
         per_seed = "returns " + ", ".join(_number(value, 2) for value in ppo["return_mean"])
-    policy = f"PBT population of {num_seeds} members" if population else f"{algorithm}, {num_seeds} seeds"
+    policy = (
+        f"PBT population of {counted(num_seeds, 'member')}"
+        if population
+        else f"{algorithm}, {counted(num_seeds, 'seed')}"
+    )
     return (
         f"| {task} | {policy}, {steps} | {success} | "
         f"{label}: {summary(ppo[metric], metric, digits)} | {summary(ppo['return_mean'], 'return_mean', 2)} | "

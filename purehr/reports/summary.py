@@ -11,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from purehr.reports.results_table import GOAL_METRIC, floor_comparisons, goals_met, results_table
+from purehr.reports.results_table import GOAL_METRIC, counted, floor_comparisons, goals_met, results_table
 from purehr.run.host.progress import spelled_duration
 from purehr.run.store.run_dir import FIGURES, RunDirectory
 from purehr.tracking.settings import RUN_FOLDERS, TrackingSettings
@@ -96,7 +96,9 @@ def _floor_comparison_line(task: str, comparison: dict) -> str:
     """A task without a protocol goal: PPO's held-out return against the best floor (and the
     reference policy where the task has one), in words."""
     algorithm = comparison.get("algorithm", "PPO")
-    ppo = f"{algorithm} held-out return {comparison['ppo_mean']:.4g} (mean of {comparison['num_seeds']} seeds)"
+    ppo = (
+        f"{algorithm} held-out return {comparison['ppo_mean']:.4g} (mean of {counted(comparison['num_seeds'], 'seed')})"
+    )
     if comparison["reference"] is None:
         line = f"{task} (no reference policy, no protocol goal): {ppo}"
     else:
@@ -107,7 +109,7 @@ def _floor_comparison_line(task: str, comparison: dict) -> str:
         return line + "; no floor recorded"
     return (
         f"{line}; best floor {comparison['best_floor']} {comparison['best_floor_value']:.4g}: {algorithm} above it on "
-        f"{comparison['seeds_above_best_floor']} of {comparison['num_seeds']} seeds"
+        f"{comparison['seeds_above_best_floor']} of {counted(comparison['num_seeds'], 'seed')}"
     )
 
 

@@ -21,6 +21,10 @@ import functools
 import hashlib
 import inspect
 import json
+import site
+import sys
+import sysconfig
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,11 +85,40 @@ def _evaluate(setup: TaskSetup) -> dict[str, Any]:
     return {
         "name": None if baseline is None else baseline.name,
         "definition": None if baseline is None else baseline.definition,
-        "metrics": None if baseline is None else heldout(baseline.make_policy(setup.env, setup.eval_env_params)),
-        "floors": {
-            floor.name: heldout(floor.make_policy(setup.env, setup.eval_env_params)) for floor in setup.task.floors
-        },
+        "metrics": None if baseline is None else heldout(checked_policy(setup, baseline)),
+        "floors": {floor.name: heldout(checked_policy(setup, floor)) for floor in setup.task.floors},
     }
+
+
+def checked_policy(setup: TaskSetup, baseline) -> Callable:
+    """``baseline.make_policy(env, eval params)``, its policy traced once on the environment's
+    observation (shapes only): a ``make_policy`` that raises, or a policy that fails or acts in
+    another shape than the action space's, is a ``ValueError`` naming the task, the baseline and
+    its module, and the shape expected (a user's ``BASELINES`` used to surface as a traceback)."""
+    make_policy = baseline.make_policy
+    where = (
+        f"task {setup.name!r}: baseline {baseline.name!r} "
+        f"({getattr(make_policy, '__module__', '?')}.{getattr(make_policy, '__qualname__', repr(make_policy))})"
+    )
+    try:
+        policy = make_policy(setup.env, setup.eval_env_params)
+    except Exception as error:
+        raise ValueError(f"{where}: make_policy(env, env_params) raised {type(error).__name__}: {error}") from error
+    space = setup.env.action_space(setup.eval_env_params)
+    key = jax.random.PRNGKey(0)
+    try:
+        observation = jax.eval_shape(setup.env.reset, key, setup.eval_env_params)[0]
+        action = jax.eval_shape(policy, observation, jax.numpy.int32(0), key)
+    except Exception as error:
+        raise ValueError(
+            f"{where}: its policy(observation, t, key) failed on the environment's observation: "
+            f"{type(error).__name__}: {error}; expected an action of shape {tuple(space.shape)} ({space!r})"
+        ) from error
+    if getattr(action, "shape", None) != tuple(space.shape):
+        raise ValueError(
+            f"{where}: its policy returns {action!r}; expected an action of shape {tuple(space.shape)} ({space!r})"
+        )
+    return policy
 
 
 def baseline_definition(setup: TaskSetup) -> dict[str, Any]:
@@ -98,7 +131,7 @@ def baseline_definition(setup: TaskSetup) -> dict[str, Any]:
         "policies": [[b.name, b.flag, b.definition] for b in setup.task.baselines],
         "environment": f"{type(setup.env).__module__}.{type(setup.env).__qualname__}",
         "env_kwargs": json_values(setup.task.env_kwargs(setup.env)),
-        "env_source": {**json_values(setup.task.source(setup.env)), "code": environment_code_digest(setup.env)},
+        "env_source": {**json_values(setup.task.source(setup.env)), "code": user_code_digest(setup)},
         "eval_params": {
             "fields": [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(params)[0]],
             "digest": tree_digest(params),
@@ -112,14 +145,74 @@ def baseline_definition(setup: TaskSetup) -> dict[str, Any]:
     }
 
 
-def environment_code_digest(env) -> str | None:
-    """SHA-256 of the file defining ``env``'s class (a user's environment is not purehr's
-    source, and an edit of it changes the floors), or None where it cannot be read."""
+def user_code_digest(setup: TaskSetup) -> str:
+    """SHA-256 over every user source file the task's numbers depend on (paths and contents): the
+    files of the environment class and of each class it derives from, of each baseline's
+    ``make_policy``, and of the user modules those import, transitively (found through each
+    module's globals: ``import helper`` and ``from helper import gain`` alike). purehr's own
+    files are ``purehr_source_digest``'s; the standard library's and installed packages' are
+    not a user's edit (their versions are recorded). A file that cannot be read counts by name."""
+    base = getattr(setup.env, "unwrapped", setup.env)
+    starts = [cls.__module__ for cls in type(base).__mro__]
+    starts += [getattr(baseline.make_policy, "__module__", None) for baseline in setup.task.baselines]
+    digest = hashlib.sha256()
+    for path in sorted(_user_files(name for name in starts if name)):
+        try:
+            content = Path(path).read_bytes()
+        except OSError:
+            content = b"unread"
+        digest.update(path.encode() + b"\0" + content + b"\0")
+    return digest.hexdigest()
+
+
+def _user_files(module_names) -> set[str]:
+    """The source files of the user modules named and of the user modules they import, transitively."""
+    files, seen, pending = set(), set(), list(module_names)
+    while pending:
+        name = pending.pop()
+        module = sys.modules.get(name)
+        if name in seen or module is None:
+            continue
+        seen.add(name)
+        path = _user_source(module)
+        if path is None:
+            continue
+        files.add(path)
+        for value in list(vars(module).values()):
+            try:  # an object whose attributes raise (a lazy proxy) imports nothing we can follow
+                owner = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            except Exception:
+                continue
+            if isinstance(owner, str):
+                pending.append(owner)
+    return files
+
+
+def _user_source(module: types.ModuleType) -> str | None:
+    """``module``'s source file where it is a user's (not purehr's, the standard library's or an
+    installed package's), else None."""
     try:
-        path = inspect.getsourcefile(type(getattr(env, "unwrapped", env)))
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else None
-    except (OSError, TypeError):
+        path = inspect.getsourcefile(module)
+    except TypeError:  # built in
         return None
+    if not path:
+        return None
+    resolved = Path(path).resolve()
+    if resolved.is_relative_to(_PUREHR_PACKAGE) or any(resolved.is_relative_to(root) for root in _library_roots()):
+        return None
+    return str(resolved)
+
+
+_PUREHR_PACKAGE = Path(__file__).resolve().parents[1]
+
+
+@functools.lru_cache(maxsize=1)
+def _library_roots() -> tuple[Path, ...]:
+    """Where the standard library and installed packages live (not a user's code)."""
+    paths = sysconfig.get_paths()
+    roots = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
+    roots.update(site.getsitepackages() + [site.getusersitepackages()])
+    return tuple(Path(root).resolve() for root in roots if root)
 
 
 def baseline_key(definition: dict[str, Any]) -> str:

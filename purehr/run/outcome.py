@@ -4,6 +4,10 @@ run stopped, each matching the status the manifest then records ("failed", "dive
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +46,7 @@ class RunDiverged(RuntimeError):
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) stopped the run; the manifest says "interrupted" (or "finished" where
+    """Ctrl-C (SIGINT) or SIGTERM stopped the run; the manifest says "interrupted" (or "finished" where
     training had ended) and ``resume`` continues it from ``resumes_from`` (task -> env steps of
     the checkpoint it continues from) bit-identically. A ``KeyboardInterrupt``, so code that
     lets Ctrl-C through lets this through. ``at_once``: a second Ctrl-C, which did not wait
@@ -52,6 +56,52 @@ class RunInterrupted(KeyboardInterrupt):
         super().__init__(message)
         self.resumes_from = resumes_from
         self.at_once = at_once
+
+
+_HEARD: list[str] = []  # the stop signals the run in this process heard ("SIGTERM")
+_INSTALLED: list[bool] = []  # sigterm_stops_the_run is in force
+
+
+@contextlib.contextmanager
+def sigterm_stops_the_run() -> Iterator[bool]:
+    """SIGTERM (``kill``, a scheduler, ``docker stop``) is heard as Ctrl-C is, a
+    ``KeyboardInterrupt`` in the main thread: the run stops at its next update, is marked
+    "interrupted" and says how to resume, instead of dying with its manifest "running". Yields
+    whether it is installed: only in the main thread (Python runs handlers there alone) and
+    where SIGTERM has its default action (a caller's own handler is left alone)."""
+    _HEARD.clear()
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        yield False
+        return
+
+    def heard(signum, frame) -> None:
+        _HEARD.append("SIGTERM")
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, heard)
+    _INSTALLED.append(True)
+    try:
+        yield True
+    finally:
+        _INSTALLED.pop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def sigterm_handled() -> bool:
+    """Whether SIGTERM stops the run in this process at its next update (``sigterm_stops_the_run``)."""
+    return bool(_INSTALLED)
+
+
+def stop_signal_name() -> str:
+    """What stopped the run in this process, in words: "SIGTERM", else "Ctrl-C" (SIGINT)."""
+    return _HEARD[-1] if _HEARD else "Ctrl-C"
+
+
+def sigint_ignored() -> bool:
+    """SIGINT is ignored in this process (a job started with ``&`` by a non-interactive shell):
+    Ctrl-C cannot stop it, SIGTERM can (``sigterm_stops_the_run``)."""
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
 
 
 def diverged_seeds(setups: list[TaskSetup], seeds: list[int], runners: dict) -> dict[str, dict[str, dict[str, int]]]:

@@ -8,7 +8,7 @@ run directory, in this order:
     manifest  written "running" (a new run evaluates its baselines first)      purehr.run.store.status
     compile   one program for every task x seed                      purehr.run.compiled.program
     train     the program runs; its callbacks write the logs and checkpoints   purehr.run.host.recorder
-              (Ctrl-C stops it at the next update: "interrupted", ``RunInterrupted``)
+              (Ctrl-C or SIGTERM stops it at the next update: "interrupted", ``RunInterrupted``)
     report    each seed's reported checkpoint, where a task chooses it on validation episodes
                                                                      purehr.run.reported
     finish    the manifest says "finished", or "failed" / "diverged" and the error is raised
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import sys
 import time
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ from purehr.run.compiled.program import (
 )
 from purehr.run.compiled.train_all import TaskSetup
 from purehr.run.host.dashboards import claim_log_dir, open_run_tracking
+from purehr.run.host.estimate import explained_out_of_memory, training_needs
 from purehr.run.host.progress import Progress, TaskPlan
 from purehr.run.host.recorder import RunRecorder, library_errors_in_one_line
 from purehr.run.outcome import (
@@ -62,14 +64,20 @@ from purehr.run.outcome import (
     RunSummary,
     diverged_seeds,
     population_divergences,
+    sigint_ignored,
+    sigterm_handled,
+    sigterm_stops_the_run,
+    stop_signal_name,
 )
-from purehr.run.planning.messages import start_banner
+from purehr.run.planning.messages import start_banner, stop_hint
 from purehr.run.planning.preparation import RunAlreadyFinished, prepare_run_directory
 from purehr.run.planning.resume import extension_hint, plan_resume
+from purehr.run.planning.resume_command import absolute, python_words, write_resume_file
 from purehr.run.planning.run_plan import RunPlan, RunRequest, new_run_plan
 from purehr.run.planning.triage import check_indexes, index_disagreements, restore_task
 from purehr.run.reported import report_checkpoints
 from purehr.run.store.run_dir import (
+    RESUME,
     RunDirectory,
     check_run_directory_path,
     describe_divergences,
@@ -100,6 +108,7 @@ def train_all_seeds(
     task_overrides: dict[str, dict[str, Any]] | None = None,
     run_config: dict[str, Any] | None = None,
     algorithm: str | None = None,
+    resume_words: list[str] | None = None,
 ) -> RunSummary:
     """Train every task x seed in one compiled call; see docs/protocol.md for what it leaves.
 
@@ -129,10 +138,15 @@ def train_all_seeds(
     ``devices`` (default: all visible) shards the seed axis, and the environment axis when
     devices outnumber seeds, over a mesh (``purehr.devices.distributed``); on one device nothing moves.
     ``directory_option`` names how the user gave the directory (``--run-name``), for messages.
+    ``resume_words``: the command that continues the run (the script's own; None: this call with
+    ``resume=True``), written with absolute paths to the run directory's RESUME.txt once this
+    process holds it (``purehr.run.planning.resume_command``).
 
     Ctrl-C (SIGINT, as ``KeyboardInterrupt`` in the calling thread) stops every task at its
     next update: the manifest says "interrupted" and ``RunInterrupted`` (a ``KeyboardInterrupt``)
     says where ``resume`` continues; a second Ctrl-C raises it without waiting for the program.
+    SIGTERM does the same where the call runs in the main thread and SIGTERM has its default
+    action (``purehr.run.outcome.sigterm_stops_the_run``).
     A resume with nothing left to train (stopped after its last checkpoint) compiles nothing."""
     started = time.perf_counter()
     if resume and overwrite:
@@ -149,13 +163,15 @@ def train_all_seeds(
     try:
         run = RunDirectory(Path(run_dir))
         plan = _plan(run, request, resume, overwrite, directory_option)
-        lock = run.lock()
-        try:
-            claim_log_dir(plan)
-            invocation = {"command": command, "run_config": run_config}
-            return _train_locked(run, plan, started, progress, invocation, devices, followers, keep_dashboards_open)
-        finally:
-            lock.release()
+        with sigterm_stops_the_run():
+            lock = run.lock()
+            try:
+                write_resume_file(run, resume_words or python_words(run.root), plan.tasks)
+                claim_log_dir(plan)
+                invocation = {"command": command, "run_config": run_config}
+                return _train_locked(run, plan, started, progress, invocation, devices, followers, keep_dashboards_open)
+            finally:
+                lock.release()
     except BaseException as error:
         followers.fail(error)
         raise
@@ -200,13 +216,17 @@ def _train_locked(
     setups = plan.setups()
     configs = {s.name: s.config for s in setups}
     protocols = {s.name: s.protocol for s in setups}
-    print(
-        start_banner(run_dir.root, plan.tasks, plan.seeds, configs, protocols, resume=plan.resumed, pbt=plan.pbt),
-        file=sys.stderr,
-        flush=True,
-    )
+    banner = start_banner(run_dir.root, plan.tasks, plan.seeds, configs, protocols, resume=plan.resumed, pbt=plan.pbt)
+    stopping = f"  {_stop_hint()}; the command that continues it is in {absolute(run_dir.root / RESUME)}"
+    print(f"{banner}\n{stopping}", file=sys.stderr, flush=True)
     mesh = protocol_mesh(setups, plan.seeds, devices)
-    start = _starting_point(run_dir, plan, setups)
+    try:
+        start = _starting_point(run_dir, plan, setups)
+    except Exception as error:  # XLA's RESOURCE_EXHAUSTED allocating the states: said in one line
+        explained = explained_out_of_memory(error, lambda: training_needs(setups, len(plan.seeds)))
+        if explained is error:
+            raise
+        raise explained from error
     followers.send(plan, start.resumed_from)
     runners = start.runners
     if jax.process_count() > 1:  # every process places the same (restored) states on the mesh
@@ -359,12 +379,13 @@ def _compile_and_train(
     try:
         compiled, runners, compile_s = _compile(setups, plan, runners, mesh)
     except KeyboardInterrupt:  # nothing trains: stop at once (the compilation ends on its own)
-        raise _interrupted(recorder, time.perf_counter() - started, "Ctrl-C while compiling: nothing trained") from None
+        how = f"{stop_signal_name()} while compiling: nothing trained"
+        raise _interrupted(recorder, time.perf_counter() - started, how) from None
     try:
         final, error = _train_and_record(compiled, runners, recorder, plan, start.resumed_from, compile_s)
     except KeyboardInterrupt:  # a second Ctrl-C
         how = (
-            "a second Ctrl-C: exited without waiting for the program to stop; a resume verifies "
+            f"a second {stop_signal_name()}: exited without waiting for the program to stop; a resume verifies "
             "the checkpoints and sets aside a save that was cut short"
         )
         raise _interrupted(recorder, time.perf_counter() - started, how) from None
@@ -399,7 +420,7 @@ def _train_and_record(
     message = f"compiled in {compile_s:.1f} s; training {', '.join(plan.tasks)} x seeds {plan.seeds}"
     if resumed_from:
         message += f" (resumed at {resumed_from})"
-    print(message + "; Ctrl-C stops it at the next update", file=sys.stderr, flush=True)
+    print(f"{message}; {_stop_hint()}", file=sys.stderr, flush=True)
     final, error = None, None
     with program.attached(recorder) as compiled:
         wait_for_all_processes("train")
@@ -413,12 +434,17 @@ def _train_and_record(
                 recorder.abandon()
                 raise
             except Exception as raised:  # an error in a host callback arrives as a JaxRuntimeError here
-                error = raised
+                error = explained_out_of_memory(raised, lambda: training_needs(plan.setups(), len(plan.seeds)))
     try:
         recorder.finish()
     except Exception as raised:
         error = error or raised
     return final, error
+
+
+def _stop_hint() -> str:
+    """How this process's run is stopped at its next update (Ctrl-C, SIGTERM), as it hears signals now."""
+    return stop_hint(sigterm_handled(), sigint_ignored(), os.getpid())
 
 
 def _trained_to_the_end(setups: list[TaskSetup], final: dict) -> bool:
@@ -429,7 +455,8 @@ def _interrupted(recorder: RunRecorder, wall: float, how: str, waited: bool = Fa
     """Marks the run interrupted; the error says where it stopped and where a resume continues
     (``waited``: the program stopped before this process goes on)."""
     run_dir, resumes_from, reached = recorder.run_dir, recorder.resume_points(), recorder.steps_reached()
-    mark_interrupted(run_dir, wall, reached, resumes_from, waited)
+    stopped_by = stop_signal_name()
+    mark_interrupted(run_dir, wall, reached, resumes_from, waited, stopped_by)
     stopped = ", ".join(f"{task} at {steps:,} steps" for task, steps in reached.items())
     points = ", ".join(
         f"{task} from its checkpoint at {steps:,} steps" if steps else f"{task} from the start"
@@ -442,7 +469,7 @@ def _interrupted(recorder: RunRecorder, wall: float, how: str, waited: bool = Fa
         for task, count in held.items()
     )
     return RunInterrupted(
-        f"Ctrl-C: training stopped ({stopped}){unsaved}; {run_dir.root} is marked interrupted in "
+        f"{stopped_by}: training stopped ({stopped}){unsaved}; {run_dir.root} is marked interrupted in "
         f"manifest.json. A resume continues {points} ({how})",
         resumes_from,
         at_once=not waited,

@@ -17,8 +17,14 @@ from purehr.envs.policies import RecurrentPolicy
 from purehr.protocol_settings import ProtocolSettings
 from purehr.run.compiled.task_setup import recorded_setup
 from purehr.run.store.checkpoints import CheckpointNotShipped, CorruptCheckpointError, SeedCheckpoints, shape_mismatches
-from purehr.run.store.reported import reported_rows
-from purehr.run.store.run_dir import RunDirectory, completed_checkpoint_steps, is_published_record, read_checkpoint_rows
+from purehr.run.store.reported import missing_reported_choice, reported_rows
+from purehr.run.store.run_dir import (
+    RunDirectory,
+    completed_checkpoint_steps,
+    is_published_record,
+    read_checkpoint_rows,
+    unfinished_save_steps,
+)
 from purehr.tasks import get_task
 from purehr.types import Policy
 
@@ -46,7 +52,8 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     task registered again); its environment is rebuilt from the manifest's constructor
     arguments. ``step`` is an environment-step count (the actual count, or the target it was
     saved for), ``"latest"`` or ``"reported"`` (the checkpoint the run reports: its latest, or
-    the one chosen on validation episodes, ``purehr.run.reported``); ``seed`` and ``step`` may be
+    the one chosen on validation episodes, ``purehr.run.reported``; refused, naming the missing
+    reported.csv, where the run chooses one but has not); ``seed`` and ``step`` may be
     NumPy integers. Only a checkpoint
     that matches the digest checkpoints.csv recorded for it is returned."""
     run = RunDirectory(Path(run_dir))
@@ -66,6 +73,8 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     rows = read_checkpoint_rows(index)
     if not rows:
         raise FileNotFoundError(f"{index} lists no checkpoint")
+    if step == "latest":
+        rows = _complete_rows(run, task, seed, rows)
     row = _choose_row(rows, _reported_step(run, task, seed) if step == "reported" else step, index)
     _check_on_disk(run, manifest, task, seed, rows, row, latest=step == "latest")
     # the config, environment and schedule the run trained with: env_params_at follows the
@@ -147,8 +156,29 @@ def _check_on_disk(run: RunDirectory, manifest: dict, task: str, seed: int, rows
         )
 
 
+def _complete_rows(run: RunDirectory, task: str, seed: int, rows: list[dict]) -> list[dict]:
+    """``rows`` without the checkpoints whose save never completed (a run stopped while saving
+    them: ``unfinished_save_steps``), so that "latest" is the newest complete one, said in a warning."""
+    unfinished = unfinished_save_steps(run.checkpoint_dir(task, seed))
+    complete = [r for r in rows if r["actual_steps"] not in unfinished]
+    if complete and len(complete) < len(rows):
+        skipped = max(r["actual_steps"] for r in rows if r["actual_steps"] in unfinished)
+        latest = max(r["actual_steps"] for r in complete)
+        warnings.warn(
+            f"restore(step='latest'): checkpoint {skipped} of {run.checkpoint_dir(task, seed)} was never completed "
+            f"(the run was stopped while saving it; a --resume sets it aside): restoring {latest}, the latest "
+            "complete one",
+            stacklevel=3,
+        )
+    return complete or rows
+
+
 def _reported_step(run: RunDirectory, task: str, seed: int) -> int | str:
-    """The steps of the checkpoint the seed reports, or ``"latest"`` where the run chose none."""
+    """The steps of the checkpoint the seed reports, or ``"latest"`` where the run reports its
+    last ones (it chooses none); refused where it chooses one but the choice is missing or stale."""
+    missing = missing_reported_choice(run.root, task, [seed])
+    if missing is not None:
+        raise FileNotFoundError(f"restore(step='reported'): {missing}")
     reported = reported_rows(run.root, task, [seed])
     return "latest" if reported is None else reported[0]["actual_steps"]
 
@@ -156,7 +186,7 @@ def _reported_step(run: RunDirectory, task: str, seed: int) -> int | str:
 def _choose_row(rows: list[dict], step, csv_path: Path) -> dict:
     if step == "latest":
         return max(rows, key=lambda r: r["actual_steps"])
-    step = _integer("step", step, "an integer number of environment steps or 'latest'")
+    step = _integer("step", step, "an integer number of environment steps, 'latest' or 'reported'")
     for column in ("actual_steps", "target_steps"):
         for row in rows:
             if row[column] == step:

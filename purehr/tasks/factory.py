@@ -6,7 +6,8 @@ them, so a resume or a restore in a fresh process calls it again with the same o
 The module may define ``PPO_CONFIG`` (a ``PPOConfig``): the task's default configuration
 (else the default for its action space, ``purehr.tasks.environment_task``), ``<NAME>_CONFIG``
 (``SAC_CONFIG``: that registered algorithm's config) its default for another algorithm
-(``--tasks mine:make_env@sac``), and ``PACKAGES``
+(``--tasks mine:make_env@sac``), ``PROTOCOL`` (a ``ProtocolSettings``): its checkpoint and
+evaluation settings under every algorithm, and ``PACKAGES``
 (distribution names): packages whose versions the run records besides those of the packages
 the module imports itself (``imported_distributions``), and ``BASELINES`` (a dict: policy name ->
 ``make_policy(env, env_params)`` returning ``policy(obs, t, key) -> action``): reference
@@ -31,6 +32,7 @@ from typing import Any
 from purehr.algorithms.base import AlgorithmConfig
 from purehr.algorithms.registry import ALGORITHMS, get_algorithm
 from purehr.envs.base import Environment
+from purehr.protocol_settings import ProtocolSettings
 from purehr.tasks.environment_task import environment_task, package_versions
 from purehr.tasks.task import Baseline, Task
 
@@ -78,6 +80,7 @@ def factory_task(name: str) -> Task:
         name,
         make_env,
         default_config=config,
+        default_protocol=_declared_protocol(module, module_name, name),
         default_configs=_declared_configs(module, module_name, name),
         baselines=_declared_baselines(module, name),
         reference=_declared_reference(module, name),
@@ -106,6 +109,18 @@ def _declared_configs(module, module_name: str, name: str) -> dict[str, Algorith
             )
         configs[algorithm] = config
     return configs
+
+
+def _declared_protocol(module, module_name: str, name: str) -> ProtocolSettings | None:
+    """The module's ``PROTOCOL`` (a ``ProtocolSettings``): the task's checkpoint and evaluation
+    settings under every algorithm (``--tasks mine:make_env@pqn`` as ``@ppo``)."""
+    protocol = getattr(module, "PROTOCOL", None)
+    if protocol is not None and not isinstance(protocol, ProtocolSettings):
+        raise TypeError(
+            f"task {name!r}: {module_name}.PROTOCOL is a {type(protocol).__name__}; expected a "
+            "purehr.protocol_settings.ProtocolSettings, e.g. PROTOCOL = ProtocolSettings(checkpoint_interval=4096)"
+        )
+    return protocol
 
 
 def imported_distributions(module) -> list[str]:

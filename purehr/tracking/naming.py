@@ -14,6 +14,9 @@ TRAIN = frozenset(
 )
 ROLLOUT = frozenset(name for entry in ALGORITHMS.values() for name in entry.metric_names().rollout)
 NOT_LOGGED = frozenset({"update", "env_steps"})  # the step axis itself
+SUCCESS_TAGS = frozenset({"heldout/success_rate", "rollout/train_success_rate"})
+"""The tags of a success rate: not logged for a task whose environment defines no success (NaN
+held out, 0 in training: a curve that says nothing, and a wrong one)."""
 
 
 def update_tag(column: str) -> str:

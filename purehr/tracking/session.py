@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from purehr.tracking.backend import Backend
-from purehr.tracking.naming import heldout_scalars, history, update_scalars
+from purehr.tracking.naming import SUCCESS_TAGS, heldout_scalars, history, update_scalars
 from purehr.tracking.settings import TrackingSettings
 from purehr.tracking.tensorboard import TensorBoardBackend
 from purehr.tracking.weights_and_biases import WandbBackend
@@ -65,6 +65,7 @@ class Tracking:
         self.say = say or (lambda message: print(message, file=sys.stderr, flush=True))
         self.failed: dict[str, str] = {}  # backend -> what stopped it
         self._queues = [queue.Queue() for _ in self.backends]  # one per backend, in order
+        self._no_success: set[tuple[str, int]] = set()  # runs whose task defines no success
         self._workers = [
             threading.Thread(target=self._work, args=(backend, jobs), name=f"purehr-{backend.name}", daemon=True)
             for backend, jobs in zip(self.backends, self._queues)
@@ -75,8 +76,10 @@ class Tracking:
     # --- what the run calls ----------------------------------------------------------------
     def open(self, runs: dict[tuple[str, int], dict[str, Any]], kept: dict[tuple[str, int], tuple[list, list]]) -> None:
         """Starts every task x seed's run (``runs``: its config, identity, W&B id and resume
-        step) and logs the rows a resume kept that a backend does not hold yet (``kept``:
-        (update rows, checkpoint rows)). Runs on the workers: it overlaps the compilation."""
+        step; ``defines_success`` False: its success tags are never logged) and logs the rows a
+        resume kept that a backend does not hold yet (``kept``: (update rows, checkpoint rows)).
+        Runs on the workers: it overlaps the compilation."""
+        self._no_success.update(key for key, run in runs.items() if not run.get("defines_success", True))
         for (task, seed), run in runs.items():
             self._each("open", lambda backend, t=task, s=seed, r=run: backend.open(t, s, r))
         for (task, seed), (update_rows, checkpoint_rows) in kept.items():
@@ -125,6 +128,8 @@ class Tracking:
 
     # --- the workers -----------------------------------------------------------------------
     def _log(self, task: str, seed: int, step: int, scalars: dict[str, float]) -> None:
+        if (task, seed) in self._no_success:
+            scalars = {tag: value for tag, value in scalars.items() if tag not in SUCCESS_TAGS}
         if scalars:
             self._each("log", lambda backend: backend.log(task, seed, step, scalars))
 

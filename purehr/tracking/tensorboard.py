@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from purehr.tracking.backend import Backend
-from purehr.tracking.naming import flat_hparams, run_label
+from purehr.tracking.naming import SUCCESS_TAGS, flat_hparams, run_label
 
 # tensorboardX says so for every NaN it writes; a NaN return (no episode ended) is a value here
 logging.getLogger("tensorboardX.x2num").setLevel(logging.ERROR)
@@ -70,8 +70,9 @@ class TensorBoardBackend(Backend):
         if start != "new":
             return
         # a new run: its configuration (the hparams plugin's table) and what identifies it
+        metrics = [tag for tag in HPARAM_METRICS if run.get("defines_success", True) or tag not in SUCCESS_TAGS]
         for summary in hparams(
-            flat_hparams({"task": task, "seed": seed, **run["config"]}), dict.fromkeys(HPARAM_METRICS, 0.0)
+            flat_hparams({"task": task, "seed": seed, **run["config"]}), dict.fromkeys(metrics, 0.0)
         ):
             writer.file_writer.add_summary(summary)
         writer.add_text("run/identity", _markdown(run["identity"]), 0)

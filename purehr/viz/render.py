@@ -13,16 +13,17 @@ from pathlib import Path
 from purehr.run.store.run_dir import FIGURES, FINAL_METRICS_CSV, RunDirectory
 from purehr.viz.learning_curves import plot_learning_figure, plot_training_log, write_final_metrics
 from purehr.viz.pbt_figures import PBT_FIGURES, render_pbt_figures
-from purehr.viz.replay import render_replay
-from purehr.viz.run_data import load_run
+from purehr.viz.replay import render_replay, replays_images
+from purehr.viz.run_data import RunData, load_run
 
 REPLAY_TASK = "swing"
 
 
 def render_run(run_dir: str | Path, *, tasks: list[str] | None = None, replay: bool = True) -> list[Path]:
     """Learning and training-log figures per task (a PBT run's population figures too) and
-    final_metrics.csv; with ``replay`` (and the swing task among ``tasks``) also the swing
-    replay video, poster, timeline and HTML player. Returns the paths written."""
+    final_metrics.csv; with ``replay`` also the replay video, poster, timeline and HTML player of
+    ``replay_task``'s showcases (the swing's, else a task's whose environment renders itself).
+    Returns the paths written."""
     run = load_run(run_dir, tasks)
     figures_dir = run.run_dir / FIGURES
     written: list[Path] = []
@@ -31,10 +32,25 @@ def render_run(run_dir: str | Path, *, tasks: list[str] | None = None, replay: b
         written += plot_training_log(run, task, figures_dir)
     written += render_pbt_figures(run)  # a PBT run's hyperparameters, lineage and members; [] otherwise
     written.append(write_final_metrics(run, run.run_dir / FINAL_METRICS_CSV))
-    if replay and REPLAY_TASK in run.logs:
-        outputs = render_replay(run, figures_dir, task=REPLAY_TASK)
+    replayed = replay_task(run) if replay else None
+    if replayed is not None:
+        outputs = render_replay(run, figures_dir, task=replayed)
         written += [outputs.video, outputs.poster, outputs.timeline, outputs.html]
     return written
+
+
+def replay_task(run: RunData) -> str | None:
+    """The task the replay shows: the swing (drawn by ``purehr.viz.swing_drawing``), else the
+    first whose showcase episodes hold its environment's own frames (``render(state, params)``,
+    docs/environments.md), else None."""
+    if REPLAY_TASK in run.logs:
+        return REPLAY_TASK
+    for task, logs in run.logs.items():
+        log = logs[min(logs)]
+        paths = [str(path) for path in log.checkpoints.get("showcase_path", []) if str(path)]
+        if paths and replays_images(run.run_dir / paths[0]):
+            return task
+    return None
 
 
 def expected_figures(tasks: list[str], pbt: bool = False) -> list[str]:

@@ -105,11 +105,12 @@ def _summary_text(run: RunData, task: str, showcase: SeedLog, row: int) -> str:
         f"{int(showcase.checkpoints['actual_steps'][row]):,} env steps, training time "
         f"{_format_duration(_checkpoint_value(showcase, 'elapsed_s', row))}"
     )
-    second = (
-        f"held-out success {success:.0%}{mean_note}, held-out return "
-        f"{_checkpoint_value(showcase, RETURN_COLUMN, row):.3g}, minimum chain tension "
-        f"{_checkpoint_value(showcase, TENSION_COLUMN, row):.1f} N (worst held-out episode)"
-    )
+    second = f"held-out return {_checkpoint_value(showcase, RETURN_COLUMN, row):.3g}"
+    if math.isfinite(success):  # NaN: the task defines no success
+        second = f"held-out success {success:.0%}{mean_note}, {second}"
+    if TENSION_COLUMN in showcase.checkpoints:  # the swing's safety
+        tension = _checkpoint_value(showcase, TENSION_COLUMN, row)
+        second += f", minimum chain tension {tension:.1f} N (worst held-out episode)"
     return f"{first}\n{second}"
 
 
@@ -184,6 +185,38 @@ def _shared_legend_entries(axes: tuple[Axes, ...]) -> tuple[list, list[str]]:
                 )
     labels = [name + "".join(f"\n{note}" for note in notes[name]) for name in handles]
     return list(handles.values()), labels
+
+
+def image_frame(ax: Axes, trace: dict[str, np.ndarray], index: int, params: Any) -> None:
+    """The ``draw_frame`` of a task whose environment renders itself (``render(state, params)``):
+    the showcase's recorded ``frame`` at ``index``, as the environment drew it."""
+    ax.imshow(np.asarray(trace["frame"][index]), interpolation="nearest")
+    ax.set_axis_off()
+
+
+def replays_images(trace_path: Path) -> bool:
+    """Whether a showcase trace holds the environment's own frames (``render``)."""
+    try:
+        with np.load(trace_path, allow_pickle=False) as trace:
+            return "frame" in trace.files
+    except (OSError, ValueError):
+        return False
+
+
+def _episode_length(trace: dict[str, np.ndarray]) -> int:
+    """The trace's rows that belong to its episode: the swing's up to its success, a generic
+    showcase's ``active`` ones (``purehr.envs.rollout.record_episode``)."""
+    if "active" in trace:
+        return max(1, int(np.asarray(trace["active"], bool).sum()))
+    return swing_drawing.episode_length(trace)
+
+
+def _clock_text(trace: dict[str, np.ndarray], index: int, indices: np.ndarray, fps: int) -> str:
+    if "time" not in trace:
+        return f"step {index + 1} of {int(indices[-1]) + 1}"
+    episode_seconds = float(trace["time"][indices[-1]] - trace["time"][0])
+    speed_up = episode_seconds / (len(indices) / fps)
+    return f"episode time {float(trace['time'][index]):5.1f} s (played {speed_up:.2g}x)"
 
 
 def _swing_height(trace: dict[str, np.ndarray], index: int) -> float:
@@ -295,14 +328,21 @@ def render_replay(
 ) -> ReplayOutputs:
     """Write replay.mp4, replay_poster.png, replay_timeline.json and replay.html to
     ``out_dir``. ``seed`` defaults to the lowest seed; ``draw_frame`` to the swing drawing
-    (with the swing's default parameters when ``env_params`` is None)."""
+    (with the swing's default parameters when ``env_params`` is None), or for a task whose
+    showcases hold the environment's own ``frame`` (its ``render``), those images."""
+    logs = run.logs[task]
+    showcase = logs[min(logs) if seed is None else seed]
+    recorded = [row for row in range(showcase.num_checkpoints) if str(showcase.checkpoints["showcase_path"][row])]
+    if (
+        draw_frame is None
+        and recorded
+        and replays_images(run.run_dir / str(showcase.checkpoints["showcase_path"][recorded[0]]))
+    ):
+        draw_frame = image_frame
     if draw_frame is None:
         draw_frame = swing_drawing.draw_frame
         if env_params is None:
             env_params = SwingEnv().default_params
-    logs = run.logs[task]
-    showcase = logs[min(logs) if seed is None else seed]
-    recorded = [row for row in range(showcase.num_checkpoints) if str(showcase.checkpoints["showcase_path"][row])]
     video_path, poster_path = out_dir / VIDEO_NAME, out_dir / POSTER_NAME
     with atomic_output(video_path) as partial_video:
         with H264Writer(partial_video, fps=fps, crf=20, output_params=["-movflags", "+faststart"]) as writer:
@@ -354,15 +394,11 @@ def _write_frames(
     for row in rows:
         trace = read_npz(run.run_dir / str(showcase.checkpoints["showcase_path"][row]))
         # rows after a success repeat it (recording.py): play the episode's own rows
-        indices = frame_indices(swing_drawing.episode_length(trace), frames_per_checkpoint)
-        episode_seconds = float(trace["time"][indices[-1]] - trace["time"][0])
-        speed_up = episode_seconds / (len(indices) / fps)
+        indices = frame_indices(_episode_length(trace), frames_per_checkpoint)
         replay_canvas.start_checkpoint(run, task, showcase, row, max_steps)
         is_last = row == rows[-1]
         for index in map(int, indices):
-            frame = replay_canvas.frame(
-                trace, index, f"episode time {float(trace['time'][index]):5.1f} s (played {speed_up:.2g}x)"
-            )
+            frame = replay_canvas.frame(trace, index, _clock_text(trace, index, indices, fps))
             writer.append(frame)
             if is_last and _swing_height(trace, index) > poster_height:
                 poster, poster_height = frame, _swing_height(trace, index)

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from purehr.algorithms.config_types import normalise_fields
+from purehr.algorithms.config_types import annealed_learning_rate, normalise_fields
 from purehr.protocol_settings import ProtocolSettings, with_help
 
 ACTIVATIONS = ("tanh", "relu", "swish")
@@ -200,6 +200,15 @@ class PPOConfig:
         here, before anything is compiled or written. Environment steps are never counted
         on the device: they are ``update * batch_size`` in Python ints on the host."""
         steps_per_update = self.num_epochs * self.num_minibatches
+        if steps_per_update > MAX_OPTIMIZER_STEPS:  # no total_timesteps fits: the batch is the problem
+            most_envs = MAX_OPTIMIZER_STEPS * self.minibatch_size // (self.num_epochs * self.num_steps)
+            raise ValueError(
+                f"PPOConfig.num_envs={self.num_envs:,}: one update is {self.num_epochs} epochs x "
+                f"{self.num_minibatches:,} minibatches = {steps_per_update:,} optimiser steps, more than the "
+                f"{MAX_OPTIMIZER_STEPS:,} an int32 step counter holds; expected num_envs <= {most_envs:,} with "
+                f"num_steps={self.num_steps}, minibatch_size={self.minibatch_size} and num_epochs={self.num_epochs} "
+                "(or a larger minibatch_size)"
+            )
         if self.num_updates * steps_per_update > MAX_OPTIMIZER_STEPS:
             most = MAX_OPTIMIZER_STEPS // steps_per_update * self.batch_size
             raise ValueError(
@@ -222,6 +231,11 @@ class PPOConfig:
     def num_updates(self) -> int:
         """Rounded up, so the last checkpoint target (= total_timesteps) is always reached."""
         return -(-self.total_timesteps // self.batch_size)  # exact for any int
+
+    def budget_dependence(self) -> str | None:
+        """Why a longer run's first updates would differ from this run's (its annealed learning
+        rate), or None: a resume that extends the budget is refused with it."""
+        return annealed_learning_rate(self.anneal_lr)
 
     def hyperparams(self) -> PPOHyperparams:
         return PPOHyperparams(**{name: jnp.float32(getattr(self, name)) for name in HYPERPARAMETERS})

@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from purehr.algorithms.config_types import normalise_fields
-from purehr.protocol_settings import with_help
+from purehr.algorithms.config_types import annealed_learning_rate, normalise_fields
+from purehr.protocol_settings import refuse_protocol_settings, with_help
 
 ACTIVATIONS = ("relu", "tanh", "swish")
 INT_FIELDS = ("total_timesteps", "num_envs", "num_steps", "num_epochs", "minibatch_size")
@@ -95,8 +95,21 @@ class PQNConfig:
     input_scale: float = with_help(
         1.0, "multiply the observations by this before the network (purejaxql's MinAtar: 1/255)"
     )
+    checkpoint_interval: dataclasses.InitVar[int | None] = None
+    eval_episodes: dataclasses.InitVar[int | None] = None
+    full_eval_interval: dataclasses.InitVar[int | None] = None
+    quick_eval_episodes: dataclasses.InitVar[int | None] = None
+    """Protocol settings (``purehr.protocol_settings.ProtocolSettings``), the task's: refused here
+    naming where they go (``PPOConfig`` alone keeps them, from before they had an owner)."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, checkpoint_interval, eval_episodes, full_eval_interval, quick_eval_episodes) -> None:
+        refuse_protocol_settings(
+            "PQNConfig",
+            checkpoint_interval=checkpoint_interval,
+            eval_episodes=eval_episodes,
+            full_eval_interval=full_eval_interval,
+            quick_eval_episodes=quick_eval_episodes,
+        )
         self._check_types()
         for name in INT_FIELDS:
             if getattr(self, name) <= 0:
@@ -148,6 +161,20 @@ class PQNConfig:
     def num_updates(self) -> int:
         """Rounded up, so the last checkpoint target (= total_timesteps) is always reached."""
         return -(-self.total_timesteps // self.batch_size)
+
+    def budget_dependence(self) -> str | None:
+        """Why a longer run's first updates would differ from this run's, or None: a resume that
+        extends the budget is refused with it. Both PQN's schedules span the budget: the annealed
+        learning rate, and epsilon's decay over ``epsilon_decay_fraction`` of the updates (a
+        constant epsilon has none)."""
+        annealed = annealed_learning_rate(self.anneal_lr)
+        if annealed or self.epsilon_start == self.epsilon_finish:
+            return annealed
+        return (
+            f"its exploration epsilon decays from {self.epsilon_start:g} to {self.epsilon_finish:g} over the first "
+            f"epsilon_decay_fraction={self.epsilon_decay_fraction:g} of the budget's updates (a constant epsilon, "
+            "--epsilon-finish equal to --epsilon-start, has no such schedule)"
+        )
 
     def hyperparams(self) -> PQNHyperparams:
         return PQNHyperparams(**{name: jnp.float32(getattr(self, name)) for name in HYPERPARAMETERS})

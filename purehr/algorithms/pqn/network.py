@@ -20,7 +20,8 @@ is PQN's own ``max_a Q(s', a)``.
 
 Branch views are padded ``[..., D, W]`` (D branches, W = max(nvec)): padding and illegal
 actions (an observation's ``"action_mask"``, the components' masks concatenated as the Q
-outputs) hold -1e9, so neither the argmax, the max nor a random legal draw can pick them.
+outputs) hold -1e9, so neither the argmax, the max nor a random legal draw can pick them; a
+branch with no legal action at all counts all its actions legal (``Branches.legal``).
 """
 
 from __future__ import annotations
@@ -117,11 +118,15 @@ class Branches:
         return jnp.where(self.legal(q.shape[:-1], action_mask), q[..., self._index()[0]], ILLEGAL_Q)
 
     def legal(self, batch_shape: tuple[int, ...], action_mask: jax.Array | None = None) -> jax.Array:
-        """bool [..., D, W]: the slots that are actions and legal."""
+        """bool [..., D, W]: the slots that are actions and legal. A branch whose mask is all
+        false (a state with no legal move) has all its actions legal, as PPO's policy then
+        draws among them all (docs/environments.md, "Legal actions"): an ``ILLEGAL_Q`` never
+        enters its greedy value, so neither a bootstrap nor the loss sees one."""
         index, valid = self._index()
         legal = jnp.broadcast_to(jnp.asarray(valid), (*batch_shape, *valid.shape))
         if action_mask is not None:
-            legal = jnp.logical_and(legal, action_mask[..., index])
+            masked = jnp.logical_and(legal, action_mask[..., index])
+            legal = jnp.where(masked.any(axis=-1, keepdims=True), masked, legal)
         return legal
 
     @staticmethod

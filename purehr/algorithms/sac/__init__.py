@@ -8,3 +8,24 @@ two options off by default: temporally correlated exploration noise (``explorati
 n-step soft targets (``n_step``).
 Continuous (Box) actions only. The protocol reaches SAC only through
 ``purehr.algorithms.registry``."""
+
+import importlib
+
+_EXPORTS = {
+    "SACConfig": "purehr.algorithms.sac.config",
+    "SACHyperparams": "purehr.algorithms.sac.config",
+    "make_sac": "purehr.algorithms.sac.algorithm",
+}
+
+
+def __getattr__(name: str):
+    """The public names load on first use (PEP 562), so importing the package (the registry
+    reads its ``metrics`` for the CSV columns) does not import JAX."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["SACConfig", "SACHyperparams", "make_sac"]

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from purehr.algorithms.config_types import normalise_fields
-from purehr.protocol_settings import with_help
+from purehr.protocol_settings import refuse_protocol_settings, with_help
 
 ACTIVATIONS = ("tanh", "relu", "swish")
 INT_FIELDS = (
@@ -100,8 +100,21 @@ class SACConfig:
     n_step: int = with_help(
         1, "rewards summed in the critics' target before the bootstrap (stopping at episode ends); 1: SAC's"
     )
+    checkpoint_interval: dataclasses.InitVar[int | None] = None
+    eval_episodes: dataclasses.InitVar[int | None] = None
+    full_eval_interval: dataclasses.InitVar[int | None] = None
+    quick_eval_episodes: dataclasses.InitVar[int | None] = None
+    """Protocol settings (``purehr.protocol_settings.ProtocolSettings``), the task's: refused here
+    naming where they go (``PPOConfig`` alone keeps them, from before they had an owner)."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, checkpoint_interval, eval_episodes, full_eval_interval, quick_eval_episodes) -> None:
+        refuse_protocol_settings(
+            "SACConfig",
+            checkpoint_interval=checkpoint_interval,
+            eval_episodes=eval_episodes,
+            full_eval_interval=full_eval_interval,
+            quick_eval_episodes=quick_eval_episodes,
+        )
         self._check_types()
         for name in INT_FIELDS:
             if getattr(self, name) <= 0:
@@ -164,6 +177,11 @@ class SACConfig:
         """Updates of uniform random actions and no gradient step: those that start before
         ``learning_starts`` environment steps were taken."""
         return -(-self.learning_starts // self.batch_size)
+
+    def budget_dependence(self) -> None:
+        """None: nothing of SAC's depends on the budget (no learning-rate decay; the warm-up is
+        ``learning_starts`` steps, not a share of the budget), so a run can be extended."""
+        return None
 
     def hyperparams(self) -> SACHyperparams:
         return SACHyperparams(**{name: jnp.float32(getattr(self, name)) for name in HYPERPARAMETERS})

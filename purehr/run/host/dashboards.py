@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from purehr.envs.rollout import defines_success
 from purehr.run.compiled.train_all import TaskSetup
 from purehr.run.planning.run_plan import RunPlan, log_dir_owner
 from purehr.run.store.run_dir import RunDirectory
@@ -52,6 +53,7 @@ def open_run_tracking(
             "identity": identity,
             "wandb_id": settings.run_id(setup.name, seed),
             "resumed_from_steps": resumed_from.get(setup.name, 0),
+            "defines_success": defines_success(setup.env),
         }
         for setup in setups
         for seed in plan.seeds

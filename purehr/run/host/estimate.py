@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import jax
 import numpy as np
+
+from purehr.envs.spaces import flat_dim
 
 
 @dataclass(frozen=True)
@@ -174,6 +178,7 @@ class TrainingMemory:
     state: int  # every leaf of the state: parameters, optimiser, environments, buffers
     activations: int  # what an update holds beyond the state: gradients, transitions, activations
     network: str  # the config fields that size the parameters, as given
+    buffers: str = ""  # the config fields that size a replay buffer, as given (SAC's buffer_size)
 
     @property
     def total(self) -> int:
@@ -182,7 +187,16 @@ class TrainingMemory:
     @property
     def layers(self) -> str:
         names = [part.partition("=")[0] for part in self.network.split(", ")]
-        return ", ".join(name for name in names if name.endswith(("_hidden", "_width"))) or "the networks"
+        return ", ".join(name for name in names if _sizes_layers(name) or name.endswith("_width")) or "the networks"
+
+    @property
+    def ways_out(self) -> str:
+        """What to lower, by the fields of this entry's own algorithm (a replay buffer first:
+        it is most of an off-policy state)."""
+        smaller = [f"a smaller replay buffer ({self.buffers})"] if self.buffers else []
+        return ", ".join([*smaller, f"smaller layers ({self.layers})", "fewer environments (num_envs)"]) + (
+            " or fewer seeds"
+        )
 
     @classmethod
     def of(cls, task: str, algorithm, config, observation_size: int, num_seeds: int) -> TrainingMemory:
@@ -200,6 +214,7 @@ class TrainingMemory:
             _bytes(state) * num_seeds,
             per_seed * num_seeds,
             network_text(config),
+            ", ".join(f"{name}={value}" for name, value in config.to_dict().items() if name.endswith("buffer_size")),
         )
 
     def refusal(self, available: int, where: str, together: int | None = None) -> str:
@@ -213,10 +228,7 @@ class TrainingMemory:
         )
         if together is not None:
             message += f"; every task of the run together {byte_count(together)}"
-        return (
-            f"{message}; this machine has {byte_count(available)} ({where}). Expected smaller layers "
-            f"({self.layers}), fewer environments or fewer seeds"
-        )
+        return f"{message}; this machine has {byte_count(available)} ({where}). Expected {self.ways_out}"
 
 
 TRANSITION_SCALARS = 8
@@ -227,10 +239,15 @@ def network_text(config) -> str:
     """The fields of ``config`` that size its networks, as given: every ``*_hidden`` field, and a
     recurrent policy's width (``actor_hidden=(64, 64), critic_hidden=(64, 64)``)."""
     fields = config.to_dict()
-    shown = [f"{name}={value}" for name, value in fields.items() if name.endswith("_hidden")]
+    shown = [f"{name}={value}" for name, value in fields.items() if _sizes_layers(name) and value != ()]
     if fields.get("policy") == "gru":
         shown += ["policy='gru'", f"recurrent_width={fields.get('recurrent_width')}"]
     return ", ".join(shown) or "its networks"
+
+
+def _sizes_layers(name: str) -> bool:
+    """A config field of layer widths: ``actor_hidden``, PQN's ``hidden`` and ``conv_channels``."""
+    return name == "hidden" or name.endswith(("_hidden", "_channels"))
 
 
 def _float_itemsize() -> int:
@@ -263,8 +280,32 @@ def machine_memory() -> tuple[int, str]:
     if stats and stats.get("bytes_limit"):
         count = len(devices)
         return int(stats["bytes_limit"]) * count, f"device memory of {count} x {devices[0].device_kind}"
-    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return int(ram), f"host RAM: the {jax.default_backend()} backend reports no device memory"
+    available, what = host_memory_limit()
+    return available, f"{what}: the {jax.default_backend()} backend reports no device memory"
+
+
+CGROUP_LIMIT_FILES = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+"""Where a container's memory limit is read: cgroup v2's ``memory.max``, cgroup v1's file."""
+
+
+def host_memory_limit() -> tuple[int, str]:
+    """(bytes, what they are): the least of the host's RAM, a cgroup v2/v1 memory limit and the
+    process's ``RLIMIT_AS``/``RLIMIT_DATA``: a container or ``ulimit`` below the RAM kills the
+    run (or fails its allocation) at its own limit, not the RAM's."""
+    limits = [(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "host RAM")]
+    for path in CGROUP_LIMIT_FILES:
+        try:
+            text = open(path).read().strip()
+        except OSError:  # no such cgroup version here
+            continue
+        if text.isdigit():  # v2 writes "max" for none; v1 a huge number, which the RAM undercuts
+            limits.append((int(text), f"the cgroup memory limit ({path})"))
+    for name in ("RLIMIT_AS", "RLIMIT_DATA"):
+        soft = resource.getrlimit(getattr(resource, name))[0]
+        if soft != resource.RLIM_INFINITY and soft > 0:
+            limits.append((soft, f"the process's {name} (ulimit)"))
+    count, what = min(limits, key=lambda limit: limit[0])
+    return int(count), what
 
 
 def check_training_memory(needs: list[TrainingMemory]) -> None:
@@ -275,3 +316,38 @@ def check_training_memory(needs: list[TrainingMemory]) -> None:
         return
     largest = max(needs, key=lambda need: need.total)
     raise ValueError(largest.refusal(available, where, together=total if len(needs) > 1 else None))
+
+
+class OutOfMemory(ValueError):
+    """XLA's ``RESOURCE_EXHAUSTED`` while a run allocated or trained, told as one line with the
+    run's estimate and the ways out (a ``ValueError``: the scripts print it as a usage error)."""
+
+
+def training_needs(setups, num_seeds: int) -> list[TrainingMemory]:
+    """Each ``TaskSetup``'s ``TrainingMemory`` for ``num_seeds`` seeds (shapes only)."""
+    return [
+        TrainingMemory.of(
+            s.name, s.algorithm, s.config, flat_dim(s.env.observation_space(s.env.default_params)), num_seeds
+        )
+        for s in setups
+    ]
+
+
+def explained_out_of_memory(error: BaseException, needs: Callable[[], list[TrainingMemory]]) -> BaseException:
+    """``error`` itself, or for XLA's ``RESOURCE_EXHAUSTED`` an ``OutOfMemory`` naming what ran
+    out, the run's estimate (a lower bound: XLA adds temporaries and the evaluations) against
+    the machine's memory, and what to lower (the largest task's own fields, or fewer seeds).
+    ``needs`` is called only then (it traces the states' shapes)."""
+    if "RESOURCE_EXHAUSTED" not in str(error):
+        return error
+    needs = needs()
+    available, where = machine_memory()
+    total = sum(need.total for need in needs)
+    largest = max(needs, key=lambda need: need.total)
+    first = next((line.strip() for line in str(error).splitlines() if "RESOURCE_EXHAUSTED" in line), "")
+    tasks = f"; {largest.task} the most, {byte_count(largest.total)}" if len(needs) > 1 else ""
+    return OutOfMemory(
+        f"out of memory ({first[:200]}): the run's training was estimated at {byte_count(total)} at least"
+        f"{tasks}, and XLA needs more (temporaries, the evaluations); this machine has {byte_count(available)} "
+        f"({where}). Expected {largest.ways_out}"
+    )

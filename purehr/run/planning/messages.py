@@ -73,3 +73,18 @@ def entry_label(task: str, config: AlgorithmConfig) -> str:
 
 def _count(number: int, noun: str) -> str:
     return f"{number:,} {noun}{'' if number == 1 else 's'}"
+
+
+def stop_hint(sigterm_handled: bool, sigint_ignored: bool, pid: int) -> str:
+    """How to stop the run at its next update, as this process hears signals: Ctrl-C (SIGINT)
+    unless it is ignored (a job started with ``&`` by a non-interactive shell), and ``kill PID``
+    (SIGTERM) where the run handles it (``purehr.run.outcome.sigterm_stops_the_run``)."""
+    kill = f"kill {pid} (SIGTERM)"
+    if not sigint_ignored:
+        return f"{'Ctrl-C or ' + kill if sigterm_handled else 'Ctrl-C'} stops it at the next update"
+    ignored = (
+        "Ctrl-C cannot stop it (SIGINT is ignored in this process, as in a job a non-interactive shell started with &)"
+    )
+    if sigterm_handled:
+        return f"{ignored}; {kill} stops it at the next update"
+    return f"{ignored}; {kill} ends it at once, and --resume continues from its last checkpoint"

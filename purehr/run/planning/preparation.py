@@ -10,7 +10,7 @@ import sys
 from purehr.run.planning.resume import extension_hint
 from purehr.run.store.files import RunDirectoryError
 from purehr.run.store.lock import RunDirectoryBusy
-from purehr.run.store.run_dir import MANIFEST_TEMPORARIES, RunDirectory, remove_run_files
+from purehr.run.store.run_dir import MANIFEST_TEMPORARIES, RESUME, RunDirectory, remove_run_files
 
 
 class RunDirectoryInUse(FileExistsError):
@@ -39,7 +39,8 @@ def prepare_run_directory(
         return _run_to_resume(run_dir, directory_option)
     if run_dir.manifest_path.exists():
         _replace_run(run_dir, overwrite, directory_option)
-    elif run_dir.root.exists() and any(run_dir.root.iterdir()):
+    elif run_dir.root.exists() and any(run_dir.root.iterdir()) and not _stopped_before_manifest(run_dir):
+        # only purehr's own lock (a run that failed before its manifest) counts as empty
         raise RunDirectoryInUse(
             f"{run_dir.root} is not empty and holds no purehr run; choose another {directory_option}"
         )
@@ -105,11 +106,13 @@ def occupied_message(run_dir: RunDirectory, manifest: dict, directory_option: st
 
 
 def _stopped_before_manifest(run_dir: RunDirectory) -> bool:
-    """Only the lock (and perhaps a half-written manifest) is there: a purehr process took the
-    directory and was stopped while evaluating baselines or before, so nothing was trained."""
+    """Only the lock (and perhaps a half-written manifest, the resume file) is there: a purehr
+    process took the directory and failed or was stopped while evaluating baselines or before,
+    so nothing was trained."""
     if not run_dir.lock_path.exists():
         return False
-    return all(entry.name in (run_dir.lock_path.name, *MANIFEST_TEMPORARIES) for entry in run_dir.root.iterdir())
+    own = (run_dir.lock_path.name, RESUME, *MANIFEST_TEMPORARIES)
+    return all(entry.name in own for entry in run_dir.root.iterdir())
 
 
 def _count(value) -> str:

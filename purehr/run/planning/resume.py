@@ -23,7 +23,7 @@ from purehr.run.planning.run_plan import (
     validate_curricula,
     validate_request,
 )
-from purehr.run.store.record import TaskRecord, manifest_curricula, task_record
+from purehr.run.store.record import TaskRecord, manifest_curricula, recorded_config, task_record
 from purehr.run.store.run_dir import RunDirectory
 from purehr.tracking.settings import TrackingSettings
 
@@ -229,13 +229,20 @@ def _budget_change(
 
 def extension_hint(manifest: dict, form: str = "{}") -> str:
     """ "a larger --steps extends it" where every task of the run can be extended, else "".
-    Reads the record leniently (one field of each config): it words messages about runs that
-    may be damaged."""
+    Reads the record leniently (a config that does not read back: no hint): it words messages
+    about runs that may be damaged."""
     curricula = manifest_curricula(manifest)
-    extendable = all(
-        not manifest["configs"][task].get("anneal_lr", True) and task not in curricula for task in manifest["tasks"]
+
+    def extendable(task: str) -> bool:
+        try:
+            config = recorded_config(manifest, task)
+        except (KeyError, TypeError, ValueError):
+            return False
+        return budget_dependence(config) is None and task not in curricula
+
+    return (
+        form.format("a larger --steps extends it, docs/protocol.md") if all(map(extendable, manifest["tasks"])) else ""
     )
-    return form.format("a larger --steps extends it, docs/protocol.md") if extendable else ""
 
 
 def extension_problem(
@@ -244,27 +251,20 @@ def extension_problem(
     """Why a run of ``before`` steps cannot be extended to ``after`` bit-identically, or None.
     An extended run must end exactly where an uninterrupted run of ``after`` steps ends, so
     nothing the first ``before`` steps computed may depend on the budget (docs/protocol.md)."""
-    depends = getattr(config, "budget_dependence", None)  # another algorithm's schedule over the budget
-    reason = depends() if depends is not None else None
-    if getattr(config, "anneal_lr", False):
-        why = (
-            "its learning rate decays linearly to 0 over the budget (anneal_lr=True), so the first "
-            f"{before:,} steps of a {after:,}-step run are not this run's"
-        )
-        fix = "; train a run you mean to extend with --anneal-lr false"
-    elif reason:
-        why = f"{reason}, so the first {before:,} steps of a {after:,}-step run are not this run's"
-        fix = ""
-    elif curriculum is not None:
-        why = (
-            "its curriculum's stages are fractions of the budget, so the first "
-            f"{before:,} steps of a {after:,}-step run are not this run's"
-        )
-        fix = ""
-    else:
+    reason = budget_dependence(config)  # the algorithm's schedules over the budget (an annealed rate, ...)
+    if reason is None and curriculum is not None:
+        reason = "its curriculum's stages are fractions of the budget"
+    if reason is None:
         return None
     return (
-        f"--resume --steps {after:,}: cannot extend {task} from {before:,} to {after:,} steps: {why}, and "
-        f"no extension could end bit-identical to an uninterrupted run. Start a new run with --steps "
-        f"{after:,} (another --run-name or --run-dir){fix}"
+        f"--resume --steps {after:,}: cannot extend {task} from {before:,} to {after:,} steps: {reason}, so the "
+        f"first {before:,} steps of a {after:,}-step run are not this run's, and no extension could end "
+        f"bit-identical to an uninterrupted run. Start a new run with --steps {after:,} (another --run-name or "
+        "--run-dir)"
     )
+
+
+def budget_dependence(config: AlgorithmConfig) -> str | None:
+    """Why ``config``'s first updates depend on its budget (its ``budget_dependence``), or None."""
+    depends = getattr(config, "budget_dependence", None)
+    return depends() if depends is not None else None

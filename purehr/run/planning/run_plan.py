@@ -20,8 +20,9 @@ import jax
 
 from purehr.algorithms.base import AlgorithmConfig
 from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of, get_algorithm, make_algorithm
+from purehr.engine.distributions import action_mask_reader
 from purehr.engine.seeds import validate_seeds
-from purehr.envs.base import Environment
+from purehr.envs.base import Environment, check_environment
 from purehr.envs.curriculum import Curriculum
 from purehr.envs.rollout import defines_success
 from purehr.envs.spaces import flat_dim
@@ -422,6 +423,9 @@ def check_env_kwargs(
         given = f" with environment arguments {kwargs}" if kwargs else ""
         try:
             envs[task] = get_task(task).make_env(**kwargs)
+            check_environment(envs[task])  # what training reads of it, and a mask's width, named by the task
+            params = envs[task].default_params
+            action_mask_reader(envs[task].observation_space(params), envs[task].action_space(params))
         except (TypeError, ValueError) as error:
             raise ValueError(f"task {task!r}{given}: {error}") from None
         check_horizon(f"task {task!r}{given}", envs[task], protocols[task])

@@ -45,7 +45,8 @@ def check_indexes(run_dir: RunDirectory, manifest: dict, tasks: list[str], seeds
     a number), were lost while the checkpoints they describe are still there, or whose
     manifest disagrees with its checkpoints: the resume would have to set that progress aside.
     Only the files on disk are read (nothing moves): a kill leaves the index at most one
-    checkpoint behind and never damages a row, so this is damage, and the user decides."""
+    checkpoint behind and never damages a row, so this is damage, and the user decides. An
+    index emptied or cut to its header while checkpoints beyond step 0 are there is lost too."""
     for task in tasks:
         for seed in seeds:
             saved = [steps for steps in completed_checkpoint_steps(run_dir.checkpoint_dir(task, seed)) if steps > 0]
@@ -59,15 +60,17 @@ def check_indexes(run_dir: RunDirectory, manifest: dict, tasks: list[str], seeds
                     "(a resume cannot tell which checkpoints the damaged rows describe)"
                 ) from None
             beyond_zero = [r["actual_steps"] for r in listed if r["actual_steps"] > 0]
-            missing = None
-            if saved and not index.exists():
+            missing, lost = None, "is missing from"
+            if saved and not listed:  # deleted, emptied or cut to its header: the index is lost
                 missing = index
+                if index.exists():
+                    lost = "lists no checkpoint in" if index.read_text().strip() else "is empty in"
             elif saved and beyond_zero and not updates.exists():
                 missing = updates
             if missing is not None:
                 relative = missing.relative_to(run_dir.root)
                 raise FileNotFoundError(
-                    f"--resume: {relative} is missing from {run_dir.root}, while "
+                    f"--resume: {relative} {lost} {run_dir.root}, while "
                     f"{run_dir.checkpoint_dir(task, seed).relative_to(run_dir.root)}/ holds checkpoints "
                     f"{', '.join(map(str, saved))}: without it they cannot be verified, and resuming would set "
                     f"that progress aside. Nothing was changed. Put {relative} back (from a copy of the run), "

@@ -50,10 +50,17 @@ def atomic_output(path: Path) -> Iterator[Path]:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
-    with atomic_output(path) as partial, open(partial, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+    """``data`` into ``path`` atomically; an OSError that names no file (a full disk:
+    ``[Errno 28]``) is raised again naming ``path``."""
+    try:
+        with atomic_output(path) as partial, open(partial, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as error:
+        if error.filename is not None or error.errno is None:
+            raise
+        raise type(error)(error.errno, error.strerror or str(error), str(path)) from error
     return path
 
 

@@ -5,9 +5,10 @@ re-evaluating baselines all rebuild a task from the same three facts, so they re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from purehr.algorithms.base import AlgorithmConfig
-from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm, split_entry
 from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
 from purehr.protocol_settings import ProtocolSettings, split_settings
@@ -28,12 +29,30 @@ class TaskRecord:
 def task_record(manifest: dict, task: Task | str) -> TaskRecord:
     """``task`` (a name, or the ``Task`` already looked up) as ``manifest`` records it; the
     caller has checked that the run trains it."""
-    task = get_task(task) if isinstance(task, str) else task
+    task = _recorded_task(manifest, task) if isinstance(task, str) else task
     curriculum = Curriculum.from_dict((manifest.get("curricula") or {}).get(task.name))
     config = recorded_config(manifest, task.name)
     return TaskRecord(
         task, config, curriculum, task.env_from_manifest(manifest), recorded_protocol(manifest, task.name)
     )
+
+
+def _recorded_task(manifest: dict, name: str) -> Task:
+    """``get_task(name)``; a ``module:factory`` whose module no longer imports is refused naming
+    the file the run recorded it from (``sources``) and how to make it importable again."""
+    try:
+        return get_task(name)
+    except ValueError as error:
+        source = (manifest.get("sources") or {}).get(name)
+        file = source.get("file") if isinstance(source, dict) and source.get("suite") == "factory" else None
+        if not isinstance(file, str) or "does not import" not in str(error):
+            raise
+        module = split_entry(name)[0].rpartition(":")[0]
+        top = Path(file).parents[module.count(".") + (Path(file).name == "__init__.py")]
+        raise ValueError(
+            f"{error}. The run recorded it from {file}: give PYTHONPATH={top} (or run from {top}), or put the "
+            "file back there if it moved"
+        ) from None
 
 
 def recorded_config(manifest: dict, task: str) -> AlgorithmConfig:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from purehr.run.store.files import parse_row, read_csv
+from purehr.run.store.record import recorded_protocol
 from purehr.run.store.run_dir import RunDirectory, read_checkpoint_rows
 
 
@@ -26,3 +27,28 @@ def reported_rows(run_dir: str | Path, task: str, seeds: Sequence[int]) -> list[
             return None
         rows.append(row)
     return rows
+
+
+def missing_reported_choice(run_dir: str | Path, task: str, seeds: Sequence[int]) -> str | None:
+    """Why ``task`` has no reported checkpoint where it chooses one on validation episodes
+    (``report_candidates`` > 1, or a choice recorded by scripts/report_checkpoint.py), naming the
+    seed's missing or stale reported.csv and the way out; None where its reported checkpoints are
+    there, or where it reports each seed's last (it chose none)."""
+    run = RunDirectory(Path(run_dir))
+    manifest = run.read_manifest()
+    chosen = (manifest.get("reported_checkpoints") or {}).get(task)
+    candidates = chosen["candidates"] if chosen else recorded_protocol(manifest, task).report_candidates
+    if candidates <= 1 or reported_rows(run.root, task, seeds) is not None:
+        return None
+    for seed in seeds:
+        path = run.reported_csv(task, seed)
+        if reported_rows(run.root, task, [seed]) is None:
+            state = "is stale (the run has newer checkpoints)" if path.exists() else "is missing"
+            return (
+                f"{path} {state}: {task} chooses its reported checkpoint among each seed's last {candidates} on "
+                f"validation episodes, and this choice was not made (a run stopped during it, or extended "
+                f"since). Resume the run (it makes the choice), or make it with python scripts/report_checkpoint.py "
+                f"--run-dir {run.root} --task {task} --candidates {candidates}; or ask for the last checkpoint "
+                "(step 'latest')"
+            )
+    return None

@@ -32,6 +32,8 @@ from purehr.types import Columns
 
 MANIFEST = "manifest.json"
 LOCK = ".lock"
+RESUME = "RESUME.txt"
+"""The command that continues the run, written when a process takes the directory (docs/usage.md)."""
 UPDATES_CSV = "updates.csv"
 CHECKPOINTS_CSV = "checkpoints.csv"
 FINAL_METRICS_CSV = "final_metrics.csv"
@@ -59,6 +61,16 @@ def completed_checkpoint_steps(folder: Path) -> list[int]:
     if not folder.is_dir():
         return []
     return sorted(int(entry.name) for entry in folder.iterdir() if entry.is_dir() and STEP_FOLDER.match(entry.name))
+
+
+def unfinished_save_steps(folder: Path) -> set[int]:
+    """The steps whose save Orbax began but never completed (``<steps>.orbax-checkpoint-tmp-*``
+    without ``<steps>/``): checkpoints.csv lists a checkpoint once its asynchronous save has
+    started, so a run stopped at that moment lists one that is not there to read."""
+    if not folder.is_dir():
+        return set()
+    started = {int(entry.name.partition(".")[0]) for entry in folder.iterdir() if ".orbax-checkpoint-tmp" in entry.name}
+    return {steps for steps in started if STEP_FOLDER.match(str(steps))} - set(completed_checkpoint_steps(folder))
 
 
 def read_checkpoint_rows(path: Path) -> list[dict[str, Any]]:
@@ -351,7 +363,7 @@ def run_written_paths(root: Path, manifest: dict[str, Any]) -> tuple[list[Path],
     top |= {RUN_FOLDERS[name] for name in logged_to if name in RUN_FOLDERS}
     seed_entries = {UPDATES_CSV, CHECKPOINTS_CSV, REPORTED_CSV}
     # and their temporaries; ".<name>.tmp" are those of runs written before atomic_output
-    top |= {partial_name(name) for name in top} | {LOCK, *MANIFEST_TEMPORARIES}
+    top |= {partial_name(name) for name in top} | {LOCK, RESUME, partial_name(RESUME), *MANIFEST_TEMPORARIES}
     seed_entries |= {partial_name(name) for name in seed_entries} | {f".{name}.tmp" for name in seed_entries}
     ours: list[Path] = []
     others: list[Path] = []

@@ -1,7 +1,8 @@
 """What the manifest says as a run goes: "running" before anything trains (a new run's manifest
 with the baselines it is judged against, or a resumed run's with this resume appended), then
-"finished", "diverged", "failed" or "interrupted" (Ctrl-C) with the timings. The status is written before the caller
-hears of it (``purehr.run.outcome``), so a run directory always says how its last process ended."""
+"finished", "diverged", "failed" or "interrupted" (Ctrl-C, SIGTERM) with the timings. The status
+is written before the caller hears of it (``purehr.run.outcome``), so a run directory always
+says how its last process ended."""
 
 from __future__ import annotations
 
@@ -114,15 +115,21 @@ def mark_failed(run_dir: RunDirectory, reason: str, wall: float) -> None:
 
 
 def mark_interrupted(
-    run_dir: RunDirectory, wall: float, reached: dict[str, int], resumes_from: dict[str, int], waited: bool
+    run_dir: RunDirectory,
+    wall: float,
+    reached: dict[str, int],
+    resumes_from: dict[str, int],
+    waited: bool,
+    stopped_by: str = "Ctrl-C",
 ) -> None:
-    """The manifest says "interrupted" (Ctrl-C): where each task stopped, where a resume
-    continues, and whether the program was waited for (a second Ctrl-C does not wait)."""
+    """The manifest says "interrupted" (Ctrl-C or SIGTERM, ``stopped_by``): where each task stopped,
+    where a resume continues, and whether the program was waited for (a second signal does not wait)."""
     manifest = run_dir.read_manifest()
     manifest.update(
         status="interrupted",
         interrupted={
             "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "stopped_by": stopped_by,
             "stopped_at_steps": reached,
             "resumes_from_steps": resumes_from,
             "waited_for_the_program": waited,
