@@ -274,3 +274,33 @@ def test_a_mask_of_the_wrong_width_from_environment_arguments_names_the_task(tmp
         "has shape (4,); expected (9,)"
     )
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("space", [spaces.Discrete(3), spaces.MultiDiscrete((3, 2))])
+def test_a_choice_with_no_legal_action_counts_all_its_actions_legal(space):
+    """A state whose mask marks a whole choice illegal (a terminal position with no legal move):
+    that choice's actions all count legal, as PQN's branches do, so every draw is a real action
+    (a MultiDiscrete component's choices never tie with the padding of a wider one) and the
+    log-probs of the real actions sum to one."""
+    observation_space = spaces.Dict({"board": spaces.Box(0.0, 1.0, (2,)), "action_mask": spaces.Box(0.0, 1.0, (5,))})
+    if isinstance(space, spaces.Discrete):
+        observation_space = spaces.Dict(
+            {"board": spaces.Box(0.0, 1.0, (2,)), "action_mask": spaces.Box(0.0, 1.0, (3,))}
+        )
+        flat = jnp.array([0.0, 0.0, 0.0, 0.3, 0.7])  # action_mask first (sorted keys), all illegal
+        expected = [True, True, True]
+    else:  # component 0: only 1 legal; component 1 (2 choices beside component 0's 3): none legal
+        flat = jnp.array([0.0, 1.0, 0.0, 0.0, 0.0, 0.3, 0.7])
+        expected = [False, True, False, True, True]
+    mask = action_mask_reader(observation_space, space)(flat)
+    assert np.asarray(mask).tolist() == expected
+    logits = jnp.array([0.5, -1.0, 2.0, 0.0, 1.0][: len(expected)])
+    policy = make_distribution(space, logits, None, action_mask=mask)
+    samples = np.asarray(jax.vmap(policy.sample)(jax.random.split(jax.random.PRNGKey(1), 4000)))
+    if isinstance(space, spaces.Discrete):
+        assert set(samples.tolist()) == {0, 1, 2}
+        total = sum(float(jnp.exp(policy.log_prob(jnp.int32(a)))) for a in range(3))
+    else:
+        assert set(samples[:, 0].tolist()) == {1} and set(samples[:, 1].tolist()) == {0, 1}
+        total = sum(float(jnp.exp(policy.log_prob(jnp.array([1, b])))) for b in range(2))
+    np.testing.assert_allclose(total, 1.0, rtol=1e-6)

@@ -154,7 +154,10 @@ def action_mask_reader(observation_space, action_space) -> Callable[[jax.Array],
     components' masks concatenated: the actor's outputs' layout); None without one, so an
     environment without a mask compiles the program it compiled before masks existed.
     ``TypeError`` (a space PPO cannot take) for a mask of another shape or beside a continuous
-    action."""
+    action. A choice (Discrete) or MultiDiscrete component with no legal action in a state
+    counts all its actions legal there, as PQN's ``Branches.legal`` does: the policy draws by
+    its own logits, and a component's real choices never tie with the padding (an out-of-range
+    action)."""
     where = spaces.action_mask_slice(observation_space)
     if where is None:
         return None
@@ -170,7 +173,15 @@ def action_mask_reader(observation_space, action_space) -> Callable[[jax.Array],
             f"observation entry 'action_mask' has shape {mask_shape}; expected {expected}: one 0/1 per "
             f"choice of {action_space!r} (MultiDiscrete: the components' masks concatenated)"
         )
-    return lambda flat_observation: flat_observation[..., where] > 0.5
+    sizes = action_space.nvec if isinstance(action_space, spaces.MultiDiscrete) else (action_space.n,)
+    bounds = np.cumsum((0, *(int(n) for n in sizes)))
+
+    def read(flat_observation: jax.Array) -> jax.Array:
+        mask = flat_observation[..., where] > 0.5
+        parts = [mask[..., a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+        return jnp.concatenate([p | ~p.any(axis=-1, keepdims=True) for p in parts], axis=-1)
+
+    return read
 
 
 def make_distribution(

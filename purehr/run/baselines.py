@@ -21,9 +21,7 @@ import functools
 import hashlib
 import inspect
 import json
-import site
 import sys
-import sysconfig
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -38,6 +36,7 @@ from purehr.run.compiled.train_all import TaskSetup
 from purehr.run.store.checkpoints import tree_digest
 from purehr.run.store.files import atomic_write_json, json_values
 from purehr.run.store.run_dir import baseline_numbers
+from purehr.tasks.factory import library_roots
 
 CACHE_FORMAT = 2  # 2: each entry carries its digest (entries of format 1 are never read)
 _EVALUATED: dict[str, dict[str, Any]] = {}  # key -> one task's baselines, this process
@@ -198,21 +197,12 @@ def _user_source(module: types.ModuleType) -> str | None:
     if not path:
         return None
     resolved = Path(path).resolve()
-    if resolved.is_relative_to(_PUREHR_PACKAGE) or any(resolved.is_relative_to(root) for root in _library_roots()):
+    if resolved.is_relative_to(_PUREHR_PACKAGE) or any(resolved.is_relative_to(root) for root in library_roots()):
         return None
     return str(resolved)
 
 
 _PUREHR_PACKAGE = Path(__file__).resolve().parents[1]
-
-
-@functools.lru_cache(maxsize=1)
-def _library_roots() -> tuple[Path, ...]:
-    """Where the standard library and installed packages live (not a user's code)."""
-    paths = sysconfig.get_paths()
-    roots = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
-    roots.update(site.getsitepackages() + [site.getusersitepackages()])
-    return tuple(Path(root).resolve() for root in roots if root)
 
 
 def baseline_key(definition: dict[str, Any]) -> str:

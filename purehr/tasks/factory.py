@@ -24,7 +24,9 @@ import hashlib
 import importlib
 import inspect
 import os
+import site
 import sys
+import sysconfig
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,17 @@ from purehr.tasks.environment_task import environment_task, package_versions
 from purehr.tasks.task import Baseline, Task
 
 POLICY_SIGNATURE = "make_policy(env, env_params) returning policy(obs, t, key) -> action"
+
+
+@functools.lru_cache(maxsize=1)
+def library_roots() -> tuple[Path, ...]:
+    """The folders this interpreter imports the standard library and installed packages from
+    (resolved): a module below one is not a user's code, and a fresh interpreter finds it
+    without a ``PYTHONPATH``."""
+    paths = sysconfig.get_paths()
+    roots = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
+    roots.update([*site.getsitepackages(), site.getusersitepackages()])
+    return tuple(Path(root).resolve() for root in roots if root)
 
 
 def is_factory_name(name: str) -> bool:

@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import os
 import shlex
-import site
 import sys
-import sysconfig
 from collections.abc import Sequence
 from pathlib import Path
 
 from purehr.algorithms.registry import split_entry
 from purehr.run.store.files import atomic_write_text
 from purehr.run.store.run_dir import RESUME, RunDirectory
-from purehr.tasks.factory import is_factory_name
+from purehr.tasks.factory import is_factory_name, library_roots
 
 HEADER = (
     "# The command that continues this run (from a fresh shell, in any directory), written when the run's\n"
@@ -49,7 +47,6 @@ def module_folders(tasks: Sequence[str]) -> list[str]:
     ``module:factory`` entries in ``tasks`` (imported by now): each module's top folder (its
     file's folder, one up per dotted part), where it is not one the interpreter imports from by
     itself (site-packages, the standard library)."""
-    own = {absolute(path) for path in _interpreter_paths()}
     folders: list[str] = []
     for entry in tasks:
         name = split_entry(entry)[0]
@@ -62,14 +59,10 @@ def module_folders(tasks: Sequence[str]) -> list[str]:
         path = Path(absolute(file))
         depth = module_name.count(".") + (path.name == "__init__.py")
         top = path.parents[depth]
-        if str(top) not in own and str(top) not in folders:
+        library = any(top.resolve().is_relative_to(root) for root in library_roots())
+        if not library and str(top) not in folders:
             folders.append(str(top))
     return folders
-
-
-def _interpreter_paths() -> list[str]:
-    paths = [*site.getsitepackages(), site.getusersitepackages()]
-    return paths + [sysconfig.get_path(name) for name in ("stdlib", "platstdlib", "purelib", "platlib")]
 
 
 def resume_command(words: Sequence[str], tasks: Sequence[str]) -> str:
