@@ -609,6 +609,33 @@ def test_a_showcase_records_the_frames_of_an_environment_that_renders_itself(mon
     assert "frame" not in jax.jit(lambda: record_episode(my_env.PointReach(), params, policy))()
 
 
+def test_a_render_that_is_not_the_replay_hook_is_left_alone_with_a_warning(monkeypatch):
+    """A gym-style ``render`` (host-side, or not an image) does not stop the training program:
+    the showcase records no frames and says why, once, at trace time."""
+    import jax
+    import jax.numpy as jnp
+
+    from purehr.envs.rollout import record_episode
+
+    monkeypatch.syspath_prepend(str(REPO / "examples"))
+    import my_env
+
+    class HostDrawn(my_env.PointReach):
+        def render(self, state, params):
+            return np.zeros((4, 4, 3), np.uint8) + int(state.position[0] > 0)  # reads a tracer on the host
+
+    class Text(my_env.PointReach):
+        def render(self, state, params):
+            return jnp.zeros((5,), jnp.uint8)
+
+    policy = lambda observation, t, key: jnp.ones(2, jnp.float32)  # noqa: E731
+    for env, why in ((HostDrawn(), "cannot be traced"), (Text(), "not an image")):
+        params = env.default_params.replace(max_steps=3)
+        with pytest.warns(UserWarning, match=f"{type(env).__name__}.render.*{why}.*no replay frames"):
+            trace = jax.jit(lambda env=env, params=params: record_episode(env, params, policy))()
+        assert "frame" not in trace and trace["reward"].shape == (3,)
+
+
 def test_a_task_whose_showcases_hold_frames_gets_the_replay(tmp_path):
     """A run without the swing whose showcases hold its environment's frames: render_run writes
     the replay of them (before: only the swing had one), each checkpoint's episode its active

@@ -4,6 +4,8 @@ a user's environment; ``docs/environments.md``)."""
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -101,15 +103,15 @@ def record_episode(env: Environment, env_params, policy: Policy | RecurrentPolic
     for an environment with ``render(state, params)`` (jittable, an RGB uint8 image [H, W, 3]),
     also ``frame``, the state each action was taken in, which the run's replay video plays."""
     policy = as_recurrent(policy)
-    render = getattr(env, "render", None)
     reset_key, run_key = jax.random.split(jax.random.split(heldout_key(), 1)[0])
     observation, state = env.reset(reset_key, env_params)
+    render = frame_renderer(env, state, env_params)
 
     def step(carry, t):
         observation, state, memory, key, running = carry
         key, action_key, step_key = jax.random.split(key, 3)
         action, memory = policy.step(memory, observation, t, action_key)
-        frame = {} if not callable(render) else {"frame": jnp.asarray(render(state, env_params), jnp.uint8)}
+        frame = {} if render is None else {"frame": jnp.asarray(render(state, env_params), jnp.uint8)}
         observation, state, reward, terminated, truncated, info = env.step(step_key, state, action, env_params)
         row = {"reward": reward, "action": jnp.asarray(action), "success": info["success"], "active": running}
         row.update(frame)
@@ -121,6 +123,28 @@ def record_episode(env: Environment, env_params, policy: Policy | RecurrentPolic
     start = batched_from_the_start(start, policy, observation)
     _, rows = jax.lax.scan(step, start, steps)
     return rows
+
+
+def frame_renderer(env: Environment, state, env_params):
+    """``env.render`` where it is the documented hook: jittable, returning an image [H, W, 3];
+    else None. A ``render`` of another kind (a host-side drawing, a text board) is left alone
+    with a warning: the run trains as before, without a replay."""
+    render = getattr(env, "render", None)
+    if not callable(render):
+        return None
+    try:
+        image = jax.eval_shape(render, state, env_params)
+    except Exception as error:  # not traceable: a host-side render
+        reason = f"it cannot be traced ({type(error).__name__})"
+    else:
+        if getattr(image, "ndim", None) == 3 and image.shape[-1] == 3:
+            return render
+        reason = f"it returns {getattr(image, 'shape', image)!r}, not an image [H, W, 3]"
+    warnings.warn(
+        f"{type(env).__name__}.render(state, params) is not the replay hook ({reason}): no replay frames recorded",
+        stacklevel=2,
+    )
+    return None
 
 
 def random_policy(action_space, observation_space=None) -> Policy:
