@@ -453,8 +453,10 @@ def test_bad_run_directory_is_refused_before_anything_is_written(
 
 
 def test_run_name_is_named_when_the_user_gave_run_name(tmp_path, capsys, monkeypatch):
+    import purehr.cli.train
+
     script = train_all_seeds_script()
-    monkeypatch.setattr(script, "ROOT", tmp_path)
+    monkeypatch.setattr(purehr.cli.train, "ROOT", tmp_path)  # the command's code (the script is its wrapper)
     write_run(tmp_path / "artifacts" / "quick", status="finished")
     with pytest.raises(SystemExit) as stopped:
         script.main(["--run-name", "quick", *TINY])
@@ -627,8 +629,10 @@ def test_a_resume_keeps_the_no_render_its_run_was_started_with(tmp_path, capsys,
     (run / "manifest.json").write_text(json.dumps(manifest))
     rendered = []
     monkeypatch.setattr(render, "render_run", lambda *args, **kwargs: rendered.append(args))
+    import purehr.cli.train
+
     script = train_all_seeds_script()
-    monkeypatch.setattr(script, "report", lambda run_dir: None)
+    monkeypatch.setattr(purehr.cli.train, "report", lambda run_dir: None)  # the command's code (the script wraps it)
     assert script.main(["--run-dir", str(run), "--resume"]) == 0
     err = " ".join(capsys.readouterr().err.split())
     assert rendered == [], err

@@ -141,8 +141,10 @@ def test_evaluate_names_the_algorithm_of_the_checkpoint(tmp_path, monkeypatch):
     manifest = json.loads((RECORD / "manifest.json").read_text())
     (run / "manifest.json").write_text(json.dumps(dict(manifest, algorithms={"hrv": "pqn"})))
     fake = types.SimpleNamespace(seed=0, steps=4096, target_steps=4000, env=None, env_params=None, pure_policy=None)
-    monkeypatch.setattr(evaluate, "restore", lambda *args, **kwargs: fake)
-    monkeypatch.setattr(evaluate, "pbt_lineage", lambda *args: None)
+    import purehr.cli.evaluate  # the command's code (scripts/evaluate.py wraps it)
+
+    monkeypatch.setattr(purehr.cli.evaluate, "restore", lambda *args, **kwargs: fake)
+    monkeypatch.setattr(purehr.cli.evaluate, "pbt_lineage", lambda *args: None)
     args = evaluate.parse_args(["--run-dir", str(run), "--task", "hrv", "--seed", "0"])
     _, _, checkpoint = evaluate.load_checkpoint(args)
     assert evaluate.describe_policy(args, checkpoint).startswith(f"PQN checkpoint of {run}, seed 0, step 4,096")
