@@ -250,13 +250,13 @@ def test_sigterm_with_sigint_ignored_stops_the_run_and_its_resume_file_continues
     script = ROOT / "scripts" / "train_all_seeds.py"
     command = [str(python), "-W", "ignore", str(script), "--run-dir", str(run_dir), "--tasks", "point_task:make_env"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(modules), *filter(None, [os.environ.get("PYTHONPATH")])])}
-    child = subprocess.Popen(
-        command + POINT_CLI,
+    child = subprocess.Popen(  # SIGINT ignored as `sh -c 'job &'` leaves it (kept across exec; no
+        # preexec_fn: a fork of this multithreaded JAX process may deadlock)
+        ["sh", "-c", 'trap "" INT; exec "$@"', "sh", *command, *POINT_CLI],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # as `sh -c 'job &'` starts it
     )
     updates = tmp_path / "run" / "point_task:make_env" / "seed_0" / "updates.csv"
     deadline = time.monotonic() + 600
