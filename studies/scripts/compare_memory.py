@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 ROOT = Path(__file__).resolve().parents[2]
 ARM_NAMES = ("gru_partial", "mlp_partial", "gru_full", "mlp_full", "gru_flicker", "mlp_flicker")
-"""studies.memory_comparison.ARMS's names (tests/test_memory_comparison.py checks),
+"""studies.memory_comparison.ARMS's names (studies/tests/test_memory_comparison.py checks),
 here so that --help and a bad flag answer without importing JAX."""
 
 
