@@ -5,7 +5,7 @@ python benchmarks/evaluation_steps.py                        # swing and hrv, 5 
 python benchmarks/evaluation_steps.py --tasks hrv --json out.json
 python benchmarks/evaluation_steps.py --profile accelerator   # the accelerator profile's defaults
 
-Read from the traced program (``purehr.run.compiled.evaluation_steps``); nothing is compiled
+Read from the traced program (``benchmarks/_evaluation_steps.py``); nothing is compiled
 or run. A profile that groups the quick evaluations (``group_quick_evaluations``: the quick
 checkpoints between two full ones evaluated together, vmapped over the checkpoints, at the full
 one) is counted as it runs; ``grouped_total`` is what the run would count grouped, either way."""
@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from purehr.run.compiled.evaluation_steps import evaluation_steps
+    from _evaluation_steps import evaluation_steps
+
     from purehr.run.compiled.task_setup import build_task_setup
     from purehr.tasks import get_task
     from purehr.tasks.profiles import profile_config, profile_protocol

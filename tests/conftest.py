@@ -27,6 +27,9 @@ from typing import Any
 
 import pytest
 
+# one copy of this module per process: studies/tests/conftest.py re-exports it under this name
+sys.modules.setdefault("purehr_test_suite", sys.modules[__name__])
+
 _OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
 if _OWN_CACHE:  # a given directory (e.g. one CI keeps between runs) is used as it is
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="purehr-jax-cache-")

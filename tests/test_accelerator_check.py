@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from purehr.run.compiled.evaluation_steps import evaluation_steps, sequential_iterations
+from benchmarks._evaluation_steps import evaluation_steps, sequential_iterations
 
 ROOT = Path(__file__).resolve().parents[1]
 

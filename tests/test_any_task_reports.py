@@ -202,7 +202,7 @@ def test_every_script_takes_any_task_name_and_names_the_choices(capsys):
     parsers = {
         "evaluate": (load_script("evaluate"), ["--policy", "random"]),
         "sweep": (load_script("sweep"), ["--out", "x"]),
-        "ablation": (load_script("ablation"), ["--out", "x"]),
+        "ablation": (load_script("ablation", "studies/scripts"), ["--out", "x"]),
         "example_analysis": (load_script("example_analysis"), ["--run-dir", "x"]),
     }
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -219,7 +219,7 @@ def test_every_script_takes_any_task_name_and_names_the_choices(capsys):
             capsys.readouterr().err
         ), name
     with pytest.raises(SystemExit) as exited:
-        load_script("ablation").main(["--task", CARTPOLE, "--out", "x"])
+        load_script("ablation", "studies/scripts").main(["--task", CARTPOLE, "--out", "x"])
     assert exited.value.code == 2 and "no ablation is defined for it" in capsys.readouterr().err
 
 

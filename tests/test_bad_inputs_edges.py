@@ -35,7 +35,8 @@ from purehr.model.saved import DamagedModelError, description_digest
 from purehr.tasks import HRV_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = sorted((ROOT / "scripts").glob("*.py")) + sorted((ROOT / "benchmarks").glob("[!_]*.py"))  # not _common.py
+SCRIPTS = sorted((ROOT / "scripts").glob("*.py")) + sorted((ROOT / "studies" / "scripts").glob("*.py"))
+SCRIPTS += sorted((ROOT / "benchmarks").glob("[!_]*.py"))  # not _common.py
 TINY = HRV_DEFAULTS.replace(
     num_envs=8, num_steps=16, minibatch_size=64, actor_hidden=(16,), critic_hidden=(16,), total_timesteps=128
 )
@@ -285,7 +286,7 @@ PUBLISH = ("scripts/publish_run.py", "{tmp}/run", "{tmp}/record")
 SWEEP = ("scripts/sweep.py", "--task", "hrv", "--learning-rate", "1e-4", "--steps", "2048", "--out", "{tmp}/out")
 EVALUATE = "scripts/evaluate.py"
 THROUGHPUT = "benchmarks/throughput.py"
-LIMITS = "scripts/limits.py"
+LIMITS = "studies/scripts/limits.py"
 TRAIN_TINY = ("--tasks", "hrv", "--seeds", "0", "--steps", "512", "--num-envs", "8", "--num-steps", "64")
 TRAIN_TINY += ("--minibatch-size", "128", "--no-render", "--run-dir", "{tmp}/run")
 LIMITS_RECORD = ("--protocol", str(ROOT / "results" / "protocol"), "--out", "{tmp}/out")
@@ -406,7 +407,7 @@ CASES = [
     ),
     script_case("throughput envs 0", THROUGHPUT, ["--envs", "0"], "0: expected a positive integer"),
     script_case("throughput report missing", THROUGHPUT, ["--report", "{tmp}/missing.json"], "no such file"),
-    # scripts/limits.py: the protocol record, its seeds, the budget and --out, refused before any import of JAX
+    # studies/scripts/limits.py: the protocol record, its seeds, the budget and --out, refused before any import of JAX
     script_case(
         "limits protocol missing", LIMITS, ["--protocol", "{tmp}/none"], "--protocol {tmp}/none: no such directory"
     ),
@@ -914,7 +915,7 @@ def test_help_shows_defaults_as_typed():
 
 
 def test_compare_rewards_example_keeps_its_line_continuation():
-    text = load_script(ROOT / "scripts" / "compare_rewards.py").build_parser().format_help()
+    text = load_script(ROOT / "studies" / "scripts" / "compare_rewards.py").build_parser().format_help()
     assert "--out results/reward_comparison \\\n        --combinations potential/hrv_similarity" in text
 
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from conftest import PROTOCOL_SMALL, ctrl_c_from_a_callback
 
+from benchmarks._evaluation_steps import evaluation_steps, groups_of_quick
 from purehr.engine.loop import HostSlot
 from purehr.population import PBTSettings
 from purehr.protocol_settings import ProtocolSettings
-from purehr.run.compiled.evaluation_steps import evaluation_steps, groups_of_quick
 from purehr.run.compiled.task_setup import build_task_setup
 from purehr.run.compiled.train_all import checkpoint_schedule, quick_group_size
 from purehr.run.host.recorder import RunRecorder

@@ -14,19 +14,22 @@ allow-list says why the import must be lazy. The map of the folders is docs/inte
     model        purehr.model...        the seed API, the saved-model format   envs, engine, algorithms, tasks, run
     viz          purehr.viz...          plotting from plain rows               envs, run
     reports      purehr.reports...      analysis, tables, summary, publish     everything above but algorithm, model
-    limits       purehr.limits...       optimal-control references             envs, tasks, run
-    experiments  purehr.experiments...  sweep, ablation, reward comparison     reports, limits and everything below
+    experiments  purehr.experiments...  sweeps and their ranking               reports and everything below
     cli          purehr.cli...          the scripts' command line              everything above but algorithm and top
     top          purehr/__init__, purehr.ppo (the old names)   the public names   everything
 
 No room of the library imports an algorithm's own folder: the protocol reaches an algorithm
 through ``purehr.algorithms.registry`` (which names it by a string) and the interface
 (``purehr.algorithms.base``), so a second algorithm is one folder and one registry line.
+
+The lab (``studies/``: the studies, their scripts and tests) and the measurements (``benchmarks/``)
+sit outside the package: they import purehr, and nothing in purehr imports them, by name or by string.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "purehr"
@@ -49,7 +52,6 @@ LAYER_OF = {
     "purehr.model": "model",
     "purehr.viz": "viz",
     "purehr.reports": "reports",
-    "purehr.limits": "limits",
     "purehr.experiments": "experiments",
     "purehr.cli": "cli",
     "purehr.__main__": "top",  # python -m purehr: the console command (purehr.cli.main)
@@ -84,8 +86,7 @@ BELOW = {
     "model": {"envs", "engine", "algorithms", "tasks", "run", "tracking"},
     "viz": {"envs", "run"},
     "reports": {"envs", "engine", "algorithms", "tasks", "devices", "tracking", "population", "run", "viz"},
-    "limits": {"envs", "tasks", "run"},  # only experiments (and scripts, tests) import it: not in LIBRARY
-    "experiments": (LIBRARY - {"model", "experiments"}) | {"limits"},
+    "experiments": LIBRARY - {"model", "experiments"},
     "cli": LIBRARY,
     "top": LIBRARY | {"cli", "algorithm"},
 }
@@ -291,3 +292,67 @@ def test_the_checks_see_a_circle_and_the_new_rooms_rules(tmp_path, monkeypatch):
         "purehr/viz/heatmap.py:1: purehr.viz.heatmap (viz) imports purehr.experiments.sweep (experiments): viz "
         "may import only envs, leaf, run, viz",
     ]
+
+
+OUTSIDE = ("studies", "benchmarks")
+"""The lab and the measurements: beside the package, not installed, never imported by it."""
+OUTSIDE_BY_STRING = re.compile(r"\b(?:studies|benchmarks)\.[A-Za-z_]")
+"""A module named in a string (``importlib.import_module("studies.ablation")``, a
+``"benchmarks._common"`` handed to a loader); a path (``benchmarks/README.md``) is no import."""
+
+
+def outside_references(package: Path) -> list[str]:
+    """Every import of ``studies`` or ``benchmarks`` in ``package``, and every string naming a module of theirs."""
+    problems = []
+    for path in sorted(package.rglob("*.py")):
+        where = path.relative_to(package.parent)
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            elif (
+                isinstance(node, ast.Constant) and isinstance(node.value, str) and OUTSIDE_BY_STRING.search(node.value)
+            ):
+                problems.append(
+                    f"{where}:{node.lineno}: names {OUTSIDE_BY_STRING.search(node.value).group()}.. in a string"
+                )
+                continue
+            else:
+                continue
+            problems += [f"{where}:{node.lineno}: imports {name}" for name in names if name.split(".")[0] in OUTSIDE]
+    return problems
+
+
+def test_the_package_imports_neither_the_studies_nor_the_benchmarks():
+    problems = outside_references(PACKAGE)
+    assert not problems, "purehr imports the lab or the measurements:\n  " + "\n  ".join(problems)
+
+
+def test_the_outside_check_sees_imports_and_module_strings(tmp_path):
+    package = _package(
+        tmp_path,
+        {
+            "run/a.py": "import studies.ablation\nfrom benchmarks import _common\n",
+            "run/b.py": 'import importlib\nM = importlib.import_module("studies.limits.study")\n'
+            'DOC = "benchmarks/README.md"\n',
+        },
+    )
+    assert outside_references(package) == [
+        "purehr/run/a.py:1: imports studies.ablation",
+        "purehr/run/a.py:2: imports benchmarks",
+        "purehr/run/b.py:2: names studies.l.. in a string",
+    ]
+
+
+def test_the_studies_import_only_modules_the_package_has():
+    """The modules moved out to the lab (studies/) leave no stale import behind. (benchmarks/ is
+    not checked: program_digest.py imports the old module names on purpose, to digest older commits.)"""
+    root = PACKAGE.parent
+    missing = [
+        f"{path.relative_to(root)}:{line}: imports {module}, which purehr does not have"
+        for path in sorted((root / "studies").rglob("*.py"))
+        for line, module, _ in purehr_imports(path)
+        if not is_submodule(module)
+    ]
+    assert not missing, "\n  ".join(missing)

@@ -270,7 +270,7 @@ def test_the_command_line_gives_settings_and_the_population_gives_the_seeds():
 
 
 def test_the_comparison_takes_the_first_checkpoint_at_the_bar_and_the_best_member_at_the_end():
-    from purehr.experiments.pbt_comparison import best_of, format_table, member_outcome, summary_row
+    from studies.pbt_comparison import best_of, format_table, member_outcome, summary_row
 
     def row(steps, success, ret, speed):
         return {

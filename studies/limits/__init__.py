@@ -7,6 +7,6 @@
 - ``hrv_search``: the per-dimension lower bound on HRV steps and the exact fewest steps by a
   search over the shared style / content choices, replayed in ``HRWritingEnv``.
 
-The room sits above ``envs`` (and ``tasks``, ``run`` for restoring checkpoints); only
-experiments, scripts and tests import it.
+The study (``study``: PPO's checkpoints against the references), its record (``record``) and
+figures (``figures``) sit beside them; ``studies/scripts/limits.py`` is the command line.
 """

@@ -1,4 +1,4 @@
-"""The HRV's optimal-control references (purehr/limits/hrv_search.py, docs/limits.md): on a tiny
+"""The HRV's optimal-control references (studies/limits/hrv_search.py, docs/limits.md): on a tiny
 instance the exact search equals brute force over every action sequence; on held-out episodes
 the lower bound is never above the replayed optimum, and the plans replay in HRWritingEnv at
 the searched length; the episodes are the evaluation's own."""
@@ -14,7 +14,7 @@ import pytest
 from purehr.envs.hrv.baselines import oracle_policy
 from purehr.envs.hrv.env import MOD_KEEP, NUM_STYLES, HRWritingEnv
 from purehr.envs.hrv.evaluation import heldout_evaluation
-from purehr.limits import hrv_search
+from studies.limits import hrv_search
 
 TINY_DIM = 2
 TINY_STEPS = 3

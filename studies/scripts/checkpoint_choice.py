@@ -4,11 +4,11 @@ function with another seed: the same distribution, never the held-out starts), c
 checkpoint per seed by a stated rule, and report the chosen checkpoint's HELD-OUT success and
 speed against the last checkpoint's.
 
-python scripts/checkpoint_choice.py --task swing --run-dir /tmp/robust/swing-default --label swing-default
-python scripts/checkpoint_choice.py --task swing --setting xla-o1 --run-dir /tmp/robust/swing-xla-o1 \
+python studies/scripts/checkpoint_choice.py --task swing --run-dir /tmp/robust/swing-default --label swing-default
+python studies/scripts/checkpoint_choice.py --task swing --setting xla-o1 --run-dir /tmp/robust/swing-xla-o1 \
     --label swing-xla-o1
-python scripts/checkpoint_choice.py --task hrv --run-dir /tmp/robust/hrv-default --label hrv-default --last-n 3
-python scripts/checkpoint_choice.py --table        # the Markdown tables of every JSON in --out-dir
+python studies/scripts/checkpoint_choice.py --task hrv --run-dir /tmp/robust/hrv-default --label hrv-default --last-n 3
+python studies/scripts/checkpoint_choice.py --table        # the Markdown tables of every JSON in --out-dir
 
 Choosing on the held-out starts and reporting them would be selection bias (the held-out score
 of the best of 41 draws is optimistic): the choice reads only the validation starts, and the
@@ -36,9 +36,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: studies/ is not installed
 
-ROOT = Path(__file__).resolve().parents[1]
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 OUT_DIR = ROOT / "results" / "robustness" / "checkpoint-choice"
 BAR = 0.95
 VALIDATION_SEED = 20261205
@@ -350,7 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--setting",
         default="default",
         choices=("default", "xla-o1", "matmul-highest"),
-        help="numerical setting to evaluate under (scripts/robustness_study.py's): the run's own, so the "
+        help="numerical setting to evaluate under (studies/scripts/robustness_study.py's): the run's own, so the "
         "held-out re-evaluation reproduces the logged one",
     )
     parser.add_argument(

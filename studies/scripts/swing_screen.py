@@ -1,7 +1,7 @@
 """Summarise swing screens against the optimum: the numbers of results/robustness/README.md's
 swing screen tables, from each run's final checkpoints.
 
-    python scripts/swing_screen.py RUN_DIR [RUN_DIR ...] [--json OUT.json]
+    python studies/scripts/swing_screen.py RUN_DIR [RUN_DIR ...] [--json OUT.json]
 
 Per run (every seed's final checkpoint, ``restore(..., "latest")``):
 
@@ -9,7 +9,7 @@ Per run (every seed's final checkpoint, ``restore(..., "latest")``):
   ``eval_time_to_rotation``, the mean over the starts that rotate; over the seeds that rotate),
   ``min success`` the lowest ``eval_success_rate``, ``faster`` the seeds below the structured
   controller's 13.95 s at success >= 0.95;
-- gap per start: the rollouts of ``scripts/limits.py`` (``purehr.experiments.limits._rows_of``
+- gap per start: the rollouts of ``studies/scripts/limits.py`` (``studies.limits.study._rows_of``
   and ``episode_outcome`` from ``heldout_starts()``): per start the median over the seeds that
   rotate of the time to rotation, over ``results/limits/swing.csv``'s verified fastest rotation
   (``upper_bound_s``) minus 1; the median over starts;
@@ -26,14 +26,16 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: studies/ is not installed
 
-from purehr.cli.arguments import HelpFormatter
-from purehr.envs.swing.evaluation import heldout_starts
-from purehr.experiments.limits import PHASES, _rows_of, episode_outcome, record_seeds
-from purehr.run.restoring import restore
+import numpy as np  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+from purehr.cli.arguments import HelpFormatter  # noqa: E402
+from purehr.envs.swing.evaluation import heldout_starts  # noqa: E402
+from purehr.run.restoring import restore  # noqa: E402
+from studies.limits.study import PHASES, _rows_of, episode_outcome, record_seeds  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 LIMITS_CSV = ROOT / "results" / "limits" / "swing.csv"
 CONTROLLER_S = 13.95  # the structured controller's held-out mean time to rotation (results/limits)
 LEVELS = {**{f"{level} deg": f"phase_{level}" for level in PHASES}, "180 deg": "top", "360 deg": "time"}

@@ -1,4 +1,4 @@
-"""scripts/algorithm_study.py's training windows and flag parsing, on hand-written metrics (no
+"""studies/scripts/algorithm_study.py's training windows and flag parsing, on hand-written metrics (no
 training: its learning runs are recorded in results/algorithms/, not here)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "algorithm_study.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "studies" / "scripts" / "algorithm_study.py"
 
 
 @pytest.fixture(scope="module")

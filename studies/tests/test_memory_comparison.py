@@ -1,4 +1,4 @@
-"""The memory comparison (purehr.experiments.memory_comparison, scripts/compare_memory.py): the
+"""The memory comparison (studies.memory_comparison, studies/scripts/compare_memory.py): the
 arms are the documented runs, the summary of synthetic checkpoints.csv rows equals hand-computed
 means, t intervals (t quantiles from a printed table, not scipy), seeds at the bar and the sign
 of the GRU-minus-MLP difference; unfinished or differently trained runs and bad flags are
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from purehr.experiments import memory_comparison as memory
 from purehr.run.store.files import read_csv, write_csv
 from purehr.tasks import get_task
+from studies import memory_comparison as memory
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 T975 = {1: 12.706204736174707, 2: 4.302652729911275, 4: 2.7764451051977987}
 """Two-sided 95% Student-t quantiles t(0.975, df), as printed in any t table."""
 STEPS = (0, 50_000, 100_000)
@@ -27,7 +27,7 @@ STEPS = (0, 50_000, 100_000)
 def load_script():
     name = "compare_memory_cli"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "compare_memory.py")
+        spec = importlib.util.spec_from_file_location(name, ROOT / "studies" / "scripts" / "compare_memory.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

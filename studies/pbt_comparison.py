@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from purehr.experiments.ablation import SPEED_METRIC
 from purehr.experiments.sweep import task_evaluator, train_group
 from purehr.population import PBTSettings
 from purehr.reports.stats import mean_confidence_interval
@@ -32,6 +31,7 @@ from purehr.run.store.files import read_csv
 from purehr.run.store.machine import load_average
 from purehr.tasks import get_task
 from purehr.viz.pbt_figures import best_member
+from studies.ablation import SPEED_METRIC
 
 SUCCESS_BAR = 0.95
 DEFAULT_GRID = {"learning_rate": (1e-4, 3e-4, 1e-3, 3e-3), "ent_coef": (1e-4, 1e-3)}

@@ -1,10 +1,10 @@
 """The robustness study of issue 51: one task's default protocol on many seeds under a named
 numerical setting, and per seed what the record needs to say why a seed fails or is slow.
 
-python scripts/robustness_study.py --task hrv --setting default          # seeds 0-19, one compiled call
-python scripts/robustness_study.py --task hrv --setting xla-o1           # the same, other float32 rounding
-python scripts/robustness_study.py --task swing --setting default --summarise-only --run-dir DIR
-python scripts/robustness_study.py --table                               # the Markdown tables of results/robustness
+python studies/scripts/robustness_study.py --task hrv --setting default  # seeds 0-19, one compiled call
+python studies/scripts/robustness_study.py --task hrv --setting xla-o1   # the same, other float32 rounding
+python studies/scripts/robustness_study.py --task swing --setting default --summarise-only --run-dir DIR
+python studies/scripts/robustness_study.py --table                       # the Markdown tables of results/robustness
 
 Each (task, setting) writes ``results/robustness/<task>-<setting>.json``: the setting, the machine,
 the command, the run's goal verdicts on all its seeds (``goals_met``) and per seed the held-out
@@ -25,9 +25,11 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: studies/ is not installed
 
-ROOT = Path(__file__).resolve().parents[1]
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "results" / "robustness"
 BAR = 0.95
 SETTINGS = {

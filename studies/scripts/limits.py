@@ -1,7 +1,7 @@
 """How good is good: optimal-control references for both tasks (docs/limits.md, results/limits/).
 
-    python scripts/limits.py                              # the recorded run: results/limits
-    python scripts/limits.py --out /tmp/limits --starts 8 --rounds 1 --iterations 2   # a quick look
+    python studies/scripts/limits.py                              # the recorded run: results/limits
+    python studies/scripts/limits.py --out /tmp/limits --starts 8 --rounds 1 --iterations 2   # a quick look
 
 Swing: per held-out start, a lower bound on the time to rotation from the energy the rider must
 add and the most power the servo can put in, and an upper bound, the fastest rotation found by
@@ -24,10 +24,13 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: studies/ is not installed
+
+ROOT = Path(__file__).resolve().parents[2]
 TASKS = ("swing", "hrv")
 MAX_STARTS = 100
 SUMMARY = "summary.json"  # written last by every run: what marks a folder as a limits run's
+LIMITS_COMMANDS = ("studies/scripts/limits.py", "scripts/limits.py")  # the second: runs from before the script moved
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,14 +120,14 @@ def is_limits_run(out: Path) -> bool:
     try:
         summary = json.loads((out / SUMMARY).read_text())
         command = summary["record"]["command"]
-        return {"swing", "hrv", "files"} <= set(summary) and command[1] == "scripts/limits.py"
+        return {"swing", "hrv", "files"} <= set(summary) and command[1] in LIMITS_COMMANDS
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return False
 
 
 def settings_from(args: argparse.Namespace):
-    from purehr.experiments.limits import LimitsSettings
-    from purehr.limits.swing_shooting import ShootingSettings
+    from studies.limits.study import LimitsSettings
+    from studies.limits.swing_shooting import ShootingSettings
 
     shooting = {k: v for k, v in (("rounds", args.rounds), ("iterations", args.iterations)) if v is not None}
     extra = {} if args.hrv_max_steps is None else {"hrv_max_steps": args.hrv_max_steps}
@@ -136,9 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     check_arguments(parser, args)
-    from purehr.experiments import limits, limits_record
     from purehr.run.store.files import atomic_write_text
     from purehr.run.store.machine import environment_description, load_average
+    from studies.limits import record as limits_record
+    from studies.limits import study as limits
 
     started, load_before = time.perf_counter(), load_average()
     settings = settings_from(args)
@@ -146,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     hrv = limits.hrv_study(args.protocol, settings)
     limits_record.write_results(args.out, swing, hrv)
     record = dict(
-        command=["python", "scripts/limits.py", *(sys.argv[1:] if argv is None else argv)],
+        command=["python", "studies/scripts/limits.py", *(sys.argv[1:] if argv is None else argv)],
         machine=environment_description(),
         load_average_before=load_before,
         load_average_after=load_average(),
@@ -161,5 +165,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     raise SystemExit(main())

@@ -3,12 +3,12 @@ on the partially observed swing-angles and hrv-hidden-audience (where memory sho
 the fully observed swing and hrv (where the GRU should not be much worse), and on bsuite's
 MemoryChain from gymnax (a memory benchmark nobody here wrote).
 
-    python scripts/compare_memory.py --runs artifacts/memory --out results/memory
-    python scripts/compare_memory.py --runs artifacts/memory --out results/memory --skip-train
-    python scripts/compare_memory.py --out results/memory --tables-only
+    python studies/scripts/compare_memory.py --runs artifacts/memory --out results/memory
+    python studies/scripts/compare_memory.py --runs artifacts/memory --out results/memory --skip-train
+    python studies/scripts/compare_memory.py --out results/memory --tables-only
 
 The protocol runs live under --runs (one folder per arm: gru_partial, mlp_partial, gru_full,
-mlp_full; purehr.experiments.memory_comparison.ARMS); a missing one is trained, an unfinished
+mlp_full; studies.memory_comparison.ARMS); a missing one is trained, an unfinished
 one resumed (about an hour for all four on 2 CPU cores). Writes to --out: comparison.csv (per
 task and policy: held-out success, return, speed and steps to success >= 0.95 at the final
 checkpoint, mean and 95% t interval; the GRU-minus-MLP differences with Welch intervals; the
@@ -24,9 +24,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: studies/ is not installed
+
+ROOT = Path(__file__).resolve().parents[2]
 ARM_NAMES = ("gru_partial", "mlp_partial", "gru_full", "mlp_full", "gru_flicker", "mlp_flicker")
-"""purehr.experiments.memory_comparison.ARMS's names (tests/test_memory_comparison.py checks),
+"""studies.memory_comparison.ARMS's names (studies/tests/test_memory_comparison.py checks),
 here so that --help and a bad flag answer without importing JAX."""
 
 
@@ -88,8 +90,8 @@ def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
 
 def write_tables(out: Path, members: dict, chain: dict) -> str:
-    from purehr.experiments.memory_comparison import format_tables, memory_chain_rows, summarise
     from purehr.run.store.files import atomic_write_text, write_csv
+    from studies.memory_comparison import format_tables, memory_chain_rows, summarise
 
     rows = summarise(members) + memory_chain_rows(chain)
     columns = list(dict.fromkeys(name for row in rows for name in row))
@@ -115,9 +117,9 @@ def main(argv: list[str] | None = None) -> int:
         record = json.loads((args.out / "comparison.json").read_text())
         print(write_tables(args.out, _members_from_json(record["members"]), record["memory_chain"]))
         return 0
-    from purehr.experiments import memory_comparison as memory
     from purehr.run.store.files import atomic_write_json
     from purehr.run.store.machine import environment_description, load_average
+    from studies import memory_comparison as memory
 
     load_before, started = load_average(), time.perf_counter()
     arms = [memory.ARM_BY_NAME[name] for name in dict.fromkeys(args.arms)]
@@ -131,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     table = write_tables(args.out, members, chain)
     record = dict(
-        command=[sys.executable, *(sys.argv if argv is None else ["scripts/compare_memory.py", *argv])],
+        command=[sys.executable, *(sys.argv if argv is None else ["studies/scripts/compare_memory.py", *argv])],
         machine=environment_description(),
         load_average_before=load_before,
         load_average_after=load_average(),
@@ -150,5 +152,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     raise SystemExit(main())

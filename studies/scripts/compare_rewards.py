@@ -1,9 +1,9 @@
 """Which HRV reward learns? Train every reward form x similarity of docs/hrv_task.md with the same
 seeds and budget, and compare held-out success.
 
-    python scripts/compare_rewards.py --steps 250000 --out results/reward_comparison \\
+    python studies/scripts/compare_rewards.py --steps 250000 --out results/reward_comparison \\
         --combinations potential/hrv_similarity          # one combination per invocation
-    python scripts/compare_rewards.py --out results/reward_comparison --summarize-only
+    python studies/scripts/compare_rewards.py --out results/reward_comparison --summarize-only
 
 One compiled call per combination (the reward form and the similarity select code, so they
 are static): the scan over updates is outside, ``vmap(update)`` over seeds inside; before
@@ -27,9 +27,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from purehr.cli.arguments import HelpFormatter
-from purehr.experiments import reward_comparison
-from purehr.experiments.reward_comparison import COMBINATIONS
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: studies/ is not installed
+
+from purehr.cli.arguments import HelpFormatter  # noqa: E402
+from studies import reward_comparison  # noqa: E402
+from studies.reward_comparison import COMBINATIONS  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"error: {done} exists (that combination was already run); pass --overwrite, "
                     "--summarize-only, or choose another --out\n",
                 )
-        command = ["python", "scripts/compare_rewards.py", *(sys.argv[1:] if argv is None else argv)]
+        command = ["python", "studies/scripts/compare_rewards.py", *(sys.argv[1:] if argv is None else argv)]
         for reward_form, similarity in combinations:
             reward_comparison.run_combination(
                 args.out,

@@ -2,9 +2,9 @@
 evaluation: a quick study of an algorithm's settings before they become a task's defaults, and
 the tool behind ``results/algorithms/``'s learning table.
 
-    python scripts/algorithm_study.py --algorithm pqn --task hrv --seeds 0 1 2 3 4 \
+    python studies/scripts/algorithm_study.py --algorithm pqn --task hrv --seeds 0 1 2 3 4 \
         --set total_timesteps=300000 learning_rate=3e-4 --progress 50 --out study.json
-    python scripts/algorithm_study.py --algorithm sac --task swing --seeds 0 \
+    python studies/scripts/algorithm_study.py --algorithm sac --task swing --seeds 0 \
         --env-arg small_start_fraction=1.0 --progress 40
 
 Prints one JSON line (and writes it to ``--out``): the config, environment steps, wall time
@@ -22,18 +22,22 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import sys
 import time
 import warnings
+from pathlib import Path
 
-import jax
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: studies/ is not installed
 
-from purehr.algorithms.registry import ALGORITHMS
-from purehr.algorithms.trainer import make_train
-from purehr.cli.arguments import HelpFormatter, non_negative_int, output_file, positive_int, task_name
-from purehr.cli.env_args import parse_value
-from purehr.engine.seeds import keys_for_seeds
-from purehr.tasks import get_task, heldout_env_params
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+from purehr.algorithms.registry import ALGORITHMS  # noqa: E402
+from purehr.algorithms.trainer import make_train  # noqa: E402
+from purehr.cli.arguments import HelpFormatter, non_negative_int, output_file, positive_int, task_name  # noqa: E402
+from purehr.cli.env_args import parse_value  # noqa: E402
+from purehr.engine.seeds import keys_for_seeds  # noqa: E402
+from purehr.tasks import get_task, heldout_env_params  # noqa: E402
 
 TRAINING_STATISTICS = ("mean_episode_return", "train_success_rate")
 """The rollout metrics (``ROLLOUT_METRICS``) ``--progress`` averages per seed."""

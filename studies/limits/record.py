@@ -1,4 +1,4 @@
-"""The record of the optimal-control study (``purehr.experiments.limits``): results/limits/'s
+"""The record of the optimal-control study (``studies.limits.study``): results/limits/'s
 files, its README and the two-line headline, from the studies' rows and summaries."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from purehr.run.store.files import atomic_write_json, write_csv, write_npz
-from purehr.viz.limits_figures import plot_hrv_limits, plot_swing_limits
+from studies.limits.figures import plot_hrv_limits, plot_swing_limits
 
 FILES = {
     "swing.csv": "one row per held-out start: the bounds, the controller, each PPO seed, the phases",
@@ -26,7 +26,7 @@ FILES = {
 
 def write_results(out: Path, swing: dict[str, Any], hrv: dict[str, Any]) -> list[Path]:
     """Writes the data files and figures of ``FILES`` into ``out`` (nothing is overwritten
-    silently there: scripts/limits.py refuses a non-empty folder without --overwrite). The
+    silently there: studies/scripts/limits.py refuses a non-empty folder without --overwrite). The
     caller writes ``summary.json`` last (``write_summary``), once the whole command's wall time
     is known."""
     out.mkdir(parents=True, exist_ok=True)
@@ -109,7 +109,7 @@ def _intro_lines(swing: dict[str, Any], hrv: dict[str, Any], record: dict[str, A
         "",
         "How far PPO's final checkpoints are from the best any policy can do, on the held-out starts and",
         "episodes of the protocol. The method, the lower-bound argument and what each number means:",
-        "`docs/limits.md`. Written by `scripts/limits.py` (do not edit by hand).",
+        "`docs/limits.md`. Written by `studies/scripts/limits.py` (do not edit by hand).",
         "",
         "```bash",
         " ".join(record["command"]),

@@ -31,10 +31,10 @@ import numpy as np
 from purehr.envs.hrv.baselines import oracle_policy
 from purehr.envs.swing.controller import make_structured_policy
 from purehr.envs.swing.evaluation import heldout_starts, rollout
-from purehr.limits import hrv_search, swing_bound, swing_shooting
-from purehr.limits.swing_shooting import ShootingSettings
 from purehr.run.restoring import restore
 from purehr.run.store.run_dir import read_manifest
+from studies.limits import hrv_search, swing_bound, swing_shooting
+from studies.limits.swing_shooting import ShootingSettings
 
 PHASES = (10, 30, 60, 90, 135)
 """Swing amplitudes (|theta|, degrees) whose first crossing splits an episode into phases; then

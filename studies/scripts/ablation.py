@@ -1,7 +1,7 @@
 """Ablation table: each design change of a task turned off, one at a time, over five seeds.
 
-    python scripts/ablation.py --task hrv --out results/ablation
-    python scripts/ablation.py --task swing --steps 10000000 --out results/ablation
+    python studies/scripts/ablation.py --task hrv --out results/ablation
+    python studies/scripts/ablation.py --task swing --steps 10000000 --out results/ablation
 
 Each variant trains every seed in one compiled call and is judged on the task's held-out
 protocol. Writes <task>.csv, <task>.md (the table) and <task>.json (command, machine, load,
@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: studies/ is not installed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,9 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    from purehr.experiments import ablation
     from purehr.run.store.machine import environment_description
     from purehr.tasks import get_task
+    from studies import ablation
 
     if args.task not in ablation.VARIANTS:
         parser.exit(
@@ -64,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"error: {error}\n")
     description = environment_description()
     description.update(
-        command=["python", "scripts/ablation.py", *(sys.argv[1:] if argv is None else argv)],
+        command=["python", "studies/scripts/ablation.py", *(sys.argv[1:] if argv is None else argv)],
         task=args.task,
         steps_per_seed=steps,
         seeds=args.seeds,

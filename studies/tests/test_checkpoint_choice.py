@@ -1,4 +1,4 @@
-"""scripts/checkpoint_choice.py: its selection rule on hand-made rows, and the check that the
+"""studies/scripts/checkpoint_choice.py: its selection rule on hand-made rows, and the check that the
 validation starts are not the held-out ones (no run, no JAX for swing)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "checkpoint_choice.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "studies" / "scripts" / "checkpoint_choice.py"
 
 
 @pytest.fixture(scope="module")

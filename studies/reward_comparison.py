@@ -1,5 +1,5 @@
 """Which HRV reward learns? Every reward form x similarity trained with the same seeds and
-budget, and compared on held-out success (``scripts/compare_rewards.py`` is its command line).
+budget, and compared on held-out success (``studies/scripts/compare_rewards.py`` is its command line).
 
 One compiled call per combination (the reward form and the similarity select code, so they
 are static): the scan over updates is outside, ``vmap(update)`` over seeds inside; before
@@ -32,7 +32,7 @@ from purehr.run.compiled.task_setup import build_task_setup
 from purehr.run.store.files import atomic_write_json, parse_row, read_csv, write_csv
 from purehr.run.store.machine import environment_description, load_average
 from purehr.tasks import get_task
-from purehr.viz.reward_comparison import REFERENCE_POLICIES, plot_reward_comparison
+from studies.reward_comparison_figures import REFERENCE_POLICIES, plot_reward_comparison
 
 COMBINATIONS = (
     ("distance", "hrv_similarity"),

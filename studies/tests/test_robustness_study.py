@@ -1,4 +1,4 @@
-"""scripts/robustness_study.py's per-seed summary on a synthetic run directory (no JAX run)."""
+"""studies/scripts/robustness_study.py's per-seed summary on a synthetic run directory (no JAX run)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import write_synthetic_run
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "robustness_study.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "studies" / "scripts" / "robustness_study.py"
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 """Does population-based training pay? PBT against the default configuration's seeds and the
 best cell of a grid of the same compute, on one task at the same total environment steps.
 
-    python scripts/compare_pbt.py --task swing --steps 1000000 --population 8 --pbt-runs 3 --out results/pbt
+    python studies/scripts/compare_pbt.py --task swing --steps 1000000 --population 8 --pbt-runs 3 --out results/pbt
 
 Writes to --out: comparison.csv (per arm: steps to held-out success >= 0.95 and the task's speed
 at the end, mean and 95% t interval), comparison.md (the table), comparison.json (command,
@@ -17,7 +17,9 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: studies/ is not installed
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def write_tables(out: Path, members: dict, population: int, task: str) -> str:
-    from purehr.experiments.pbt_comparison import format_table, summarise
     from purehr.run.store.files import atomic_write_text, write_csv
+    from studies.pbt_comparison import format_table, summarise
 
     rows = summarise(members, population)
     write_csv(out / "comparison.csv", list(rows[0]), rows)
@@ -68,10 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(2, f"error: --out {args.out} is not empty; choose a new directory\n")
     if args.pbt_runs < 2 or args.steps <= 0:
         parser.exit(2, f"error: --pbt-runs {args.pbt_runs} (>= 2, for an interval) and --steps {args.steps} (> 0)\n")
-    from purehr.experiments.pbt_comparison import compare
     from purehr.population import PBTSettings
     from purehr.run.store.files import atomic_write_json
     from purehr.run.store.machine import environment_description, load_average
+    from studies.pbt_comparison import compare
 
     try:
         pbt = PBTSettings.checked(interval=args.pbt_interval)
@@ -81,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     result = compare(args.task, args.steps, args.population, args.pbt_runs, args.out, pbt)
     table = write_tables(args.out, result["members"], args.population, args.task)
     record = dict(
-        command=[sys.executable, *(sys.argv if argv is None else ["scripts/compare_pbt.py", *argv])],
+        command=[sys.executable, *(sys.argv if argv is None else ["studies/scripts/compare_pbt.py", *argv])],
         machine=environment_description(),
         load_average_before=load_before,
         pbt=pbt.to_dict(),
@@ -96,5 +98,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     raise SystemExit(main())

@@ -33,8 +33,6 @@ from purehr.algorithms.base import AlgorithmConfig
 from purehr.algorithms.trainer import make_train
 from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.rollout import heldout_evaluation
-from purehr.experiments.ablation import SPEED_METRIC
-from purehr.experiments.pbt_comparison import SUCCESS_BAR, member_outcome
 from purehr.reports.stats import NON_NEGATIVE, mean_confidence_interval, metric_range, t_quantile
 from purehr.run.protocol import train_all_seeds
 from purehr.run.store.files import read_csv
@@ -42,6 +40,8 @@ from purehr.run.store.machine import load_average
 from purehr.run.store.record import recorded_config
 from purehr.run.store.run_dir import read_manifest
 from purehr.tasks import get_task
+from studies.ablation import SPEED_METRIC
+from studies.pbt_comparison import SUCCESS_BAR, member_outcome
 
 SEEDS = (0, 1, 2, 3, 4)
 PARTIAL = ("swing-angles", "hrv-hidden-audience")

@@ -1,16 +1,19 @@
 """Record one structured-controller swing episode and write it as an MP4 (and a poster PNG).
 
-python scripts/record_swing_episode.py --out swing.mp4 [--theta-deg 3] [--png frame.png]
+python studies/scripts/record_swing_episode.py --out swing.mp4 [--theta-deg 3] [--png frame.png]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import sys
 from pathlib import Path
 
-import jax
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: studies/ is not installed
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:

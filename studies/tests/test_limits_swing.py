@@ -1,4 +1,4 @@
-"""The swing's optimal-control references (purehr/limits, docs/limits.md): the shooting
+"""The swing's optimal-control references (studies/limits, docs/limits.md): the shooting
 optimiser's sequences replay in SwingEnv to the step it reports, and the physics lower bound is
 below every trajectory, its derivation checked against the implemented equation of motion."""
 
@@ -16,8 +16,8 @@ from purehr.envs.swing.controller import make_structured_policy
 from purehr.envs.swing.env import SwingEnv
 from purehr.envs.swing.evaluation import heldout_starts, rollout
 from purehr.envs.swing.physics import ALPHA, INERTIA, RHO, PlantState
-from purehr.limits import swing_bound, swing_shooting
-from purehr.limits.swing_shooting import NO_CROSSING, ShootingSettings
+from studies.limits import swing_bound, swing_shooting
+from studies.limits.swing_shooting import NO_CROSSING, ShootingSettings
 
 ENV = SwingEnv()
 PARAMS = ENV.default_params
