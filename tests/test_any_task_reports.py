@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 from conftest import PROTOCOL_SEEDS, PROTOCOL_TASKS
 
+from purehr.algorithms.ppo.config import CONTINUOUS_DEFAULTS
 from purehr.envs.gymnax_adapter import GymnaxEnv
 from purehr.model.facade import PPOModel, train_hr_ppo
 from purehr.model.saved import SELF_DIGEST, description_digest
@@ -29,7 +30,6 @@ from purehr.reports.results_table import floor_comparisons, goals_met, results_t
 from purehr.reports.summary import final_summary
 from purehr.run import restore
 from purehr.tasks import get_task
-from purehr.tasks.environment_task import CONTINUOUS_DEFAULTS
 from purehr.viz.learning_curves import learning_figure
 from purehr.viz.render import expected_figures, missing_figures, render_run
 from purehr.viz.run_data import load_run

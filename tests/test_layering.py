@@ -110,6 +110,14 @@ LAZY_IMPORTERS_ALLOWED: dict[str, str] = {
 the package as it was)."""
 
 
+STRING_IMPORT = re.compile(r"^(purehr(?:\.\w+)+)(?::[\w.]+)?$")
+"""A module named by a string, alone or as ``module:attribute``: imported later by ``importlib``."""
+STRING_IMPORTS_ALLOWED = {
+    ("purehr.algorithms.registry", "algorithm"),  # the one module that names each algorithm's folder, by string
+}
+"""(importing module, imported layer) pairs a string may name although an import statement may not."""
+
+
 def module_name(path: Path) -> str:
     parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -160,6 +168,11 @@ def purehr_imports(path: Path) -> list[tuple[int, str, bool]]:
             visit(child, nested)
 
     visit(tree, False)
+    for node in ast.walk(tree):  # imports by string: "purehr.x.y:attribute", "purehr.x.y" (importlib, registries)
+        text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+        named = STRING_IMPORT.match(text)
+        if named and (name, layer(named.group(1))) not in STRING_IMPORTS_ALLOWED:
+            found.append((node.lineno, named.group(1), False))
     return [(line, module, lazy) for line, module, lazy in found if module.split(".")[0] == "purehr"]
 
 
@@ -211,8 +224,11 @@ def test_the_layering_check_sees_upward_and_lazy_imports(tmp_path, monkeypatch):
     (package / "algorithms" / "ppo" / "train.py").write_text("")
     (package / "envs" / "bad.py").write_text("from purehr.algorithms.ppo import train\n")
     (package / "run" / "lazy.py").write_text("def f():\n    from ..envs import bad\n")
+    (package / "algorithms" / "named.py").write_text('DEFAULTS = "purehr.run.lazy:f"\n')  # upward, by string
     monkeypatch.setitem(globals(), "PACKAGE", package)
     assert layering_violations() == [
+        "purehr/algorithms/named.py:1: purehr.algorithms.named (algorithm) imports purehr.run.lazy (run): "
+        "algorithm may import only algorithm, algorithms, engine, envs, leaf",
         "purehr/envs/bad.py:1: purehr.envs.bad (envs) imports purehr.algorithms.ppo.train (algorithm): envs may "
         "import only envs, leaf",
         "purehr/run/lazy.py:2: imports purehr.envs.bad inside a function: import it at the module top, or add it "

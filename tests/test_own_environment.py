@@ -246,8 +246,8 @@ def test_the_seed_api_takes_the_defaults_of_the_module_or_factory_that_built_the
     """``train_hr_ppo(my_env.make_env())``: the environment was built directly, not through a
     task, yet its module's ``PPO_CONFIG`` (or a resolved ``module:factory`` task's) is its
     default; where nothing tells, the defaults for its action space, said in one line."""
+    from purehr.algorithms.ppo.config import CONTINUOUS_DEFAULTS
     from purehr.model.facade import default_config_of
-    from purehr.tasks.environment_task import CONTINUOUS_DEFAULTS
 
     copy_example(tmp_path, "example_defaults")
     plain = EXAMPLE.read_text().split("PPO_CONFIG = ")[0]  # the example without its PPO_CONFIG

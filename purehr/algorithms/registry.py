@@ -71,7 +71,7 @@ ALGORITHMS = {
         "purehr.algorithms.ppo.algorithm:make_ppo",
         "purehr.algorithms.ppo.metrics:METRIC_NAMES",
         "purehr.algorithms.ppo.config:HYPERPARAMETERS",
-        defaults="purehr.tasks.environment_task:ppo_defaults",
+        defaults="purehr.algorithms.ppo.config:defaults_for",
     ),
     "sac": AlgorithmEntry(
         "sac",

@@ -28,6 +28,7 @@ from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of, default_
 from purehr.algorithms.trainer import TrainResult, make_train
 from purehr.engine.acting import Actor
 from purehr.engine.seeds import keys_for_seeds
+from purehr.envs import spaces
 from purehr.envs.base import Environment, check_env_params
 from purehr.envs.curriculum import Curriculum
 from purehr.envs.rollout import defines_success, heldout_evaluation
@@ -39,7 +40,7 @@ from purehr.run.host.progress import Progress, TaskPlan
 from purehr.run.store.machine import environment_description
 from purehr.run.store.run_dir import environment_advice
 from purehr.tasks import curriculum_schedule, task_of_env
-from purehr.tasks.environment_task import CONTINUOUS_DEFAULTS, default_config_for
+from purehr.tasks.environment_task import default_config_for
 from purehr.tasks.registry import resolved_task_of_class
 from purehr.tracking import Tracking, TrackingSettings, start_tracking
 from purehr.tracking.claims import Owner
@@ -157,7 +158,7 @@ def default_config_of(env: Environment, algorithm: str = DEFAULT_ALGORITHM) -> A
     if isinstance(module_config, get_algorithm(DEFAULT_ALGORITHM).config_class()):
         return module_config
     config = default_config_for(env)
-    kind = "continuous" if config is CONTINUOUS_DEFAULTS else "discrete"
+    kind = "continuous" if isinstance(env.action_space(env.default_params), spaces.Box) else "discrete"
     _warn_defaults(
         base,
         f"the defaults for a {kind} action space, as its module {type(base).__module__} defines no PPO_CONFIG",

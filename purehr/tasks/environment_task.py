@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from purehr.algorithms.base import AlgorithmConfig
-from purehr.algorithms.registry import default_config
+from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
 from purehr.engine.distributions import action_mask_reader
 from purehr.envs import spaces
 from purehr.envs.base import Environment, check_environment
@@ -23,41 +23,6 @@ from purehr.envs.rollout import heldout_evaluation, random_policy, record_episod
 from purehr.protocol_settings import ProtocolSettings
 from purehr.tasks.task import Baseline, Task
 
-DISCRETE_DEFAULTS = default_config(
-    "ppo",
-    total_timesteps=500_000,
-    num_envs=4,
-    num_steps=128,
-    minibatch_size=128,
-    learning_rate=2.5e-4,
-    anneal_lr=True,
-    gamma=0.99,
-    gae_lambda=0.95,
-    ent_coef=0.01,
-    activation="tanh",
-)
-"""PureJaxRL's ``ppo.py`` settings (CartPole-v1: 4 envs x 128 steps, 4 minibatches, 4 epochs,
-lr 2.5e-4 annealed, entropy 0.01, 64x64 tanh): the default of a discrete-action environment."""
-CONTINUOUS_DEFAULTS = default_config(
-    "ppo",
-    total_timesteps=1_000_000,
-    num_envs=64,
-    num_steps=32,
-    minibatch_size=512,
-    learning_rate=3e-4,
-    anneal_lr=False,
-    gamma=0.99,
-    gae_lambda=0.95,
-    ent_coef=0.0,
-    actor_hidden=(256, 256),
-    critic_hidden=(256, 256),
-    activation="tanh",
-    log_std_init=0.0,
-    normalize_observations=True,
-)
-"""PureJaxRL's ``ppo_continuous_action.py`` settings (lr 3e-4, 4 epochs, entropy 0, 256x256
-tanh, normalized observations) at a batch a 2-core CPU turns over (64 envs x 32 steps, 4
-minibatches): the default of a continuous-action environment."""
 BUILT_BY: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 """environment -> the name of the task whose ``make_env`` built it (``task_of_env``)."""
 BUILT_WITH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -93,12 +58,7 @@ def check_spaces(env: Environment, name: str) -> None:
 
 
 def default_config_for(env: Environment) -> AlgorithmConfig:
-    return ppo_defaults(env.action_space(env.default_params))
-
-
-def ppo_defaults(action_space: Any) -> AlgorithmConfig:
-    """PPO's defaults for a task without tuned ones (the registry's ``defaults`` of ``ppo``)."""
-    return CONTINUOUS_DEFAULTS if isinstance(action_space, spaces.Box) else DISCRETE_DEFAULTS
+    return get_algorithm(DEFAULT_ALGORITHM).defaults_for(env.action_space(env.default_params))
 
 
 def floors_for(env: Environment) -> tuple[Baseline, ...]:

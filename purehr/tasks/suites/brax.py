@@ -21,7 +21,7 @@ import math
 from purehr.algorithms.registry import default_config
 from purehr.envs.brax_adapter import BraxEnv, registered_names
 from purehr.protocol_settings import ProtocolSettings
-from purehr.tasks.environment_task import CONTINUOUS_DEFAULTS, adapter_task, package_versions
+from purehr.tasks.environment_task import adapter_task, package_versions
 from purehr.tasks.task import Task
 
 PACKAGE = "brax"
@@ -74,10 +74,8 @@ value targets), Brax's GAE over each 5-step unroll (purehr's runs over the
 keeps its global-norm clip at 0.5."""
 
 DEFAULT_CONFIGS = {EXAMPLE_ENVIRONMENT: INVERTED_PENDULUM_DEFAULTS}
-"""Per environment where this module maps Brax's published settings; the others take
-``CONTINUOUS_DEFAULTS`` (every Brax action is continuous), with the evaluation kept cheap: a
-Brax episode is 1,000 steps."""
-OTHER_DEFAULTS = CONTINUOUS_DEFAULTS
+"""Per environment where this module maps Brax's published settings; the others take PPO's
+default for a continuous action (every Brax action is continuous: ``CONTINUOUS_DEFAULTS``)."""
 BRAX_PROTOCOL = ProtocolSettings(eval_episodes=20, quick_eval_episodes=20)
 """Every Brax task's evaluation, kept cheap: a Brax episode is 1,000 steps."""
 
@@ -88,9 +86,7 @@ def environment_names() -> list[str]:
 
 
 def suite_task(environment: str) -> Task:
-    return adapter_task(
-        "brax", environment, BraxEnv, PACKAGES, DEFAULT_CONFIGS.get(environment, OTHER_DEFAULTS), BRAX_PROTOCOL
-    )
+    return adapter_task("brax", environment, BraxEnv, PACKAGES, DEFAULT_CONFIGS.get(environment), BRAX_PROTOCOL)
 
 
 def versions() -> dict[str, str]:

@@ -4,7 +4,7 @@ adapter of ``purehr.envs.gymnax_adapter``."""
 from __future__ import annotations
 
 from purehr.envs.gymnax_adapter import GymnaxEnv
-from purehr.tasks.environment_task import DISCRETE_DEFAULTS, adapter_task, package_versions
+from purehr.tasks.environment_task import adapter_task, package_versions
 from purehr.tasks.task import Task
 
 PACKAGE = "gymnax"
@@ -12,9 +12,10 @@ PACKAGES = ("gymnax",)
 """What the manifest's ``sources`` records the versions of."""
 EXTRA = "gymnax"
 
-DEFAULT_CONFIGS = {"CartPole-v1": DISCRETE_DEFAULTS}
-"""Per environment, where one is published: CartPole-v1 takes PureJaxRL's ``ppo.py`` settings
-(its example, which reaches a return of 500). The others: the default for their action space."""
+DEFAULT_CONFIGS: dict = {}
+"""Per environment, where one is published beyond PPO's default for its action space. None is:
+CartPole-v1's, PureJaxRL's ``ppo.py`` settings (its example, which reaches a return of 500), are
+the discrete default itself (``DISCRETE_DEFAULTS``)."""
 
 
 def environment_names() -> list[str]:
