@@ -632,7 +632,8 @@ def test_a_resume_keeps_the_no_render_its_run_was_started_with(tmp_path, capsys,
     import purehr.cli.train
 
     script = train_all_seeds_script()
-    monkeypatch.setattr(purehr.cli.train, "report", lambda run_dir: None)  # the command's code (the script wraps it)
+    # the command's code (the script wraps it)
+    monkeypatch.setattr(purehr.cli.train, "report", lambda run_dir, console=False: None)
     assert script.main(["--run-dir", str(run), "--resume"]) == 0
     err = " ".join(capsys.readouterr().err.split())
     assert rendered == [], err

@@ -172,6 +172,12 @@ def test_final_summary_has_wall_time_results_figures_and_next_commands_for_this_
     bare = final_summary(run, scripts_dir=tmp_path / "scripts", cwd=tmp_path)
     assert bare.splitlines()[0].endswith("in 3 min 10 s wall time, training only (of which compilation 1 min 57 s)")
     assert f"figures: not drawn yet; {python} scripts/render.py --run-dir runs/quick draws them" in bare
+    # a run started as `purehr train` (perhaps installed without a checkout): the command's names, no script path
+    console = final_summary(run, scripts_dir=tmp_path / "scripts", cwd=tmp_path, console=True).splitlines()
+    assert "  purehr analyze --run-dir runs/quick" in console
+    assert "  purehr evaluate --checkpoint runs/quick --task swing --seed 0 --step latest" in console
+    assert "figures: not drawn yet; purehr render --run-dir runs/quick draws them" in console
+    assert not any("scripts/" in line for line in console)
 
 
 def test_every_divergence_the_manifest_records_is_under_the_table(tmp_path):

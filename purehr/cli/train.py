@@ -280,7 +280,7 @@ def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: 
         if not args.no_render:
             render_trained_run(run_dir, diverged=True)
         parser.exit(1, f"error: {error}\n")
-    report(summary.run_dir)
+    report(summary.run_dir, console=getattr(args, "purehr_command", False))
     return 0
 
 
@@ -438,7 +438,7 @@ def _finish_finished_run(args, run_dir: Path) -> int:
             publish_to_dashboards(run_dir)  # killed before its dashboards had them
     else:
         print("it has all its figures", file=sys.stderr)
-    report(run_dir)
+    report(run_dir, console=getattr(args, "purehr_command", False))
     return 0
 
 
@@ -462,12 +462,13 @@ def _follow(args, run_dir: Path, parser) -> int:
     return 0
 
 
-def report(run_dir: Path) -> None:
+def report(run_dir: Path, console: bool = False) -> None:
     """The run's summary: wall time with rendering, the held-out table of the reported checkpoints
-    against the baselines, the goals, the figures and the commands to go on with."""
+    against the baselines, the goals, the figures and the commands to go on with (``console``:
+    the ``purehr`` command's, for a run started as ``purehr train``)."""
     from purehr.reports.summary import final_summary
 
-    print("\n" + final_summary(run_dir, scripts_dir=ROOT / "scripts"), end="")
+    print("\n" + final_summary(run_dir, scripts_dir=ROOT / "scripts", console=console), end="")
 
 
 def missing_figures(run_dir: Path) -> bool:

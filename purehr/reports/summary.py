@@ -17,11 +17,14 @@ from purehr.run.store.run_dir import FIGURES, RunDirectory
 from purehr.tracking.settings import RUN_FOLDERS, TrackingSettings
 
 
-def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cwd: str | Path | None = None) -> str:
+def final_summary(
+    run_dir: str | Path, scripts_dir: str | Path | None = None, cwd: str | Path | None = None, console: bool = False
+) -> str:
     """The end of a run, from its files: wall time (training, compilation, rendering), the
     held-out table of the reported (by default the last) checkpoints against the baselines and
     floors, the goals, the figures and ``replay.html``, and the commands to go on with this run's
-    directory."""
+    directory: the scripts in ``scripts_dir``, or with ``console`` the ``purehr`` command's (a run
+    started as ``purehr train``, perhaps from an install without a checkout)."""
     run_dir = Path(run_dir)
     manifest = RunDirectory(run_dir).read_manifest()
     against = (
@@ -57,7 +60,7 @@ def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cw
             lines.append(f"  {_shown(replay, cwd)}   (the replay: open it in a browser)")
     else:
         lines.append(
-            f"figures: not drawn yet; {_script(scripts_dir, 'render.py', cwd)} "
+            f"figures: not drawn yet; {_script(scripts_dir, 'render.py', cwd, console)} "
             f"--run-dir {_quoted(run_dir, cwd)} draws them"
         )
     task, seed = manifest["tasks"][0], manifest["seeds"][0]
@@ -65,9 +68,10 @@ def final_summary(run_dir: str | Path, scripts_dir: str | Path | None = None, cw
     lines += [
         "",
         "next:",
-        f"  {_script(scripts_dir, 'analyze_run.py', cwd)} --run-dir {shown}",
+        f"  {_script(scripts_dir, 'analyze_run.py', cwd, console)} --run-dir {shown}",
         "      training performance of every task and seed",
-        f"  {_script(scripts_dir, 'evaluate.py', cwd)} --checkpoint {shown} --task {task} --seed {seed} --step latest",
+        f"  {_script(scripts_dir, 'evaluate.py', cwd, console)} --checkpoint {shown} --task {task} --seed {seed} "
+        "--step latest",
         "      held-out evaluation of one checkpoint (any --task, --seed, --step)",
         f"  from purehr.run import restore; r = restore({str(_shown(run_dir, cwd))!r}, task={task!r}, "
         f"seed={seed}, step='latest')",
@@ -155,7 +159,13 @@ def _quoted(path: Path, cwd) -> str:
     return shlex.quote(str(_shown(path, cwd)))
 
 
-def _script(scripts_dir, name: str, cwd) -> str:
+CONSOLE_COMMANDS = {"render.py": "render", "analyze_run.py": "analyze", "evaluate.py": "evaluate"}
+"""The ``purehr`` command of each script the summary names (``purehr.cli.main``)."""
+
+
+def _script(scripts_dir, name: str, cwd, console: bool = False) -> str:
+    if console:
+        return f"purehr {CONSOLE_COMMANDS[name]}"
     scripts = Path(scripts_dir) if scripts_dir is not None else Path(__file__).resolve().parents[2] / "scripts"
     return f"{interpreter(cwd)} {_quoted(scripts / name, cwd)}"
 
