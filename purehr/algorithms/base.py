@@ -10,6 +10,8 @@ No JAX here: the command line's ``--help`` and the CSV columns read it."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -61,6 +63,21 @@ class AlgorithmConfig(Protocol):
     # then refused with it (``purehr.run.planning.resume.extension_problem``, the one place
     # that asks). PPO's is its ``anneal_lr``; PQN's its ``anneal_lr`` and its epsilon decay;
     # SAC's None. A config without one is taken to depend on nothing.
+
+
+def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
+    """An algorithm package's ``__getattr__`` (PEP 562): each public name (``exports``: name ->
+    module) is imported on first use and kept, so importing the package (the registry reads its
+    ``metrics`` for the CSV columns) does not import JAX."""
+
+    def __getattr__(name: str) -> Any:
+        if name in exports:
+            value = getattr(importlib.import_module(exports[name]), name)
+            vars(sys.modules[package])[name] = value
+            return value
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 class Algorithm(Protocol):

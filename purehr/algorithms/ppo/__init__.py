@@ -7,23 +7,13 @@ The pieces other algorithms reuse (GAE, shuffling, distributions, networks, the 
 updates) live in ``purehr.engine``; the protocol reaches PPO only through
 ``purehr.algorithms.registry``."""
 
-import importlib
+from purehr.algorithms.base import lazy_exports
 
 _EXPORTS = {
     "PPOConfig": "purehr.algorithms.ppo.config",
     "PPOHyperparams": "purehr.algorithms.ppo.config",
     "make_ppo": "purehr.algorithms.ppo.algorithm",
 }
-
-
-def __getattr__(name: str):
-    """The public names load on first use (PEP 562), so importing the package (the registry
-    reads its ``metrics`` for the CSV columns) does not import JAX."""
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["PPOConfig", "PPOHyperparams", "make_ppo"]

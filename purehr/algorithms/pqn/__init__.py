@@ -5,23 +5,13 @@ network), its ``config``, the LayerNorm Q network with one head per action branc
 (``network``), the returns (``returns``), the loss (``loss``) and its metric names
 (``metrics``). The protocol reaches it only through ``purehr.algorithms.registry``."""
 
-import importlib
+from purehr.algorithms.base import lazy_exports
 
 _EXPORTS = {
     "PQNConfig": "purehr.algorithms.pqn.config",
     "PQNHyperparams": "purehr.algorithms.pqn.config",
     "make_pqn": "purehr.algorithms.pqn.algorithm",
 }
-
-
-def __getattr__(name: str):
-    """The public names load on first use (PEP 562), so importing the package (the registry
-    reads its ``metrics`` for the CSV columns) does not import JAX."""
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["PQNConfig", "PQNHyperparams", "make_pqn"]

@@ -9,23 +9,13 @@ n-step soft targets (``n_step``).
 Continuous (Box) actions only. The protocol reaches SAC only through
 ``purehr.algorithms.registry``."""
 
-import importlib
+from purehr.algorithms.base import lazy_exports
 
 _EXPORTS = {
     "SACConfig": "purehr.algorithms.sac.config",
     "SACHyperparams": "purehr.algorithms.sac.config",
     "make_sac": "purehr.algorithms.sac.algorithm",
 }
-
-
-def __getattr__(name: str):
-    """The public names load on first use (PEP 562), so importing the package (the registry
-    reads its ``metrics`` for the CSV columns) does not import JAX."""
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+__getattr__ = lazy_exports(__name__, _EXPORTS)
 
 __all__ = ["SACConfig", "SACHyperparams", "make_sac"]
