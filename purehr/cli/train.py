@@ -321,7 +321,6 @@ def _stopped_by_ctrl_c(message: str, args, run_dir: Path, directory_option: str,
     and the command that continues the run, as the run directory's RESUME.txt holds it (with
     the interpreter that ran this one and a PYTHONPATH its tasks' modules need). ``at_once``:
     the program may still be running in this process, so the process ends now."""
-    import os
     import signal
 
     from purehr.run.host.progress import tell

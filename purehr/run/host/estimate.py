@@ -295,7 +295,8 @@ def host_memory_limit() -> tuple[int, str]:
     limits = [(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "host RAM")]
     for path in CGROUP_LIMIT_FILES:
         try:
-            text = open(path).read().strip()
+            with open(path) as limit_file:
+                text = limit_file.read().strip()
         except OSError:  # no such cgroup version here
             continue
         if text.isdigit():  # v2 writes "max" for none; v1 a huge number, which the RAM undercuts
