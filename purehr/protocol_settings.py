@@ -53,7 +53,7 @@ class ProtocolSettings:
     ``validation_episodes`` validation episodes (the held-out evaluation drawn with another seed:
     the same distribution, never the held-out starts); the best (success, then speed, then the
     later) is what the run reports, by its held-out evaluation (docs/protocol.md, "The reported
-    checkpoint"; ``purehr.run.reported``)."""
+    checkpoint"; ``purehr.run.choose_reported``)."""
     validation_episodes: int = with_help(20, "validation episodes per candidate checkpoint (report_candidates > 1)")
 
     def __post_init__(self) -> None:

@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from purehr.protocol_settings import ProtocolSettings
     from purehr.reports.results_table import results_table
+    from purehr.run.choose_reported import report_checkpoints
     from purehr.run.compiled.task_setup import recorded_setup
-    from purehr.run.reported import report_checkpoints
     from purehr.run.store.run_dir import RunDirectory
 
     run = RunDirectory(args.run_dir)

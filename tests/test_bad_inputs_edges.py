@@ -210,7 +210,7 @@ def a_finished_run(last_row: str = "64,64,hrv/seed_0/checkpoints/64,,", folders:
     checkpoint ``folders`` exist, empty (what publish checks before reading any checkpoint)."""
 
     def setup(tmp: Path, model: PPOModel) -> None:
-        from purehr.run.store.status import PROTOCOL_TEXT
+        from purehr.run.status import PROTOCOL_TEXT
 
         run = tmp / "run"
         seed = run / "hrv" / "seed_0"
@@ -820,8 +820,8 @@ def test_limits_overwrite_accepts_a_folder_holding_an_earlier_limits_run(tmp_pat
 def a_pbt_run(tmp: Path) -> Path:
     """A PBT run of hrv seeds 0-3, its checkpoints.csv rows alone (pbt_parent): seed 3 copies seed 0
     at 2,560 steps, seed 1 copies seed 3 at 5,120 steps; nobody copies at 0 and 7,680."""
+    from purehr.run.status import PROTOCOL_TEXT
     from purehr.run.store.files import write_csv
-    from purehr.run.store.status import PROTOCOL_TEXT
 
     run = tmp / "run"
     run.mkdir()

@@ -19,9 +19,9 @@ from conftest import train_all_seeds_script
 
 from purehr.run.planning.preparation import prepare_run_directory
 from purehr.run.planning.triage import restore_task
+from purehr.run.status import PROTOCOL_TEXT
 from purehr.run.store.files import RunDirectoryError
 from purehr.run.store.run_dir import RunDirectory
-from purehr.run.store.status import PROTOCOL_TEXT
 from purehr.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -163,7 +163,7 @@ def test_a_curriculum_for_swing_or_an_absent_task_is_refused(tmp_path):
 def test_resume_with_a_different_curriculum_is_refused(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    from purehr.run.store.status import PROTOCOL_TEXT
+    from purehr.run.status import PROTOCOL_TEXT
 
     manifest = {
         "status": "running",

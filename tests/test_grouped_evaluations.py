@@ -17,11 +17,10 @@ import pytest
 from conftest import PROTOCOL_SMALL, ctrl_c_from_a_callback
 
 from benchmarks._evaluation_steps import evaluation_steps, groups_of_quick
-from purehr.engine.loop import HostSlot
 from purehr.population import PBTSettings
 from purehr.protocol_settings import ProtocolSettings
 from purehr.run.compiled.task_setup import build_task_setup
-from purehr.run.compiled.train_all import checkpoint_schedule, quick_group_size
+from purehr.run.compiled.train_all import checkpoint_schedule, quick_group_size, stack_held
 from purehr.run.host.recorder import RunRecorder
 from purehr.run.outcome import RunInterrupted
 from purehr.run.planning.run_plan import RunRequest, check_grouping, new_run_plan
@@ -106,23 +105,16 @@ def test_a_grouped_run_counts_one_quick_evaluation_per_group(tmp_path):
     assert counts[True]["quick_evaluation"] == counts[False]["quick_evaluation"] == 1600 * 8  # horizon x RK4
 
 
-def test_the_host_slot_stacks_the_held_parameters_and_pads_with_zeros():
-    class Held:
-        def __init__(self, params):
-            self.params = params
-
-        def pending_params(self, loop):
-            return self.params
-
+def test_the_held_parameters_are_stacked_and_padded_with_zeros():
     like = {"w": jax.ShapeDtypeStruct((3, 2, 4), np.float32)}
     held = [{"w": np.full((2, 4), value, np.float32)} for value in (1.0, 2.0)]
-    stacked, count = HostSlot(Held(held)).pending_params("swing", like)
+    stacked, count = stack_held(held, like)
     assert count == 2 and stacked["w"].shape == (3, 2, 4) and stacked["w"].dtype == np.float32
     assert stacked["w"][:, 0, 0].tolist() == [1.0, 2.0, 0.0]
-    empty, none = HostSlot(Held([])).pending_params("swing", like)
+    empty, none = stack_held([], like)
     assert none == 0 and not empty["w"].any()
     with pytest.raises(RuntimeError, match="4 quick checkpoints held, more than a group's 3"):
-        HostSlot(Held(held * 2)).pending_params("swing", like)
+        stack_held(held * 2, like)
 
 
 def test_ctrl_c_in_a_group_loses_its_held_checkpoints_and_says_so(interrupted):

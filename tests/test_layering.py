@@ -11,6 +11,7 @@ allow-list says why the import must be lazy. The map of the folders is docs/inte
     tasks        purehr.tasks...        the registry and each task             envs, engine, algorithms
     devices      purehr.devices...      sharding, jax.distributed              envs, engine, algorithms
     run          purehr.run...          the protocol                           envs, engine, algorithms, tasks, devices
+                 inside: run.store < run.compiled < run.host < run.planning < run (its own modules)
     model        purehr.model...        the seed API, the saved-model format   envs, engine, algorithms, tasks, run
     viz          purehr.viz...          plotting from plain rows               envs, run
     reports      purehr.reports...      analysis, tables, summary, publish     everything above but algorithm, model
@@ -48,6 +49,10 @@ LAYER_OF = {
     "purehr.devices": "devices",
     "purehr.tracking": "tracking",
     "purehr.population": "population",
+    "purehr.run.store": "run.store",
+    "purehr.run.compiled": "run.compiled",
+    "purehr.run.host": "run.host",
+    "purehr.run.planning": "run.planning",
     "purehr.run": "run",
     "purehr.model": "model",
     "purehr.viz": "viz",
@@ -57,6 +62,10 @@ LAYER_OF = {
     "purehr.__main__": "top",  # python -m purehr: the console command (purehr.cli.main)
     "purehr": "top",  # purehr/__init__.py (PEP 562 exports)
 }
+RUN_ROOMS = {"run.store", "run.compiled", "run.host", "run.planning", "run"}
+"""The runner's rooms, bottom up: the store (files, the run directory) < the compiled program < its
+host end < the plan < the runner itself (``purehr.run``'s own modules: protocol, baselines, status)."""
+RUN_BELOW = {"envs", "engine", "algorithms", "tasks", "devices", "tracking", "population"}
 LIBRARY = {
     "envs",
     "engine",
@@ -65,7 +74,7 @@ LIBRARY = {
     "devices",
     "tracking",
     "population",
-    "run",
+    *RUN_ROOMS,
     "model",
     "viz",
     "reports",
@@ -82,10 +91,14 @@ BELOW = {
     "devices": {"envs", "engine", "algorithms"},
     "tracking": {"algorithms"},
     "population": {"algorithms"},
-    "run": {"envs", "engine", "algorithms", "tasks", "devices", "tracking", "population"},
-    "model": {"envs", "engine", "algorithms", "tasks", "run", "tracking"},
-    "viz": {"envs", "run"},
-    "reports": {"envs", "engine", "algorithms", "tasks", "devices", "tracking", "population", "run", "viz"},
+    "run.store": RUN_BELOW,
+    "run.compiled": RUN_BELOW | {"run.store"},
+    "run.host": RUN_BELOW | {"run.store", "run.compiled"},
+    "run.planning": RUN_BELOW | {"run.store", "run.compiled", "run.host"},
+    "run": RUN_BELOW | RUN_ROOMS - {"run"},
+    "model": {"envs", "engine", "algorithms", "tasks", "tracking"} | RUN_ROOMS,
+    "viz": {"envs"} | RUN_ROOMS,
+    "reports": {"envs", "engine", "algorithms", "tasks", "devices", "tracking", "population", "viz"} | RUN_ROOMS,
     "experiments": LIBRARY - {"model", "experiments"},
     "cli": LIBRARY,
     "top": LIBRARY | {"cli", "algorithm"},
@@ -288,7 +301,8 @@ def _package(tmp_path, files: dict[str, str]) -> Path:
 
 def test_the_checks_see_a_circle_and_the_new_rooms_rules(tmp_path, monkeypatch):
     """The checks themselves: a circle between two reports modules, a plot importing an
-    experiment's object (viz takes plain rows), and the library importing the command line."""
+    experiment's object (viz takes plain rows), the library importing the command line, and the run's
+    store importing its plan (a room of the runner above it)."""
     package = _package(
         tmp_path,
         {
@@ -298,16 +312,26 @@ def test_the_checks_see_a_circle_and_the_new_rooms_rules(tmp_path, monkeypatch):
             "viz/heatmap.py": "from purehr.experiments.sweep import GroupResult\n",
             "cli/arguments.py": "",
             "model/facade.py": "from purehr.cli import arguments\n",
+            "run/store/status.py": "from purehr.run.planning import run_plan\n",
+            "run/planning/run_plan.py": "",
         },
     )
     monkeypatch.setitem(globals(), "PACKAGE", package)
     assert import_circles() == [["purehr.reports.analysis", "purehr.reports.table"]]
-    assert layering_violations() == [
+    problems = layering_violations()
+    store_problem = problems.pop(1)  # sorted by path: model/, run/, viz/
+    assert problems == [
         "purehr/model/facade.py:1: purehr.model.facade (model) imports purehr.cli.arguments (cli): model may "
-        "import only algorithms, engine, envs, leaf, model, run, tasks, tracking",
+        "import only algorithms, engine, envs, leaf, model, run, run.compiled, run.host, run.planning, run.store, tasks, "
+        "tracking",
         "purehr/viz/heatmap.py:1: purehr.viz.heatmap (viz) imports purehr.experiments.sweep (experiments): viz "
-        "may import only envs, leaf, run, viz",
+        "may import only envs, leaf, run, run.compiled, run.host, run.planning, run.store, viz",
     ]
+    assert store_problem == (
+        "purehr/run/store/status.py:1: purehr.run.store.status (run.store) imports purehr.run.planning.run_plan "
+        "(run.planning): run.store may import only algorithms, devices, engine, envs, leaf, population, run.store, "
+        "tasks, tracking"
+    )
 
 
 OUTSIDE = ("studies", "benchmarks")

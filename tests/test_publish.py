@@ -16,8 +16,8 @@ from conftest import write_synthetic_run
 from purehr.reports.publish import UnpublishableRun, publish_run
 from purehr.run.compiled.task_setup import recorded_setup
 from purehr.run.restoring import restore
+from purehr.run.status import PROTOCOL_TEXT
 from purehr.run.store.checkpoints import SeedCheckpoints
-from purehr.run.store.status import PROTOCOL_TEXT
 from purehr.tasks import HRV_DEFAULTS
 
 ROOT = Path(__file__).resolve().parents[1]

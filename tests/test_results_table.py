@@ -12,7 +12,7 @@ import pytest
 from conftest import write_synthetic_run
 
 from purehr.reports.results_table import final_checkpoint_metrics, goals_met, results_table
-from purehr.run.store.status import PROTOCOL_TEXT
+from purehr.run.status import PROTOCOL_TEXT
 from purehr.tasks import get_task
 
 SWING_SUCCESS = [0.98, 0.98, 1.0, 1.0, 0.14]

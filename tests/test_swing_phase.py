@@ -18,8 +18,8 @@ from purehr.envs.swing import SwingEnv, natural_frequency, physics
 from purehr.run.compiled.task_setup import build_setups, recorded_setup
 from purehr.run.planning.run_plan import check_env_kwargs
 from purehr.run.restoring import restore
+from purehr.run.status import PROTOCOL_TEXT
 from purehr.run.store.checkpoints import SeedCheckpoints
-from purehr.run.store.status import PROTOCOL_TEXT
 from purehr.tasks import SWING_DEFAULTS, get_task
 
 KEY = jax.random.PRNGKey(0)

@@ -38,25 +38,14 @@ Metrics = dict[str, jax.Array]
 
 class HostHooks(Protocol):
     """What a training program calls on the host; ``loop`` names the loop (a task, or "" for
-    ``make_train``); arrays arrive as NumPy with a leading seed axis."""
+    ``make_train``); arrays arrive as NumPy with a leading seed axis. A caller's further host
+    calls go through ``HostSlot.forward`` by name."""
 
     def on_update(self, loop: str, metrics: dict) -> bool | None:
         """After an update; returning ``False`` stops that loop (where its hook ``stops``)."""
 
     def on_checkpoint(self, loop: str, runner: Any, evaluation: dict, showcase: dict | None) -> None:
         """After a checkpoint's evaluation (``showcase`` None: the quick evaluation)."""
-
-    # grouped quick evaluations (ProtocolSettings.group_quick_evaluations); only the protocol's host
-
-    def on_deferred_checkpoint(self, loop: str, runner: Any, params: Any) -> None:
-        """A quick checkpoint whose evaluation waits for its group's full checkpoint: the host
-        holds its state and network parameters until ``on_group_evaluations``."""
-
-    def pending_params(self, loop: str) -> list:
-        """The network parameters of the deferred checkpoints held, oldest first."""
-
-    def on_group_evaluations(self, loop: str, evaluations: dict) -> None:
-        """The held checkpoints' evaluations, ``[group slot, seed]`` (slot i: the i-th held)."""
 
 
 class HostSlot:
@@ -77,27 +66,14 @@ class HostSlot:
         runner, evaluation, showcase = jax.tree.map(np.asarray, (runner, evaluation, showcase))
         self.target.on_checkpoint(loop, runner, evaluation, showcase)
 
-    def on_deferred_checkpoint(self, loop: str, runner, params) -> None:
-        self.target.on_deferred_checkpoint(loop, *jax.tree.map(np.asarray, (runner, params)))
+    def forward(self, method: str) -> Callable[..., Any]:
+        """``target.<method>(loop, *operands)`` with the operands as NumPy: the host end of a
+        caller's own hook, which the engine does not know (the target's method at call time)."""
 
-    def pending_params(self, loop: str, like) -> tuple[Any, np.ndarray]:
-        """(The held parameters stacked as ``like``, ``[group slot, seed, ...]``, the slots past
-        the last held one zero; how many are held): what the program evaluates as one group."""
-        held = list(self.target.pending_params(loop))
-        slots = jax.tree.leaves(like)[0].shape[0]
-        if len(held) > slots:
-            raise RuntimeError(f"{loop}: {len(held)} quick checkpoints held, more than a group's {slots}")
+        def call(loop: str, *operands):
+            return getattr(self.target, method)(loop, *jax.tree.map(np.asarray, operands))
 
-        def stacked(shape, *leaves):
-            out = np.zeros(shape.shape, shape.dtype)
-            if leaves:
-                out[: len(leaves)] = np.stack(leaves)
-            return out
-
-        return jax.tree.map(stacked, like, *held), np.int32(len(held))
-
-    def on_group_evaluations(self, loop: str, evaluations: dict) -> None:
-        self.target.on_group_evaluations(loop, jax.tree.map(np.asarray, evaluations))
+        return call
 
 
 def call_host(function: Callable[..., Any], *operands, keep_going: bool = False, returns: Any = None) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from purehr.experiments.group_result import GroupResult
-from purehr.run.host.dashboards import run_identity
+from purehr.run.dashboards import run_identity
 from purehr.run.store.machine import environment_description
 from purehr.tracking import TrackingSettings, start_tracking
 from purehr.tracking.settings import RUN_FOLDERS

@@ -34,7 +34,7 @@ from purehr.envs.curriculum import Curriculum
 from purehr.envs.rollout import defines_success, heldout_evaluation
 from purehr.model.saved import ModelContents, read_model, write_model
 from purehr.protocol_settings import MAX_HELDOUT_EPISODES
-from purehr.run.host.dashboards import run_identity
+from purehr.run.dashboards import run_identity
 from purehr.run.host.estimate import network_text
 from purehr.run.host.progress import Progress, TaskPlan
 from purehr.run.store.machine import environment_description

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from purehr.reports.results_table import results_table
-from purehr.run.host.dashboards import run_identity
+from purehr.run.dashboards import run_identity
 from purehr.run.store.record import recorded_config
 from purehr.run.store.run_dir import FIGURES, RunDirectory
 from purehr.tracking import Tracking, TrackingSettings, start_tracking

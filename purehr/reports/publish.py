@@ -3,7 +3,7 @@ needs, without the hundreds of intermediate checkpoints.
 
 Kept: the manifest (marked ``published``), every CSV, the figures and the final metrics, each
 seed's *last* checkpoint and the one it reports where the run chose another
-(``purehr.run.reported``; so ``restore(record, task, seed, step="latest")``, ``step="reported"`` and
+(``purehr.run.choose_reported``; so ``restore(record, task, seed, step="latest")``, ``step="reported"`` and
 ``scripts/evaluate.py --checkpoint`` work on a fresh clone), and the showcase traces the replay
 plays (so ``scripts/render.py`` can redraw it). Intermediate checkpoints stay listed in
 ``checkpoints.csv`` with their held-out metrics; restoring one from the record says it is not
@@ -93,7 +93,7 @@ def _seed_copies(
     source: Path, target: Path, task: str, seed: int, *, replay: bool, limit: int
 ) -> tuple[list[tuple[Path, Path]], list[tuple[Path, dict[str, Any]]]]:
     """What one seed contributes to the record, every path checked: its logs, its last
-    checkpoint and the one it reports where that is another (``purehr.run.reported``), and
+    checkpoint and the one it reports where that is another (``purehr.run.choose_reported``), and
     (``replay``) the showcases the replay plays; then those checkpoints' folders and rows (for
     ``_verify``)."""
     seed_dir = source / task / seed_dir_name(seed)

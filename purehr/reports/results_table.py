@@ -75,7 +75,7 @@ def _column_metric(task: str, recorded) -> tuple[str, str, int]:
 def final_checkpoint_metrics(run_dir: Path, task: str, seeds: list[int]) -> dict[str, np.ndarray]:
     """The reported checkpoint of every seed, one array per ``eval_*`` column (seed order): its
     last checkpoint's row, or the reported.csv of a run that chose one on validation episodes
-    (``ProtocolSettings.report_candidates``, ``purehr.run.reported``)."""
+    (``ProtocolSettings.report_candidates``, ``purehr.run.choose_reported``)."""
     rows = reported_rows(run_dir, task, seeds) or [_last_checkpoint_row(run_dir, task, seed) for seed in seeds]
     per_seed = [
         {name[len("eval_") :]: value for name, value in row.items() if name.startswith("eval_")}

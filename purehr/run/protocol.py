@@ -5,16 +5,16 @@ run directory, in this order:
               check done before anything is compiled or written      purehr.run.planning.run_plan, .resume
     prepare   the run directory checked, then held by this process   purehr.run.planning.preparation
     start     each task's states: initial, or restored from its resume point   purehr.run.planning.triage
-    manifest  written "running" (a new run evaluates its baselines first)      purehr.run.store.status
+    manifest  written "running" (a new run evaluates its baselines first)      purehr.run.status
     compile   one program for every task x seed                      purehr.run.compiled.program
     train     the program runs; its callbacks write the logs and checkpoints   purehr.run.host.recorder
               (Ctrl-C or SIGTERM stops it at the next update: "interrupted", ``RunInterrupted``)
     report    each seed's reported checkpoint, where a task chooses it on validation episodes
-                                                                     purehr.run.reported
+                                                                     purehr.run.choose_reported
     finish    the manifest says "finished", or "failed" / "diverged" and the error is raised
-                                                                     purehr.run.store.status, .outcome
+                                                                     purehr.run.status, .outcome
 
-Under ``jax.distributed`` process 0 alone does this; the others follow (``purehr.run.compiled.followers``)."""
+Under ``jax.distributed`` process 0 alone does this; the others follow (``purehr.run.followers``)."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ from purehr.devices.distributed import (
     wait_for_all_processes,
 )
 from purehr.envs.curriculum import Curriculum
+from purehr.run.choose_reported import report_checkpoints
 from purehr.run.compiled.compile_cache import COUNTS as COMPILE_CACHE_COUNTS
-from purehr.run.compiled.followers import Followers, follow_primary
 from purehr.run.compiled.program import (
     CtrlC,
     TrainingProgram,
@@ -53,7 +53,8 @@ from purehr.run.compiled.program import (
     protocol_mesh,
 )
 from purehr.run.compiled.train_all import TaskSetup
-from purehr.run.host.dashboards import claim_log_dir, open_run_tracking
+from purehr.run.dashboards import claim_log_dir, open_run_tracking
+from purehr.run.followers import Followers, follow_primary
 from purehr.run.host.estimate import explained_out_of_memory, training_needs
 from purehr.run.host.progress import Progress, TaskPlan
 from purehr.run.host.recorder import RunRecorder, library_errors_in_one_line
@@ -75,7 +76,7 @@ from purehr.run.planning.resume import extension_hint, plan_resume
 from purehr.run.planning.resume_command import absolute, python_words, write_resume_file
 from purehr.run.planning.run_plan import RunPlan, RunRequest, new_run_plan
 from purehr.run.planning.triage import check_indexes, index_disagreements, restore_task
-from purehr.run.reported import report_checkpoints
+from purehr.run.status import mark_ended, mark_failed, mark_interrupted, mark_running
 from purehr.run.store.run_dir import (
     RESUME,
     RunDirectory,
@@ -84,7 +85,6 @@ from purehr.run.store.run_dir import (
     environment_advice,
     nonfinite_before,
 )
-from purehr.run.store.status import mark_ended, mark_failed, mark_interrupted, mark_running
 
 
 def train_all_seeds(

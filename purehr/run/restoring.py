@@ -52,7 +52,7 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     task registered again); its environment is rebuilt from the manifest's constructor
     arguments. ``step`` is an environment-step count (the actual count, or the target it was
     saved for), ``"latest"`` or ``"reported"`` (the checkpoint the run reports: its latest, or
-    the one chosen on validation episodes, ``purehr.run.reported``; refused, naming the missing
+    the one chosen on validation episodes, ``purehr.run.choose_reported``; refused, naming the missing
     reported.csv, where the run chooses one but has not); ``seed`` and ``step`` may be
     NumPy integers. Only a checkpoint
     that matches the digest checkpoints.csv recorded for it is returned."""

@@ -342,7 +342,7 @@ def skipped_updates_note(skipped: list[int], totals: list[int]) -> str:
 def write_final_metrics(run: RunData, path: Path) -> Path:
     """One row per task and seed: the reported checkpoint's held-out metrics (the numbers a
     results table quotes: the last checkpoint's, or the one the run chose on validation
-    episodes, ``purehr.run.reported``). Tasks have different eval_ columns; absent ones stay empty."""
+    episodes, ``purehr.run.choose_reported``). Tasks have different eval_ columns; absent ones stay empty."""
     metric_names: list[str] = []
     for task_logs in run.logs.values():
         for log in task_logs.values():

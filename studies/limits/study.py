@@ -10,7 +10,7 @@ and the hand-made references (issue 28, docs/limits.md, results/limits/).
            replayed in ``HRWritingEnv``, the greedy oracle, each PPO seed
 
 PPO is every seed of the protocol record's reported checkpoint (``restore(..., "reported")``: the
-last, unless the run chose one on validation episodes, ``purehr.run.reported``) on the
+last, unless the run chose one on validation episodes, ``purehr.run.choose_reported``) on the
 same starts / episodes as the evaluation; a start's PPO number is the median over the seeds
 (each seed is in the rows too). The gap of a start is PPO's median over the reference's.
 """

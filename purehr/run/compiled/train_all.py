@@ -174,7 +174,7 @@ def make_train_all(setups: list[TaskSetup], host: HostSlot) -> Callable[[dict], 
 
         def save(runner, evaluation, showcase, has_showcase, params=None) -> None:
             if params is not None and not bool(has_showcase):
-                host.on_deferred_checkpoint(setup.name, runner, params)
+                host.forward("on_deferred_checkpoint")(setup.name, runner, params)
             else:
                 host.on_checkpoint(setup.name, runner, evaluation, showcase if bool(has_showcase) else None)
 
@@ -237,7 +237,24 @@ def evaluate_group(setup: TaskSetup, host: HostSlot, quick_evaluation: Callable,
     slots = quick_group_size(setup.config, setup.protocol)
     like = jax.tree.map(lambda x: jax.ShapeDtypeStruct((slots, *x.shape), x.dtype), params)
     returns = (like, jax.ShapeDtypeStruct((), jnp.int32))
-    held, count = call_host(functools.partial(host.pending_params, setup.name, like), returns=returns)
+    held, count = call_host(lambda: stack_held(host.forward("pending_params")(setup.name), like), returns=returns)
     group = jax.jit(jax.vmap(quick_evaluation))  # one trace for the cond's branch and its shapes
     evaluations = jax.lax.cond(count > 0, group, lambda p: not_due(jax.eval_shape(group, p)), held)
-    call_host(functools.partial(host.on_group_evaluations, setup.name), evaluations)
+    call_host(functools.partial(host.forward("on_group_evaluations"), setup.name), evaluations)
+
+
+def stack_held(held: list, like: Any) -> tuple[Any, np.ndarray]:
+    """(The held parameters stacked as ``like``, ``[group slot, seed, ...]``, the slots past the
+    last held one zero; how many are held): what the program evaluates as one group."""
+    held = list(held)
+    slots = jax.tree.leaves(like)[0].shape[0]
+    if len(held) > slots:
+        raise RuntimeError(f"{len(held)} quick checkpoints held, more than a group's {slots}")
+
+    def stacked(shape, *leaves):
+        out = np.zeros(shape.shape, shape.dtype)
+        if leaves:
+            out[: len(leaves)] = np.stack(leaves)
+        return out
+
+    return jax.tree.map(stacked, like, *held), np.int32(len(held))

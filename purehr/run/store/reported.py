@@ -1,4 +1,4 @@
-"""Reading a run's reported checkpoints back (``purehr.run.reported`` writes them): what the
+"""Reading a run's reported checkpoints back (``purehr.run.choose_reported`` writes them): what the
 results table and the goals judge a seed by. No JAX here."""
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ UPDATES_CSV = "updates.csv"
 CHECKPOINTS_CSV = "checkpoints.csv"
 FINAL_METRICS_CSV = "final_metrics.csv"
 REPORTED_CSV = "reported.csv"
-"""A seed's reported checkpoint (``ProtocolSettings.report_candidates`` > 1, ``purehr.run.reported``)."""
+"""A seed's reported checkpoint (``ProtocolSettings.report_candidates`` > 1, ``purehr.run.choose_reported``)."""
 FIGURES = "figures"
 SEED_DIRECTORY = re.compile(r"^seed_(\d+)$")
 STEP_FOLDER = re.compile(r"^\d+$")

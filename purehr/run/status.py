@@ -149,7 +149,7 @@ def mark_ended(
 ) -> None:
     """The manifest says "finished", or "diverged" and which seeds (``diverged``), with the
     timings, what the persistent compilation cache answered (``compile_cache``) and the tasks'
-    reported checkpoints chosen on validation episodes (``reported``, ``purehr.run.reported``)."""
+    reported checkpoints chosen on validation episodes (``reported``, ``purehr.run.choose_reported``)."""
     manifest = run_dir.read_manifest()
     previous_wall = manifest.get("wall_time_s") or 0.0
     manifest.update(
