@@ -37,6 +37,11 @@ def _digests(run_dir: Path) -> list[str]:
         return [row["state_digest"] for row in csv.DictReader(rows)]
 
 
+def given_values(layers) -> dict:
+    """The field values the settings' sources give every task, the last source's where several do."""
+    return {name: value for layer in layers for name, value in layer.every_task.items()}
+
+
 def test_a_run_from_a_toml_file_is_the_run_of_the_same_flags(tmp_path, capsys):
     config = tmp_path / "run.toml"
     config.write_text(TOML)
@@ -56,7 +61,9 @@ def test_a_run_from_a_toml_file_is_the_run_of_the_same_flags(tmp_path, capsys):
     # the manifest repeats the run: the same resolved flags (a new directory given beside it)
     repeated = parse_with_config(script.build_parser(), ["--config", str(tmp_path / "file" / "manifest.json")])
     direct = script.build_parser().parse_args(FLAGS)
-    assert script._run_request(repeated.args) == script._run_request(direct)
+    from_manifest, from_flags = script._run_request(repeated.args), script._run_request(direct)
+    assert given_values(from_manifest.pop("settings")) == given_values(from_flags.pop("settings"))
+    assert from_manifest == from_flags
 
 
 def test_flags_beside_the_file_override_it_and_task_sections_apply_to_their_task(tmp_path):
@@ -68,7 +75,9 @@ def test_flags_beside_the_file_override_it_and_task_sections_apply_to_their_task
     resolved = parse_with_config(script.build_parser(), ["--config", str(config), "--learning-rate", "1e-3"])
     assert resolved.source_line == f"from {config}; --learning-rate 1e-3 given on the command line overrides it"
     request = script._run_request(resolved.args)
-    assert request["overrides"]["learning_rate"] == 1e-3 and request["overrides"]["total_timesteps"] == 4096
+    given = given_values(request["settings"])
+    assert given["learning_rate"] == 1e-3 and given["total_timesteps"] == 4096
+    assert [layer.source for layer in request["settings"]] == [f"config file {config}", "command line"]
     assert resolved.task_overrides == {"hrv": {"num_epochs": 2, "gamma": 0.9}}
     assert request["env_kwargs"] == {"hrv": {"difficulty": 0.5}}
     resolved = parse_with_config(script.build_parser(), ["--config", str(config), "--gamma", "0.95"])

@@ -7,18 +7,23 @@ import json
 import pytest
 from conftest import train_all_seeds_script
 
-from purehr.cli.profile_flags import apply_profile, run_profile
+from purehr.cli.profile_flags import profile_layer, run_profile
 from purehr.run.planning.run_plan import RunRequest, new_run_plan
+from purehr.run.planning.settings import SettingsLayer
 from purehr.tasks import HRV_DEFAULTS, SWING_DEFAULTS, get_task
 from purehr.tasks.profiles import check_profile, profile_config, profile_values, resolve_profile
 
 
-def _configs(tmp_path, profile, tasks=("swing", "hrv"), overrides=None, task_overrides=None, algorithm=None):
-    """The configs a new run's plan gets from the profile with the flags given (nothing compiled)."""
-    overrides = dict(overrides or {})
-    merged, _ = apply_profile(profile, list(tasks), algorithm, overrides, task_overrides or {})
-    request = RunRequest.checked(list(tasks), [0], overrides=overrides, task_overrides=merged, algorithm=algorithm)
-    return new_run_plan(tmp_path / "run", request).configs
+def _plan(tmp_path, profile, tasks=("swing", "hrv"), overrides=None, task_overrides=None, algorithm=None):
+    """A new run's plan from the profile with the flags given (nothing compiled)."""
+    layers = [profile_layer(profile, list(tasks), algorithm), SettingsLayer("command line", overrides or {})]
+    layers.append(SettingsLayer("config file run.toml", {}, task_overrides or {}))
+    request = RunRequest.checked(list(tasks), [0], algorithm=algorithm, settings=layers)
+    return new_run_plan(tmp_path / "run", request)
+
+
+def _configs(tmp_path, profile, *tasks, **given):
+    return _plan(tmp_path, profile, *tasks, **given).configs
 
 
 def test_auto_is_cpu_on_this_machine_and_accelerator_on_a_gpu_or_tpu():
@@ -61,7 +66,11 @@ def test_flags_given_win_over_the_profile(tmp_path):
     configs = _configs(tmp_path, "accelerator", overrides={"num_envs": 64}, task_overrides={"hrv": {"num_steps": 16}})
     assert (configs["swing"].num_envs, configs["swing"].num_steps, configs["swing"].minibatch_size) == (64, 32, 128)
     assert (configs["hrv"].num_envs, configs["hrv"].num_steps, configs["hrv"].minibatch_size) == (64, 16, 512)
-    _, overridden = apply_profile("accelerator", ["swing", "hrv"], None, {"num_envs": 64}, {"hrv": {"num_steps": 16}})
+    plan = _plan(tmp_path, "accelerator", overrides={"num_envs": 64}, task_overrides={"hrv": {"num_steps": 16}})
+    overridden = {
+        task: sorted(k for k, v in plan.sources[task].items() if v in ("command line", "config file run.toml"))
+        for task in plan.tasks
+    }
     assert overridden == {"swing": ["num_envs"], "hrv": ["num_envs", "num_steps"]}
 
 
@@ -99,7 +108,7 @@ def test_a_given_value_that_does_not_fit_the_profiles_says_which_are_whose(tmp_p
     minibatch_size=512 makes no batch; the refusal names the profile's values and the user's,
     and the ways out, before anything is written."""
     with pytest.raises(ValueError) as raised:
-        apply_profile("accelerator", ["hrv"], None, {"num_envs": 10}, {})
+        _plan(tmp_path, "accelerator", ["hrv"], overrides={"num_envs": 10})
     message = " ".join(str(raised.value).split())
     assert message.startswith("hrv: PPOConfig.minibatch_size=512 does not divide the batch num_envs * num_steps")
     assert "num_steps=8 minibatch_size=512 from --profile accelerator; num_envs=10 given" in message

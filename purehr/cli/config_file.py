@@ -30,12 +30,16 @@ NOT_RECORDED += ("num_processes", "process_id")
 @dataclasses.dataclass(frozen=True)
 class ResolvedArgs:
     """The parsed flags; ``task_overrides`` from the file's sections; ``record``: what the manifest
-    keeps (``run_config``); ``source_line``: where the settings came from, for the plan."""
+    keeps (``run_config``); ``source_line``: where the settings came from, for the plan; ``path``:
+    the file; ``file_keys``: its top-level keys (as a file writes them) the command line does not give
+    (both set on ``args`` too, as ``config_path`` and ``file_keys``)."""
 
     args: argparse.Namespace
     task_overrides: dict[str, dict[str, Any]]
     record: dict[str, Any]
     source_line: str | None
+    path: Path | None = None
+    file_keys: frozenset[str] = frozenset()
 
 
 def parse_with_config(parser: argparse.ArgumentParser, argv: list[str] | None) -> ResolvedArgs:
@@ -46,6 +50,7 @@ def parse_with_config(parser: argparse.ArgumentParser, argv: list[str] | None) -
     argv = list(sys.argv[1:] if argv is None else argv)
     given = parser.parse_args(argv)
     if given.config is None:
+        given.config_path, given.file_keys = None, frozenset()
         return ResolvedArgs(given, {}, _record(parser, given, {}, None), None)
     path = Path(given.config)
     try:
@@ -65,7 +70,10 @@ def parse_with_config(parser: argparse.ArgumentParser, argv: list[str] | None) -
     }
     overriding = [words for key, words in on_command_line.items() if key in in_file]
     line = f"from {path}" + (f"; {' '.join(overriding)} given on the command line overrides it" if overriding else "")
-    return ResolvedArgs(args, task_overrides, _record(parser, args, sections, (path, digest), on_command_line), line)
+    record = _record(parser, args, sections, (path, digest), on_command_line)
+    file_keys = frozenset(key.replace("-", "_") for key in table) - set(on_command_line) - {TASK_SECTION}
+    args.config_path, args.file_keys = path, file_keys  # where the settings' sources come from (the plan's)
+    return ResolvedArgs(args, task_overrides, record, line, path, file_keys)
 
 
 def read_table(path: Path) -> tuple[dict[str, Any], str]:

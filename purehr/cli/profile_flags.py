@@ -6,12 +6,9 @@ keeps the profile it was started with, which its manifest records (``run_config`
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from pathlib import Path
-from typing import Any
 
-from purehr.protocol_settings import split_settings
-from purehr.run.planning.run_plan import entry_settings
+from purehr.run.planning.settings import SettingsLayer
 from purehr.run.store.run_dir import read_manifest
 from purehr.tasks.profiles import ACCELERATOR_DEFAULTS, PROFILE_CHOICES, profile_values, resolve_profile
 
@@ -57,60 +54,23 @@ def run_profile(given: str | None, resume: bool, run_dir: Path) -> tuple[str, st
     return resolve_profile(given), "--profile"
 
 
-def apply_profile(
-    profile: str,
-    entries: list[str],
-    algorithm: str | None,
-    overrides: dict[str, Any],
-    task_overrides: dict[str, dict[str, Any]],
-) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
-    """(``task_overrides`` with the profile's values of each entry under them and under
-    ``overrides``, the profile's fields each entry was given otherwise): what is given wins."""
-    merged, overridden = {k: dict(v) for k, v in task_overrides.items()}, {}
-    for entry in entries:
-        values = profile_values(profile, entry, algorithm)
-        given = {**overrides, **task_overrides.get(entry, {})}
-        kept = {name: value for name, value in values.items() if name not in given}
-        if kept:
-            _check_fit(profile, entry, algorithm, kept, given)
-            merged[entry] = {**kept, **merged.get(entry, {})}
-        if len(kept) < len(values):
-            overridden[entry] = sorted(set(values) - set(kept))
-    return merged, overridden
+def profile_layer(profile: str, entries: list[str], algorithm: str | None) -> SettingsLayer:
+    """The profile's values for each entry: a source of the run's settings under the config file's
+    and the flags' (``purehr.run.planning.settings``)."""
+    return SettingsLayer(
+        f"profile {profile}", {}, {entry: profile_values(profile, entry, algorithm) for entry in entries}
+    )
 
 
-def _check_fit(profile: str, entry: str, algorithm: str | None, kept: dict, given: dict) -> None:
-    """``ValueError`` where the profile's values left under the given ones make no config of
-    ``entry`` (``--num-envs 10`` beside the profile's ``num_steps`` and ``minibatch_size``),
-    naming which values are the profile's and which were given, and the ways out."""
-    try:
-        config = entry_settings(entry, algorithm)[0]
-    except (ValueError, KeyError):
-        return  # the plan refuses the entry itself
-    fields = {f.name for f in dataclasses.fields(config)}
-    yours = {name: value for name, value in split_settings(given)[0].items() if name in fields}
-    if not yours:
-        return
-    try:
-        config.replace(**yours, **split_settings(kept)[0])
-    except ValueError as error:
-        theirs = " ".join(f"{k}={v}" for k, v in kept.items())
-        flags = " and ".join(f"--{k.replace('_', '-')}" for k in kept)
-        raise ValueError(
-            f"{entry}: {error}; {theirs} from --profile {profile}; "
-            f"{' '.join(f'{k}={v}' for k, v in yours.items())} given. Expected values that fit together: "
-            f"give --profile cpu (the task's defaults under yours), or set {flags} too"
-        ) from None
-
-
-def profile_line(profile: str, why: str, entries: list[str], algorithm: str | None, overridden: dict) -> str:
-    """The plan's line: the profile, why, what it sets per entry and what given values replaced."""
+def profile_line(profile: str, why: str, entries: list[str], algorithm: str | None, given: dict[str, set]) -> str:
+    """The plan's line: the profile, why, what it sets per entry and which of those ``given``
+    (entry -> the fields other sources give) replaced."""
     parts = []
     for entry in entries:
         values = profile_values(profile, entry, algorithm)
         if values:
-            given = overridden.get(entry, [])
-            shown = " ".join(f"{k}={v}" + (" (given: yours)" if k in given else "") for k, v in values.items())
+            yours = given.get(entry, set())
+            shown = " ".join(f"{k}={v}" + (" (given: yours)" if k in yours else "") for k, v in values.items())
             parts.append(f"{entry} {shown}")
     what = f": {'; '.join(parts)}" if parts else ": the tasks' defaults"
     return f"profile {profile} ({why}){what}"

@@ -374,8 +374,8 @@ def _start_jax(args, parser, run_dir: Path) -> None:
 
 def _choose_profile(args, parser, run_dir: Path) -> None:
     """The run's profile (``--profile``; a resume keeps its run's), recorded in ``run_config``;
-    a new run gets its values under the flags and the config file's (``args.task_overrides``)."""
-    from purehr.cli.profile_flags import apply_profile, profile_line, run_profile
+    a new run's settings take its values under the config file's and the flags' (``_settings``)."""
+    from purehr.cli.profile_flags import profile_line, run_profile
     from purehr.run.planning.run_plan import DEFAULT_TASKS
 
     try:
@@ -389,13 +389,34 @@ def _choose_profile(args, parser, run_dir: Path) -> None:
         print(f"profile {profile} ({why})", file=sys.stderr)
         return
     entries = list(args.tasks or DEFAULT_TASKS)
-    try:
-        args.task_overrides, overridden = apply_profile(
-            profile, entries, args.algorithm, overrides_from_args(args), getattr(args, "task_overrides", None) or {}
-        )
-    except ValueError as error:  # a given value that does not fit the profile's
-        parser.exit(2, f"error: {error}\n")
-    print(profile_line(profile, why, entries, args.algorithm, overridden), file=sys.stderr)
+    layers = _settings(args)
+    others = {entry: {name for layer in layers[1:] for name in layer.for_entry(entry)} for entry in entries}
+    print(profile_line(profile, why, entries, args.algorithm, others), file=sys.stderr)
+
+
+def _settings(args) -> tuple:
+    """The sources of the run's field values, lowest first (``purehr.run.planning.settings``): a new
+    run's profile (once chosen), the config file's top level and sections, the flags."""
+    from purehr.cli.profile_flags import profile_layer
+    from purehr.run.planning.run_plan import DEFAULT_TASKS
+    from purehr.run.planning.settings import SettingsLayer
+    from purehr.tasks.profiles import PROFILES
+
+    given = overrides_from_args(args)  # the file's top-level fields and the flags
+    file_keys = getattr(args, "file_keys", frozenset())
+    in_file = {name: value for name, value in given.items() if _flag_key(name) in file_keys}
+    layers = []
+    if not args.resume and args.profile in PROFILES:
+        layers.append(profile_layer(args.profile, list(args.tasks or DEFAULT_TASKS), args.algorithm))
+    path, sections = getattr(args, "config_path", None), getattr(args, "task_overrides", None) or {}
+    if path is not None or sections:
+        layers.append(SettingsLayer(f"config file {path}" if path else "config file", in_file, sections))
+    return (*layers, SettingsLayer("command line", {k: v for k, v in given.items() if k not in in_file}))
+
+
+def _flag_key(field: str) -> str:
+    """A config field's key in a config file: its flag's (``--steps`` sets ``total_timesteps``)."""
+    return "steps" if field == "total_timesteps" else field
 
 
 def _run_request(args) -> dict:
@@ -410,8 +431,7 @@ def _run_request(args) -> dict:
         seeds=seeds,
         pbt=pbt,
         env_kwargs=env_kwargs_from_args(args.env_arg, args.tasks, args.brax_backend),
-        overrides=overrides_from_args(args),
-        task_overrides=getattr(args, "task_overrides", None),
+        settings=_settings(args),
         algorithm=args.algorithm,
         resume=args.resume,
         devices=args.devices,

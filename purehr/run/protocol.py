@@ -109,6 +109,7 @@ def train_all_seeds(
     run_config: dict[str, Any] | None = None,
     algorithm: str | None = None,
     resume_words: list[str] | None = None,
+    settings=(),
 ) -> RunSummary:
     """Train every task x seed in one compiled call; see docs/protocol.md for what it leaves.
 
@@ -126,7 +127,9 @@ def train_all_seeds(
     ``purehr.tracking.TrackingSettings``); a resume continues the recorded ones and may add more.
     ``pbt`` (a ``purehr.population.PBTSettings``): the seeds of each task are one population
     trained by population-based training (docs/pbt.md); recorded, and kept on a resume.
-    ``task_overrides`` maps a task to field values for it alone, applied over ``overrides``.
+    ``task_overrides`` maps a task to field values for it alone, applied over ``overrides``;
+    ``settings`` (``purehr.run.planning.settings.SettingsLayer``s, lowest first) are further
+    sources under both: the command line's profile, config file and flags.
     A task entry ``swing@sac`` trains ``swing`` by ``sac`` and keys everything of it (configs,
     the run directory's ``swing@sac/seed_<n>/``); an entry without a suffix trains by
     ``algorithm`` (default: PPO; on ``resume``: the recorded one, which a given one must equal).
@@ -152,7 +155,7 @@ def train_all_seeds(
     if resume and overwrite:
         raise ValueError("--resume and --overwrite contradict each other; give one")
     request = RunRequest.checked(
-        tasks, seeds, configs, overrides, curricula, env_kwargs, log, pbt, task_overrides, algorithm
+        tasks, seeds, configs, overrides, curricula, env_kwargs, log, pbt, task_overrides, algorithm, settings
     )
     # a bad --devices, or too few CPU pool threads for the devices, is refused before the run
     # directory is touched
@@ -216,7 +219,16 @@ def _train_locked(
     setups = plan.setups()
     configs = {s.name: s.config for s in setups}
     protocols = {s.name: s.protocol for s in setups}
-    banner = start_banner(run_dir.root, plan.tasks, plan.seeds, configs, protocols, resume=plan.resumed, pbt=plan.pbt)
+    banner = start_banner(
+        run_dir.root,
+        plan.tasks,
+        plan.seeds,
+        configs,
+        protocols,
+        resume=plan.resumed,
+        pbt=plan.pbt,
+        sources=plan.sources,
+    )
     stopping = f"  {_stop_hint()}; the command that continues it is in {absolute(run_dir.root / RESUME)}"
     print(f"{banner}\n{stopping}", file=sys.stderr, flush=True)
     mesh = protocol_mesh(setups, plan.seeds, devices)

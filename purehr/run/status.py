@@ -65,6 +65,7 @@ def _new_manifest(plan: RunPlan, setups: list[TaskSetup], invocation: dict[str, 
         configs={s.name: s.config.to_dict() for s in setups},
         algorithms={s.name: s.algorithm.name for s in setups},
         protocol_settings={s.name: s.protocol.to_dict() for s in setups},
+        setting_sources=plan.sources,
         protocol=PROTOCOL_TEXT,
         environments={s.name: s.task.env_kwargs(s.env) for s in setups},
         sources={s.name: s.task.source(s.env) for s in setups},
@@ -96,6 +97,7 @@ def _resumed_manifest(
     # a run recorded before the protocol's settings were apart from the config gets them apart
     # now, as a new run records them (its extended configs below are written without them)
     manifest["protocol_settings"] = {name: plan.protocols[name].to_dict() for name in plan.tasks}
+    manifest["setting_sources"] = plan.sources  # a run recorded before sources: "recorded"; an extension's budget
     if plan.extended:
         for name in plan.extended:
             manifest["configs"][name] = plan.configs[name].to_dict()

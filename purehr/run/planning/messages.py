@@ -14,6 +14,7 @@ from purehr.algorithms.base import AlgorithmConfig
 from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of
 from purehr.population.settings import PBTSettings
 from purehr.protocol_settings import ProtocolSettings
+from purehr.run.planning.settings import sources_line
 
 
 def budget_notice(task: str, config: AlgorithmConfig) -> str | None:
@@ -37,9 +38,11 @@ def start_banner(
     protocols: dict[str, ProtocolSettings],
     resume: bool = False,
     pbt: PBTSettings | None = None,
+    sources: dict[str, dict[str, str]] | None = None,
 ) -> str:
     """Printed before anything slow (baselines, compilation): what is about to happen; a PBT
-    run says its seeds are one population (they copy each other's weights)."""
+    run says its seeds are one population (they copy each other's weights); ``sources`` (task ->
+    field -> source): every value that is not the default, by where it came from."""
     lines = [
         f"{'continuing the run' if resume else 'new run'} in {run_dir}: {', '.join(tasks)} x seeds "
         f"{', '.join(map(str, seeds))} ({_count(len(tasks) * len(seeds), 'training')} in one compiled program)"
@@ -59,6 +62,13 @@ def start_banner(
             f"{config.num_envs} envs x {config.num_steps} steps, held-out checkpoints every "
             f"{protocols[task].checkpoint_interval:,}"
         )
+    settings = [
+        line
+        for task in tasks
+        if (line := sources_line(task, configs[task], protocols[task], (sources or {}).get(task, {}))) is not None
+    ]
+    if settings:
+        lines += ["  settings that are not the defaults, by source:", *settings]
     notices = [notice for task in tasks if (notice := budget_notice(task, configs[task])) is not None]
     return "\n".join(lines + notices)
 

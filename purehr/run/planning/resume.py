@@ -19,10 +19,11 @@ from purehr.run.planning.run_plan import (
     check_grouping,
     check_log_dir,
     current_precision,
-    merged_settings,
+    resolved_settings,
     validate_curricula,
     validate_request,
 )
+from purehr.run.planning.settings import RECORDED, base_sources
 from purehr.run.store.record import TaskRecord, manifest_curricula, recorded_config, task_record
 from purehr.run.store.run_dir import RunDirectory
 from purehr.tracking.settings import TrackingSettings
@@ -34,7 +35,7 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
     extends the run where that can be bit-identical (``extension_problem``)."""
     where = f"(manifest.json of {run_dir.root})"
     tasks, seeds = _recorded_tasks_and_seeds(manifest, request, where)
-    unknown = (set(request.configs) | set(request.task_overrides)) - set(tasks)
+    unknown = request.named_tasks() - set(tasks)
     if unknown:
         raise ValueError(f"--resume: configs given for tasks {sorted(unknown)} that the run does not train ({tasks})")
     records = {task: task_record(manifest, task) for task in tasks}
@@ -43,7 +44,19 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
     _note_changed_versions(manifest, records)
     saved = {task: record.config for task, record in records.items()}
     saved_protocols = {task: record.protocol for task, record in records.items()}
-    wanted, protocols = merged_settings(tasks, request, saved, saved_protocols)
+    recorded_sources = manifest.get("setting_sources") or {}
+    settings = {
+        task: resolved_settings(
+            task,
+            request,
+            saved[task],
+            saved_protocols[task],
+            recorded_sources.get(task) or base_sources(RECORDED, saved[task], saved_protocols[task]),
+        )
+        for task in tasks
+    }
+    wanted = {task: entry.config for task, entry in settings.items()}
+    protocols = {task: entry.protocol for task, entry in settings.items()}
     for task in tasks:
         _check_protocol(task, saved_protocols[task], protocols[task], where)
     curricula = validate_curricula(tasks, {task: record.curriculum for task, record in records.items()})
@@ -75,6 +88,7 @@ def plan_resume(run_dir: RunDirectory, manifest: dict, request: RunRequest) -> R
         tracking=tracking,
         pbt=pbt,
         protocols=protocols,
+        sources={task: entry.sources for task, entry in settings.items()},
     )
 
 

@@ -8,7 +8,6 @@ under ``jax.distributed`` process 0 sends the same plan to the other processes
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -19,7 +18,7 @@ from typing import Any
 import jax
 
 from purehr.algorithms.base import AlgorithmConfig
-from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of, get_algorithm, make_algorithm
+from purehr.algorithms.registry import algorithm_of, get_algorithm, make_algorithm
 from purehr.engine.distributions import action_mask_reader
 from purehr.engine.seeds import validate_seeds
 from purehr.envs.base import Environment, check_environment
@@ -27,10 +26,18 @@ from purehr.envs.curriculum import Curriculum
 from purehr.envs.rollout import defines_success
 from purehr.envs.spaces import flat_dim
 from purehr.population import PBTSettings, PopulationStep
-from purehr.protocol_settings import ProtocolSettings, split_settings, without_legacy_settings
+from purehr.protocol_settings import ProtocolSettings, without_legacy_settings
 from purehr.run.compiled.task_setup import build_setups
 from purehr.run.compiled.train_all import TaskSetup, population_updates
 from purehr.run.host.estimate import TrainingMemory, check_training_memory
+from purehr.run.planning.settings import (
+    TASK,
+    EntrySettings,
+    SettingsLayer,
+    base_sources,
+    entry_settings,
+    resolve_entry,
+)
 from purehr.run.store.record import recorded_config, recorded_protocol
 from purehr.run.store.run_dir import enclosing_run_directory
 from purehr.tasks import TASK_NAMES, get_task
@@ -43,8 +50,6 @@ DEFAULT_SEEDS = (0, 1, 2, 3, 4)
 MAX_EPISODE_STEPS = 100_000
 """The longest episode a run takes: held-out evaluations run every episode for the whole horizon
 (1e9 steps ran the baselines for over 10 minutes without a word)."""
-RECURRENT_FIELDS = ("recurrent_width", "recurrent_skip")
-"""The fields of PPO's config only ``policy="gru"`` reads."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,25 @@ class RunRequest:
     algorithm: str | None = None
     """The algorithm of every task entry without an ``@ALGORITHM`` suffix (``--algorithm``);
     None: PPO for a new run, the recorded one on a resume."""
+    settings: tuple[SettingsLayer, ...] = ()
+    """Sources of field values under ``overrides`` and ``task_overrides``, lowest first (the command
+    line's: its profile, its config file, its flags; ``purehr.run.planning.settings``)."""
+
+    @property
+    def layers(self) -> tuple[SettingsLayer, ...]:
+        """Every source of field values, lowest first: ``settings``, then ``overrides`` and
+        ``task_overrides`` (source "given")."""
+        if not (self.overrides or self.task_overrides):
+            return self.settings
+        return (*self.settings, SettingsLayer("given", self.overrides, self.task_overrides))
+
+    def given_for(self, task: str) -> dict[str, Any]:
+        """Every value given for ``task`` by any source (the last source's where several give one)."""
+        return {name: value for layer in self.layers for name, value in layer.for_entry(task).items()}
+
+    def named_tasks(self) -> set[str]:
+        """The tasks named by a config given whole or by a source's values for one task."""
+        return set(self.configs) | {task for layer in self.layers for task in layer.per_task}
 
     @classmethod
     def checked(
@@ -84,6 +108,7 @@ class RunRequest:
         pbt=None,
         task_overrides=None,
         algorithm=None,
+        settings=(),
     ) -> RunRequest:
         if algorithm is not None:
             get_algorithm(algorithm)  # an unknown one is named before anything else
@@ -104,6 +129,7 @@ class RunRequest:
             pbt,
             {task: dict(values) for task, values in (task_overrides or {}).items()},
             algorithm,
+            tuple(settings),
         )
 
 
@@ -123,6 +149,7 @@ class RunPlan:
     tracking: TrackingSettings = field(default_factory=TrackingSettings)  # with a W&B run id per task x seed
     pbt: PBTSettings | None = None  # population-based training over the seeds, checked
     protocols: dict[str, ProtocolSettings] = field(default_factory=dict)  # checkpoint and evaluation cadence
+    sources: dict[str, dict[str, str]] = field(default_factory=dict)  # task -> field -> where its value came from
 
     @property
     def resumed(self) -> bool:
@@ -150,6 +177,7 @@ class RunPlan:
             "env_kwargs": self.env_kwargs,
             "tracking": self.tracking.to_json(),
             "pbt": None if self.pbt is None else self.pbt.to_dict(),
+            "setting_sources": self.sources,
         }
 
     @classmethod
@@ -166,6 +194,7 @@ class RunPlan:
             TrackingSettings.from_json(data.get("tracking")),
             None if data.get("pbt") is None else PBTSettings.from_dict(data["pbt"]),
             {name: recorded_protocol(data, name) for name in data["configs"]},
+            dict(data.get("setting_sources") or {}),
         )
 
 
@@ -174,16 +203,12 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
     before anything is touched."""
     tasks = request.tasks or list(DEFAULT_TASKS)
     curricula = validate_curricula(tasks, request.curricula)
-    unknown = (set(request.configs) | set(request.task_overrides)) - set(tasks)
+    unknown = request.named_tasks() - set(tasks)
     if unknown:
         raise ValueError(f"configs given for tasks {sorted(unknown)} that are not being trained ({tasks})")
-    defaults = {task: entry_settings(task, request.algorithm) for task in tasks}
-    configs, protocols = merged_settings(
-        tasks,
-        request,
-        {task: config for task, (config, _) in defaults.items()},
-        {t: p for t, (_, p) in defaults.items()},
-    )
+    settings = {task: resolved_settings(task, request, *entry_settings(task, request.algorithm)) for task in tasks}
+    configs = {task: entry.config for task, entry in settings.items()}
+    protocols = {task: entry.protocol for task, entry in settings.items()}
     envs = check_env_kwargs(tasks, request.env_kwargs, protocols)
     seeds = request.seeds or list(DEFAULT_SEEDS)
     check_memory(envs, configs, len(seeds))
@@ -204,31 +229,28 @@ def new_run_plan(run_dir: Path, request: RunRequest) -> RunPlan:
         tracking=tracking,
         pbt=request.pbt,
         protocols=protocols,
+        sources={task: entry.sources for task, entry in settings.items()},
     )
 
 
-def entry_settings(entry: str, algorithm: str | None) -> tuple[AlgorithmConfig, ProtocolSettings]:
-    """A new run's defaults for the task entry ``entry``: an ``@ALGORITHM`` entry's (``swing@sac``),
-    else the task's for ``algorithm`` (``--algorithm``; None: PPO), refused before any work
-    where the algorithm cannot act in the task's actions (``Task.config_for``)."""
-    task = get_task(entry)
-    if task.algorithm is not None:
-        return task.settings_for(None)
-    return task.settings_for(task.config_for(algorithm or DEFAULT_ALGORITHM, entry=entry))
-
-
-def check_entry_fields(entry: str, config: AlgorithmConfig, given: dict[str, Any]) -> None:
-    """``ValueError`` naming a field (a flag) that ``entry``'s algorithm's config lacks, the
-    algorithm and its flags: a flag that would change nothing is refused, not ignored."""
-    names = {f.name for f in dataclasses.fields(config)}
-    for name in given:
-        if name not in names:
-            algorithm = algorithm_of(config).name
-            flags = ", ".join(f"--{n.replace('_', '-')}" for n in sorted(names - {"total_timesteps"}))
-            raise ValueError(
-                f"--{name.replace('_', '-')} does not apply to task entry {entry!r}: it trains {algorithm}, "
-                f"whose flags are {flags} (and --steps)"
-            )
+def resolved_settings(
+    task: str,
+    request: RunRequest,
+    config: AlgorithmConfig,
+    protocol: ProtocolSettings,
+    sources: dict[str, str] | None = None,
+) -> EntrySettings:
+    """``task``'s settings: ``config`` and ``protocol`` (the task's defaults for a new run, with
+    ``sources`` None; the recorded ones and their sources on a resume), or the config the request
+    gives whole (with the protocol settings a config written when they were its fields carries),
+    under the request's sources (``purehr.run.planning.settings``)."""
+    if sources is None:
+        sources = base_sources(TASK, config, protocol)
+    if task in request.configs:
+        config, legacy = without_legacy_settings(request.configs[task])
+        protocol = protocol.replace(**legacy)
+        sources = {**base_sources("given config", config), **base_sources(TASK, protocol)}
+    return resolve_entry(task, config, protocol, sources, request.layers)
 
 
 def check_log_dir(
@@ -307,9 +329,7 @@ def settle_grouping(
     grouped = [task for task, protocol in protocols.items() if protocol.group_quick_evaluations]
     if conflict is None or not grouped:
         return protocols
-    asked = [
-        t for t in grouped if "group_quick_evaluations" in {**request.overrides, **request.task_overrides.get(t, {})}
-    ]
+    asked = [t for t in grouped if "group_quick_evaluations" in request.given_for(t)]
     if asked:
         raise ValueError(
             f"group_quick_evaluations=True ({', '.join(asked)}: the quick evaluations are handed over at each "
@@ -338,38 +358,6 @@ def population_step(pbt: PBTSettings, setup: TaskSetup, seeds: list[int]) -> Pop
     rule = pbt.fitness_of(setup.name, setup.env.defines_success)
     fire_at = population_updates(setup.config, setup.protocol, pbt.interval)
     return PopulationStep(pbt, rule, fire_at, seeds[0], setup.name)
-
-
-def merged_settings(
-    tasks: list[str],
-    request: RunRequest,
-    base_configs: dict[str, AlgorithmConfig],
-    base_protocols: dict[str, ProtocolSettings],
-) -> tuple[dict[str, AlgorithmConfig], dict[str, ProtocolSettings]]:
-    """Each task's config and protocol settings: the config given for it (with the protocol
-    settings a config written when they were its fields carries), else ``base_*`` (the task's
-    defaults for a new run, the recorded ones on a resume), with the overrides and then the task's
-    own overrides applied, each to its owner. A GRU field given to a task that trains the
-    feed-forward policy is refused: it would be recorded and change nothing."""
-    configs, protocols = {}, {}
-    for task in tasks:
-        given_overrides = {**request.overrides, **request.task_overrides.get(task, {})}
-        algorithm_overrides, protocol_overrides = split_settings(given_overrides)
-        config, protocol = base_configs[task], base_protocols[task]
-        if task in request.configs:
-            config, legacy = without_legacy_settings(request.configs[task])
-            protocol = protocol.replace(**legacy)
-        check_entry_fields(task, config, algorithm_overrides)
-        configs[task] = config.replace(**algorithm_overrides)
-        protocols[task] = protocol.replace(**protocol_overrides)
-        given = [name for name in RECURRENT_FIELDS if name in algorithm_overrides]
-        if given and hasattr(configs[task], "policy") and configs[task].policy != "gru":
-            name = given[0]
-            raise ValueError(
-                f"{name}={given_overrides[name]!r} applies to policy='gru'; task {task!r} trains "
-                f"policy={configs[task].policy!r} (add --policy gru, or leave out --{name.replace('_', '-')})"
-            )
-    return configs, protocols
 
 
 def validate_request(tasks, seeds) -> tuple[list[str], list[int]]:
