@@ -18,9 +18,14 @@ MAX_HELDOUT_EPISODES = 100_000
 keeps a request near 0.35 GB."""
 
 
-def with_help(default, help: str):
-    """A field whose help (the text of its command-line flag) sits beside it."""
-    return dataclasses.field(default=default, metadata={"help": help})
+def with_help(default, help: str, *, traced: bool = False, bounds: str | None = None, choices: tuple = ()):
+    """A config field declared once: its default, its help (the text of its command-line flag), and
+    what ``purehr.algorithms.config_types.ConfigFields`` checks and builds from it: ``traced`` (the
+    training state carries it as a float32 array: a sweep vmaps it, PBT explores it), ``bounds``
+    (``">0"``, ``">=0"``, ``"[0,1]"``; an int is positive unless ``">=0"``, a size tuple non-empty
+    unless ``"may be empty"``) and ``choices`` (a string's). Its kind is its annotation's."""
+    metadata = {"help": help, "traced": traced, "bounds": bounds, "choices": tuple(choices)}
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -105,9 +110,9 @@ def split_settings(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
 
 
 def refuse_protocol_settings(owner: str, **given: Any) -> None:
-    """``ValueError`` for a protocol setting given to a config that never held one (``PQNConfig``,
-    ``SACConfig``: only ``PPOConfig`` keeps the form from before they had an owner), naming
-    where it goes instead."""
+    """``ValueError`` for a protocol setting given to an algorithm's config (``SACConfig(eval_episodes=40)``;
+    ``PPOConfig`` held four of them before they had an owner: a run recorded so is read by
+    ``purehr.run.store.record``), naming where it goes instead."""
     for name, value in given.items():
         if value is not None:
             raise ValueError(
@@ -115,14 +120,6 @@ def refuse_protocol_settings(owner: str, **given: Any) -> None:
                 f"expected it in the task module's PROTOCOL = ProtocolSettings({name}={value!r}) "
                 f"(docs/environments.md), environment_task(..., default_protocol=...), or --{name.replace('_', '-')}"
             )
-
-
-def without_legacy_settings(config):
-    """(``config`` without the protocol settings it was written with, those settings): a config
-    written when they were its fields (``PPOConfig(checkpoint_interval=...)``) still builds and
-    keeps them in ``legacy_protocol``; a run applies them over the task's."""
-    legacy = dict(getattr(config, "legacy_protocol", None) or {})
-    return (config.replace(**dict.fromkeys(legacy)) if legacy else config), legacy
 
 
 def _numpy_bool(value: Any) -> bool:

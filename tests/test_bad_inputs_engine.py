@@ -18,8 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from purehr.algorithms.config_types import KINDS
 from purehr.algorithms.ppo.algorithm import diverged_at_update, make_ppo
-from purehr.algorithms.ppo.config import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, MAX_OPTIMIZER_STEPS, PPOConfig
+from purehr.algorithms.ppo.config import MAX_OPTIMIZER_STEPS, PPOConfig
+from purehr.algorithms.pqn.config import PQNConfig
+from purehr.algorithms.sac.config import SACConfig
 from purehr.algorithms.trainer import host_env_steps
 from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.hrv import HRWritingEnv
@@ -62,8 +65,6 @@ CONFIG_ROWS = [
         f"counter holds; expected num_envs <= {MAX_OPTIMIZER_STEPS // 4:,}",
     ),
     # issue 27: held-out episodes all run at once on the device (10^8 ran out of memory)
-    (dict(eval_episodes=10**8), "eval_episodes=100000000: expected at most 100,000 (every held-out episode"),
-    (dict(quick_eval_episodes=10**8), "quick_eval_episodes=100000000: expected at most 100,000"),
     # issue 52: the rewards' scale and normalisation
     (dict(reward_scaling=0.0), "reward_scaling=0.0: expected a finite number > 0"),
     (dict(reward_scaling=-10), "reward_scaling=-10.0: expected a finite number > 0"),
@@ -85,15 +86,30 @@ def test_bad_config_is_refused_naming_field_and_value(changes, message):
     assert message in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(eval_episodes=10**8), "eval_episodes=100000000: expected at most 100,000 (every held-out episode"),
+        (dict(quick_eval_episodes=10**8), "quick_eval_episodes=100000000: expected at most 100,000"),
+    ],
+)
+def test_bad_protocol_settings_are_refused_naming_field_and_value(changes, message):
+    with pytest.raises(ValueError) as raised:
+        ProtocolSettings(**changes)
+    assert message in str(raised.value)
+    with pytest.raises(ValueError, match=r"PPOConfig\(.*\): .* is a protocol setting, the task's"):
+        PPOConfig(**changes)  # a protocol setting given to a config is refused naming where it goes
+
+
 def test_every_config_field_has_a_type_check():
-    """A new field must join a checked group, or it would escape the checks above."""
-    checked = (
-        set(INT_FIELDS)
-        | set(FLOAT_FIELDS)
-        | set(BOOL_FIELDS)
-        | {"actor_hidden", "critic_hidden", "activation", "policy"}
-    )
-    assert checked == {field.name for field in dataclasses.fields(PPOConfig)}  # the protocol's are ProtocolSettings'
+    """A field's check comes from its declaration: a kind the check does not know, or a string
+    without its choices, would escape the checks above."""
+    for config in (PPOConfig, PQNConfig, SACConfig):
+        for field in dataclasses.fields(config):
+            known = field.type in KINDS and (field.type != "str" or field.metadata["choices"])
+            assert known, f"{config.__name__}.{field.name}: {field.type}"
+    with pytest.raises(ValueError, match=r"PPOConfig.policy='lstm': expected one of \('mlp', 'gru'\)"):
+        PPOConfig(policy="lstm")
 
 
 def test_numbers_are_normalised_so_configs_compare_and_serialise_alike():

@@ -322,8 +322,8 @@ def test_the_checks_see_a_circle_and_the_new_rooms_rules(tmp_path, monkeypatch):
     store_problem = problems.pop(1)  # sorted by path: model/, run/, viz/
     assert problems == [
         "purehr/model/facade.py:1: purehr.model.facade (model) imports purehr.cli.arguments (cli): model may "
-        "import only algorithms, engine, envs, leaf, model, run, run.compiled, run.host, run.planning, run.store, tasks, "
-        "tracking",
+        "import only algorithms, engine, envs, leaf, model, run, run.compiled, run.host, run.planning, run.store, "
+        "tasks, tracking",
         "purehr/viz/heatmap.py:1: purehr.viz.heatmap (viz) imports purehr.experiments.sweep (experiments): viz "
         "may import only envs, leaf, run, run.compiled, run.host, run.planning, run.store, viz",
     ]

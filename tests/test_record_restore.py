@@ -14,9 +14,10 @@ import jax
 import numpy as np
 import pytest
 
-from purehr.algorithms.ppo.config import LEGACY_PROTOCOL_FIELDS, PPOConfig
-from purehr.protocol_settings import split_settings
+from purehr.algorithms.ppo.config import PPOConfig
+from purehr.protocol_settings import ProtocolSettings, split_settings
 from purehr.run import Restored, restore
+from purehr.run.store.record import recorded_config, recorded_protocol
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = REPO / "results" / "protocol"
@@ -83,11 +84,12 @@ def test_a_manifest_with_a_retired_config_field_still_loads():
     other value. Built from the shipped record's config and protocol settings, as it was then."""
     manifest = json.loads((RECORD / "manifest.json").read_text())
     protocol = manifest["protocol_settings"]["swing"]  # those that were config fields then: the legacy four
-    recorded = dict(manifest["configs"]["swing"], **{k: v for k, v in protocol.items() if k in LEGACY_PROTOCOL_FIELDS})
-    older = dict(recorded, progress_interval=10)
-    config = PPOConfig.from_dict(older)
+    legacy = ("checkpoint_interval", "eval_episodes", "full_eval_interval", "quick_eval_episodes")
+    recorded = dict(manifest["configs"]["swing"], **{k: v for k, v in protocol.items() if k in legacy})
+    older = {"configs": {"swing": dict(recorded, progress_interval=10)}}  # no protocol_settings then
+    config = recorded_config(older, "swing")
     recorded, protocol = split_settings(recorded)  # the protocol's settings were config fields then
-    assert config.legacy_protocol == protocol and protocol  # kept apart, applied to the run's protocol
+    assert recorded_protocol(older, "swing") == ProtocolSettings.from_dict(protocol) and protocol  # kept apart
     kept = {k: tuple(v) if isinstance(v, list) else v for k, v in recorded.items()}
     assert {k: v for k, v in config.to_dict().items() if k in kept} == kept
     assert "progress_interval" not in config.to_dict()

@@ -1,24 +1,41 @@
-"""The type check every algorithm's config runs first: wrong types and non-finite numbers refused
-by name, before any value check reads them (a string learning rate, a NaN discount,
-``anneal_lr='no'``, which is truthy); numbers normalised to Python ``int``/``float`` and sizes
-to tuples, so configs compare, hash and serialise alike whatever built them (flags, TOML, JSON,
-NumPy).
+"""What every algorithm's config is built on (``ConfigFields``): each field declared once
+(``purehr.protocol_settings.with_help``: default, help, traced, bounds, choices), and from that
+one declaration its check, its flag and, for the traced fields, the pytree of hyperparameters.
 
-Each config names its fields by kind (``INT_FIELDS``, ``FLOAT_FIELDS``, ...) and calls
-``normalise_fields`` from ``__post_init__``; its own value checks (positive, in [0, 1], divides
-the batch) follow. ``annealed_learning_rate`` is what every config with an ``anneal_lr`` says
-in its ``budget_dependence`` (``purehr.algorithms.base.AlgorithmConfig``)."""
+Wrong types and non-finite numbers are refused by name before any value check reads them (a string
+learning rate, a NaN discount, ``anneal_lr='no'``, which is truthy); numbers are normalised to
+Python ``int``/``float`` and sizes to tuples, so configs compare, hash and serialise alike whatever
+built them (flags, TOML, JSON, NumPy). A config's own checks across fields follow in its ``check``.
+``annealed_learning_rate`` is what every config with an ``anneal_lr`` says in its
+``budget_dependence`` (``purehr.algorithms.base.AlgorithmConfig``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
-from collections.abc import Iterable
 from typing import Any
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from flax import struct
+
+from purehr.protocol_settings import PROTOCOL_FIELDS, refuse_protocol_settings
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 """Training is float32: a config number beyond this is refused, as NaN and infinities are."""
+SIZES = "tuple[int, ...]"
+KINDS = ("int", "float", "bool", "str", "str | None", SIZES)
+"""The annotations a config field may have: what ``check_declared_fields`` checks (a ``str`` by its
+declared choices)."""
+POSITIVE, NON_NEGATIVE, UNIT = (
+    (lambda x: x > 0, "a finite number > 0"),
+    (lambda x: x >= 0, "a finite number >= 0"),
+    (lambda x: 0 <= x <= 1, "in [0, 1]"),
+)
+BOUNDS = {">0": (POSITIVE,), ">=0": (NON_NEGATIVE,), "[0,1]": (UNIT,), "(0,1]": (POSITIVE, UNIT)}
+"""A float field's declared bounds: the checks it must pass, in order, each naming what is expected."""
 
 
 def annealed_learning_rate(anneal_lr: bool) -> str | None:
@@ -32,33 +49,102 @@ def annealed_learning_rate(anneal_lr: bool) -> str | None:
     )
 
 
-def normalise_fields(
-    config: Any,
-    ints: Iterable[str] = (),
-    non_negative_ints: Iterable[str] = (),
-    floats: Iterable[str] = (),
-    bools: Iterable[str] = (),
-    sizes: Iterable[str] = (),
-    optional_sizes: Iterable[str] = (),
-) -> None:
-    """Checks and normalises ``config``'s fields of each kind in place (a frozen dataclass):
-    ``ints`` and ``non_negative_ints`` are integers (their range checked by the config, the kind
-    naming it in the message), ``floats`` finite float32
-    numbers, ``bools`` True or False, ``sizes`` non-empty tuples of positive ints,
-    ``optional_sizes`` the same or empty (a layer kind that may be absent)."""
+class ConfigFields:
+    """The base of an algorithm's config, a frozen dataclass made by ``config_class``: its fields
+    checked by their declarations when built, then by its own ``check``; ``replace``, ``to_dict``,
+    ``from_dict`` and ``hyperparams`` (the traced fields, ``Hyperparams``) for every config alike."""
+
+    Hyperparams: type  # set by config_class: the traced fields as a pytree of float32 arrays
+
+    def __post_init__(self) -> None:
+        check_declared_fields(self)
+        self.check()
+
+    def check(self) -> None:
+        """The config's own checks across fields (a minibatch that divides the batch, ...)."""
+
+    @classmethod
+    def hyperparameter_names(cls) -> tuple[str, ...]:
+        """The traced fields, in declaration order: the leaf order of every checkpoint."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get("traced"))
+
+    def hyperparams(self):
+        """The traced fields as float32 arrays (scalars; a sweep stacks them over seeds)."""
+        return self.Hyperparams(**{name: jnp.float32(getattr(self, name)) for name in self.hyperparameter_names()})
+
+    def replace(self, **changes):
+        names = [f.name for f in dataclasses.fields(self)]
+        unknown = set(changes) - set(names)
+        if unknown:
+            raise ValueError(f"unknown {type(self).__name__} field(s) {sorted(unknown)}; expected some of {names}")
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown {cls.__name__} field(s) {sorted(unknown)}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+
+def config_class(cls: type) -> type:
+    """``cls`` (a ``ConfigFields``) as a frozen dataclass whose constructor refuses a protocol
+    setting naming where it goes (``PPOConfig(eval_episodes=...)``: the task's ``PROTOCOL``), with
+    ``cls.Hyperparams``: a pytree class of its traced fields, named ``<Algorithm>Hyperparams``."""
+    cls = dataclasses.dataclass(frozen=True)(cls)
+    generated = cls.__init__
+
+    @functools.wraps(generated)
+    def __init__(self, *args, **kwargs):
+        protocol = {name: kwargs.pop(name) for name in PROTOCOL_FIELDS if name in kwargs}
+        refuse_protocol_settings(cls.__name__, **protocol)
+        generated(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    name = cls.__name__.removesuffix("Config") + "Hyperparams"
+    annotations = dict.fromkeys(cls.hyperparameter_names(), jax.Array)
+    namespace = {"__annotations__": annotations, "__module__": cls.__module__, "__qualname__": name}
+    namespace["__doc__"] = f"The traced ``{cls.__name__}`` fields as float32 arrays, in checkpoint leaf order."
+    cls.Hyperparams = struct.dataclass(type(name, (), namespace))
+    return cls
+
+
+def check_declared_fields(config: Any) -> None:
+    """Checks and normalises every field of ``config`` (a frozen dataclass) in place by its
+    declaration: first each one's type (its annotation: ``KINDS``),
+    then each one's bounds or choices."""
     owner = type(config).__name__
-    for name in ints:
-        object.__setattr__(config, name, _integer(owner, name, getattr(config, name), "a positive integer"))
-    for name in non_negative_ints:
-        object.__setattr__(config, name, _integer(owner, name, getattr(config, name), "an integer >= 0"))
-    for name in floats:
-        object.__setattr__(config, name, _finite_float(owner, name, getattr(config, name)))
-    for name in bools:
-        object.__setattr__(config, name, _boolean(owner, name, getattr(config, name)))
-    for name in sizes:
-        object.__setattr__(config, name, _sizes(owner, name, getattr(config, name)))
-    for name in optional_sizes:
-        object.__setattr__(config, name, _sizes(owner, name, getattr(config, name), empty_ok=True))
+    fields = dataclasses.fields(config)
+    for field in fields:
+        value, bounds = getattr(config, field.name), field.metadata.get("bounds")
+        if field.type == "int":
+            expected = "an integer >= 0" if bounds == ">=0" else "a positive integer"
+            value = _integer(owner, field.name, value, expected)
+        elif field.type == "float":
+            value = _finite_float(owner, field.name, value)
+        elif field.type == "bool":
+            value = _boolean(owner, field.name, value)
+        elif field.type == SIZES:
+            value = _sizes(owner, field.name, value, empty_ok=bounds == "may be empty")
+        elif field.type == "str" and field.metadata.get("choices") and not isinstance(value, str):
+            raise ValueError(f"{owner}.{field.name}={value!r}: expected one of {field.metadata['choices']}")
+        elif field.type == "str | None" and not (value is None or isinstance(value, str)):
+            raise ValueError(f"{owner}.{field.name}={value!r}: expected a string or None, got {type(value).__name__}")
+        object.__setattr__(config, field.name, value)
+    for field in fields:
+        value, bounds = getattr(config, field.name), field.metadata.get("bounds")
+        choices = field.metadata.get("choices")
+        if field.type == "int" and value < (0 if bounds == ">=0" else 1):
+            expected = "an integer >= 0" if bounds == ">=0" else "a positive integer"
+            raise ValueError(f"{owner}.{field.name}={value!r}: expected {expected}")
+        for holds, expected in BOUNDS.get(bounds, ()) if field.type == "float" else ():
+            if not holds(value):
+                raise ValueError(f"{owner}.{field.name}={value!r}: expected {expected}")
+        if choices and value not in choices:
+            raise ValueError(f"{owner}.{field.name}={value!r}: expected one of {choices}")
 
 
 def _integer(owner: str, name: str, value: Any, expected: str) -> int:

@@ -38,6 +38,7 @@ from purehr.run.store.files import (
     read_parsed,
     write_npz,
 )
+from purehr.run.store.record import config_from_record
 from purehr.tasks import TASKS, Task, get_task, task_of_env, task_of_env_class
 
 MODEL_FORMAT = "purehr-ppo-model/1"
@@ -185,7 +186,7 @@ def read_model(path: str | Path, env: Environment | None = None) -> ModelContent
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: {error}") from None
     try:
-        config = entry.config_from_dict(description["config"])
+        config = config_from_record(name, description["config"])
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: config is not a valid {entry.config_class().__name__}: {error}") from None
     env_params = _load_tree(

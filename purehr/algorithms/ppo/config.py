@@ -9,87 +9,35 @@ Each `PPOConfig` field's help (the text of its command-line flag) sits beside it
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-
-import jax
-import jax.numpy as jnp
-from flax import struct
-
-from purehr.algorithms.config_types import annealed_learning_rate, normalise_fields
+from purehr.algorithms.config_types import ConfigFields, annealed_learning_rate, config_class
 from purehr.envs import spaces
-from purehr.protocol_settings import ProtocolSettings, with_help
+from purehr.protocol_settings import with_help
 
 ACTIVATIONS = ("tanh", "relu", "swish")
 POLICIES = ("mlp", "gru")
-INT_FIELDS = (
-    "total_timesteps",
-    "num_envs",
-    "num_steps",
-    "num_epochs",
-    "minibatch_size",
-    "recurrent_width",
-)
-FLOAT_FIELDS = (
-    "learning_rate",
-    "gamma",
-    "gae_lambda",
-    "clip_range",
-    "vf_coef",
-    "ent_coef",
-    "max_grad_norm",
-    "log_std_init",
-    "reward_scaling",
-)
-BOOL_FIELDS = ("anneal_lr", "normalize_observations", "elementwise_grad_clip", "recurrent_skip", "normalize_returns")
-SIZES_FIELDS = ("actor_hidden", "critic_hidden")
-RETIRED_FIELDS = ("progress_interval",)
-"""Fields older manifests hold that nothing reads any more: ``from_dict`` drops them."""
 MAX_OPTIMIZER_STEPS = 2**31 - 1
 """Largest count of an int32 counter: the limit on updates x epochs x minibatches per seed."""
 
-LEGACY_PROTOCOL_FIELDS = ("checkpoint_interval", "eval_episodes", "full_eval_interval", "quick_eval_episodes")
-"""The protocol settings that were ``PPOConfig`` fields before they had an owner of their own
-(``ProtocolSettings`` fields added since were never a config's)."""
 
-
-@struct.dataclass
-class PPOHyperparams:
-    """The continuous ``PPOConfig`` fields the training state carries as traced values (what a
-    sweep vmaps), as float32 arrays: scalars, or with a leading seed axis in a sweep;
-    ``PPOConfig.hyperparams()`` builds one. The field order is the leaf order of every
-    checkpoint: reordering the fields would make the checkpoints on disk unreadable."""
-
-    learning_rate: jax.Array
-    clip_range: jax.Array
-    ent_coef: jax.Array
-    vf_coef: jax.Array
-    gae_lambda: jax.Array
-    gamma: jax.Array
-    max_grad_norm: jax.Array
-
-
-HYPERPARAMETERS = tuple(field.name for field in dataclasses.fields(PPOHyperparams))
-"""The names of the ``PPOHyperparams`` fields, in their (checkpoint leaf) order."""
-
-
-@dataclass(frozen=True)
-class PPOConfig:
+@config_class
+class PPOConfig(ConfigFields):
     total_timesteps: int = with_help(1_000_000, "environment steps of training per seed")
     num_envs: int = with_help(8, "parallel environments per seed")
     num_steps: int = with_help(256, "rollout length per environment and update")
     num_epochs: int = with_help(4, "passes over each batch per update")
     minibatch_size: int = with_help(256, "transitions per gradient step (must divide num_envs * num_steps)")
-    learning_rate: float = with_help(3e-4, "Adam step size")
+    learning_rate: float = with_help(3e-4, "Adam step size", traced=True, bounds=">0")
     anneal_lr: bool = with_help(
         True, "decay the learning rate linearly to 0 over the budget (true/false, yes/no, 1/0, on/off)"
     )
-    gamma: float = with_help(0.995, "discount factor")
-    gae_lambda: float = with_help(0.95, "GAE lambda")
-    clip_range: float = with_help(0.2, "PPO ratio clipping")
-    vf_coef: float = with_help(0.5, "value loss weight")
-    ent_coef: float = with_help(0.001, "entropy bonus weight")
-    max_grad_norm: float = with_help(0.5, "global gradient-norm clip (per element with --elementwise-grad-clip true)")
+    clip_range: float = with_help(0.2, "PPO ratio clipping", traced=True, bounds=">0")
+    ent_coef: float = with_help(0.001, "entropy bonus weight", traced=True, bounds=">=0")
+    vf_coef: float = with_help(0.5, "value loss weight", traced=True, bounds=">=0")
+    gae_lambda: float = with_help(0.95, "GAE lambda", traced=True, bounds="[0,1]")
+    gamma: float = with_help(0.995, "discount factor", traced=True, bounds="[0,1]")
+    max_grad_norm: float = with_help(
+        0.5, "global gradient-norm clip (per element with --elementwise-grad-clip true)", traced=True, bounds=">0"
+    )
     elementwise_grad_clip: bool = with_help(
         False, "clip each gradient element to +-max_grad_norm instead of the global norm (true/false)"
     )
@@ -98,8 +46,10 @@ class PPOConfig:
     and critic, a global clip lets a large value-loss gradient shrink the actor's step too."""
     actor_hidden: tuple[int, ...] = with_help((64, 64), "policy network layer widths")
     critic_hidden: tuple[int, ...] = with_help((64, 64), "value network layer widths")
-    activation: str = with_help("tanh", "hidden activation (tanh, relu or swish)")
-    policy: str = with_help("mlp", "mlp (feed-forward) or gru (a recurrent memory; docs/recurrent.md)")
+    activation: str = with_help("tanh", "hidden activation (tanh, relu or swish)", choices=ACTIVATIONS)
+    policy: str = with_help(
+        "mlp", "mlp (feed-forward) or gru (a recurrent memory; docs/recurrent.md)", choices=POLICIES
+    )
     """``"gru"``: a dense embedding and a GRU of ``recurrent_width`` shared by the actor and critic
     MLPs, the hidden state carried through rollouts and checkpoints (``purehr.algorithms.ppo.recurrent``).
     Minibatches are then whole environments' sequences: ``num_envs`` must be a multiple of the
@@ -119,7 +69,9 @@ class PPOConfig:
     trained on so far (all environments of the batch), updated after each update's epochs and
     kept with the network parameters (``purehr.engine.networks``); rejax's Pendulum setting."""
     reward_scaling: float = with_help(
-        1.0, "multiply the rewards GAE trains on by this (Brax's reward_scaling); logged returns stay unscaled"
+        1.0,
+        "multiply the rewards GAE trains on by this (Brax's reward_scaling); logged returns stay unscaled",
+        bounds=">0",
     )
     """Brax's ``reward_scaling``: the rewards are multiplied before GAE (and before
     ``normalize_returns``), so the value targets and advantages are in scaled units; the
@@ -131,52 +83,15 @@ class PPOConfig:
     divided by the running standard deviation of each environment's discounted return, the
     statistics carried in the training state (checkpoints, resume) and updated once per
     rollout (the order: ``purehr.algorithms.ppo.rewards``); for rewards whose scale is unknown
-    or far from 1. Logged returns stay in the environment's units."""
-    checkpoint_interval: dataclasses.InitVar[int | None] = None
-    eval_episodes: dataclasses.InitVar[int | None] = None
-    full_eval_interval: dataclasses.InitVar[int | None] = None
-    quick_eval_episodes: dataclasses.InitVar[int | None] = None
-    """The protocol's settings (``purehr.protocol_settings.ProtocolSettings``) were fields here
-    before they had an owner of their own; a config written with them still builds, and keeps
-    what it was given in ``legacy_protocol``, which a run applies over the task's protocol
-    settings (``purehr.tasks.Task.settings_for``). They are not fields: not compared, not in
-    ``to_dict``, no flag of the algorithm's."""
+    or far from 1. Logged returns stay in the environment's."""
 
-    def __post_init__(self, checkpoint_interval, eval_episodes, full_eval_interval, quick_eval_episodes) -> None:
-        given = dict(
-            checkpoint_interval=checkpoint_interval,
-            eval_episodes=eval_episodes,
-            full_eval_interval=full_eval_interval,
-            quick_eval_episodes=quick_eval_episodes,
-        )
-        legacy = {name: value for name, value in given.items() if value is not None}
-        if legacy:  # checked as the protocol checks them (defaults for the others)
-            legacy = {name: getattr(ProtocolSettings(**legacy), name) for name in legacy}
-        object.__setattr__(self, "legacy_protocol", legacy)
-        self._check_types()
-        for name in INT_FIELDS:
-            value = getattr(self, name)
-            if value <= 0:
-                raise ValueError(f"PPOConfig.{name}={value!r}: expected a positive integer")
+    def check(self) -> None:
         if self.batch_size % self.minibatch_size:
             raise ValueError(
                 f"PPOConfig.minibatch_size={self.minibatch_size} does not divide the batch "
                 f"num_envs * num_steps = {self.num_envs} * {self.num_steps} = {self.batch_size}; "
                 f"expected a divisor of {self.batch_size}"
             )
-        for name in ("learning_rate", "clip_range", "max_grad_norm", "reward_scaling"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected a finite number > 0")
-        for name in ("vf_coef", "ent_coef"):
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected a finite number >= 0")
-        for name in ("gamma", "gae_lambda"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"PPOConfig.{name}={getattr(self, name)!r}: expected in [0, 1]")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
-        if self.policy not in POLICIES:
-            raise ValueError(f"PPOConfig.policy={self.policy!r}: expected one of {POLICIES}")
         if self.policy == "gru" and self.num_envs % self.num_minibatches:
             raise ValueError(
                 f"PPOConfig.minibatch_size={self.minibatch_size} with policy='gru': a recurrent minibatch is whole "
@@ -185,15 +100,6 @@ class PPOConfig:
                 f"{self.num_steps * max(1, self.num_envs // 4)}"
             )
         self._check_budget()
-
-    def _check_types(self) -> None:
-        """Wrong types and non-finite numbers are refused by name, numbers normalised
-        (``purehr.algorithms.config_types``)."""
-        normalise_fields(self, ints=INT_FIELDS, floats=FLOAT_FIELDS, bools=BOOL_FIELDS, sizes=SIZES_FIELDS)
-        if not isinstance(self.activation, str):
-            raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
-        if not isinstance(self.policy, str):
-            raise ValueError(f"PPOConfig.policy={self.policy!r}: expected one of {POLICIES}")
 
     def _check_budget(self) -> None:
         """The update and optimiser-step counters are int32 on the device (optax counts its
@@ -238,59 +144,13 @@ class PPOConfig:
         rate), or None: a resume that extends the budget is refused with it."""
         return annealed_learning_rate(self.anneal_lr)
 
-    def hyperparams(self) -> PPOHyperparams:
-        return PPOHyperparams(**{name: jnp.float32(getattr(self, name)) for name in HYPERPARAMETERS})
 
-    def replace(self, **changes) -> PPOConfig:
-        unknown = set(changes) - {f.name for f in dataclasses.fields(self)} - set(LEGACY_PROTOCOL_FIELDS)
-        if unknown:
-            raise ValueError(
-                f"unknown PPOConfig field(s) {sorted(unknown)}; expected some of "
-                f"{[f.name for f in dataclasses.fields(self)]}"
-            )
-        legacy = {**self.legacy_protocol, **{k: v for k, v in changes.items() if k in LEGACY_PROTOCOL_FIELDS}}
-        legacy = {name: legacy.get(name) for name in LEGACY_PROTOCOL_FIELDS}  # each named: replace reads none
-        return dataclasses.replace(
-            self, **{k: v for k, v in changes.items() if k not in LEGACY_PROTOCOL_FIELDS}, **legacy
-        )
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> PPOConfig:
-        fields = {f.name for f in dataclasses.fields(cls)} | set(LEGACY_PROTOCOL_FIELDS)  # older records hold both
-        data = {k: v for k, v in data.items() if k not in RETIRED_FIELDS}
-        unknown = set(data) - fields
-        if unknown:
-            raise ValueError(f"unknown PPOConfig field(s) {sorted(unknown)}")
-        data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
-        return cls(**data)
-
-
-class _MovedToProtocolSettings:
-    """Reading ``config.eval_episodes`` (or another protocol setting) from a config: they are the
-    protocol's now, and a config does not know a task's; the error says where they are."""
-
-    def __set_name__(self, owner, name: str) -> None:
-        self.name = name
-
-    def __get__(self, config, owner=None):
-        if config is None:
-            return None  # the init-only argument's default
-        raise AttributeError(
-            f"PPOConfig.{self.name} is a protocol setting now (purehr.protocol_settings.ProtocolSettings): "
-            f"read it from a run's setup or restored checkpoint (.protocol.{self.name}) or a task's "
-            f"default_protocol; a config written with it keeps it in config.legacy_protocol"
-        )
-
-
-for _name in LEGACY_PROTOCOL_FIELDS:
-    _moved = _MovedToProtocolSettings()
-    _moved.__set_name__(PPOConfig, _name)
-    setattr(PPOConfig, _name, _moved)
-
-assert set(HYPERPARAMETERS) <= set(FLOAT_FIELDS), "every PPOHyperparams field is a float PPOConfig field"
+PPOHyperparams = PPOConfig.Hyperparams
+"""The traced ``PPOConfig`` fields (what a sweep vmaps, PBT explores) as float32 arrays: scalars,
+or with a leading seed axis in a sweep. Their order is the leaf order of every checkpoint:
+reordering the traced fields would make the checkpoints on disk unreadable."""
+HYPERPARAMETERS = PPOConfig.hyperparameter_names()
+"""The names of the ``PPOHyperparams`` fields, in their (checkpoint leaf) order."""
 
 
 DISCRETE_DEFAULTS = PPOConfig(

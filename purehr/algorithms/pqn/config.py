@@ -9,144 +9,75 @@ two LayerNorm layers of 256. A task sets its own (``purehr.tasks``).
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-
-import jax
-import jax.numpy as jnp
-from flax import struct
-
-from purehr.algorithms.config_types import annealed_learning_rate, normalise_fields
-from purehr.protocol_settings import refuse_protocol_settings, with_help
+from purehr.algorithms.config_types import ConfigFields, annealed_learning_rate, config_class
+from purehr.protocol_settings import with_help
 
 ACTIVATIONS = ("relu", "tanh", "swish")
-INT_FIELDS = ("total_timesteps", "num_envs", "num_steps", "num_epochs", "minibatch_size")
-FLOAT_FIELDS = (
-    "learning_rate",
-    "gamma",
-    "q_lambda",
-    "epsilon_start",
-    "epsilon_finish",
-    "epsilon_decay_fraction",
-    "max_grad_norm",
-    "reward_scaling",
-    "eval_epsilon",
-    "input_scale",
-)
-BOOL_FIELDS = ("anneal_lr", "layer_norm", "normalize_observations")
 MAX_UPDATES = 2**31 - 1
 """The update counter is int32 on the device."""
 
 
-@struct.dataclass
-class PQNHyperparams:
-    """The continuous ``PQNConfig`` fields the training state carries as float32 arrays (what a
-    sweep vmaps and PBT explores): scalars, or with a leading seed axis in a sweep. The field
-    order is the leaf order of every checkpoint."""
-
-    learning_rate: jax.Array
-    gamma: jax.Array
-    q_lambda: jax.Array
-    epsilon_start: jax.Array
-    epsilon_finish: jax.Array
-    epsilon_decay_fraction: jax.Array
-    max_grad_norm: jax.Array
-    reward_scaling: jax.Array
-
-
-HYPERPARAMETERS = tuple(field.name for field in dataclasses.fields(PQNHyperparams))
-"""The names of the ``PQNHyperparams`` fields, in their (checkpoint leaf) order."""
-
-
-@dataclass(frozen=True)
-class PQNConfig:
+@config_class
+class PQNConfig(ConfigFields):
     total_timesteps: int = with_help(500_000, "environment steps of training per seed")
     num_envs: int = with_help(32, "parallel environments per seed")
     num_steps: int = with_help(64, "rollout length per environment and update")
     num_epochs: int = with_help(4, "passes over each batch per update")
     minibatch_size: int = with_help(128, "transitions per gradient step (must divide num_envs * num_steps)")
-    learning_rate: float = with_help(1e-4, "RAdam step size")
+    learning_rate: float = with_help(1e-4, "RAdam step size", traced=True, bounds=">0")
     anneal_lr: bool = with_help(True, "decay the learning rate linearly to 0 over the budget (true/false)")
-    gamma: float = with_help(0.99, "discount factor")
-    q_lambda: float = with_help(0.95, "lambda of the Q(lambda) returns (0: one-step Q-learning targets)")
-    epsilon_start: float = with_help(1.0, "exploration epsilon at the first update")
-    epsilon_finish: float = with_help(0.2, "exploration epsilon once the decay is over")
-    epsilon_decay_fraction: float = with_help(0.2, "share of the updates over which epsilon decays linearly")
-    max_grad_norm: float = with_help(10.0, "global gradient-norm clip")
+    gamma: float = with_help(0.99, "discount factor", traced=True, bounds="[0,1]")
+    q_lambda: float = with_help(
+        0.95, "lambda of the Q(lambda) returns (0: one-step Q-learning targets)", traced=True, bounds="[0,1]"
+    )
+    epsilon_start: float = with_help(1.0, "exploration epsilon at the first update", traced=True, bounds="[0,1]")
+    epsilon_finish: float = with_help(0.2, "exploration epsilon once the decay is over", traced=True, bounds="[0,1]")
+    epsilon_decay_fraction: float = with_help(
+        0.2, "share of the updates over which epsilon decays linearly", traced=True, bounds="(0,1]"
+    )
+    max_grad_norm: float = with_help(10.0, "global gradient-norm clip", traced=True, bounds=">0")
     reward_scaling: float = with_help(
-        0.1, "multiply the rewards the returns are built from by this; logged returns stay unscaled"
+        0.1,
+        "multiply the rewards the returns are built from by this; logged returns stay unscaled",
+        traced=True,
+        bounds=">0",
     )
     hidden: tuple[int, ...] = with_help((256, 256), "Q network layer widths")
-    activation: str = with_help("relu", "hidden activation (relu, tanh or swish)")
+    activation: str = with_help("relu", "hidden activation (relu, tanh or swish)", choices=ACTIVATIONS)
     layer_norm: bool = with_help(True, "LayerNorm before each hidden activation (PQN's stabiliser; true/false)")
     """Gallici et al.'s point: with LayerNorm, TD learning without a target network is stable;
     false only to ablate it."""
     normalize_observations: bool = with_help(
         False, "normalise observations by their running mean and variance (true/false)"
     )
-    eval_epsilon: float = with_help(0.01, "epsilon of the stochastic evaluation policy (deterministic=False)")
+    eval_epsilon: float = with_help(
+        0.01, "epsilon of the stochastic evaluation policy (deterministic=False)", bounds="[0,1]"
+    )
     conv_channels: tuple[int, ...] = with_help(
-        (), "channels of 3 x 3 convolutions over an image observation before the hidden layers (none: an MLP)"
+        (),
+        "channels of 3 x 3 convolutions over an image observation before the hidden layers (none: an MLP)",
+        bounds="may be empty",
     )
     """A convolutional torso (``purehr.algorithms.pqn.network.QNetwork``): each entry one 3 x 3
     convolution (stride 1, no padding), then LayerNorm (with ``layer_norm``) and the activation,
     over the observation in its own [height, width, channels] shape; flattened into the hidden
     layers. purejaxql's MinAtar network is ``(16,)`` with ``hidden=(128,)``."""
     input_scale: float = with_help(
-        1.0, "multiply the observations by this before the network (purejaxql's MinAtar: 1/255)"
+        1.0, "multiply the observations by this before the network (purejaxql's MinAtar: 1/255)", bounds=">0"
     )
-    checkpoint_interval: dataclasses.InitVar[int | None] = None
-    eval_episodes: dataclasses.InitVar[int | None] = None
-    full_eval_interval: dataclasses.InitVar[int | None] = None
-    quick_eval_episodes: dataclasses.InitVar[int | None] = None
-    """Protocol settings (``purehr.protocol_settings.ProtocolSettings``), the task's: refused here
-    naming where they go (``PPOConfig`` alone keeps them, from before they had an owner)."""
 
-    def __post_init__(self, checkpoint_interval, eval_episodes, full_eval_interval, quick_eval_episodes) -> None:
-        refuse_protocol_settings(
-            "PQNConfig",
-            checkpoint_interval=checkpoint_interval,
-            eval_episodes=eval_episodes,
-            full_eval_interval=full_eval_interval,
-            quick_eval_episodes=quick_eval_episodes,
-        )
-        self._check_types()
-        for name in INT_FIELDS:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"PQNConfig.{name}={getattr(self, name)!r}: expected a positive integer")
+    def check(self) -> None:
         if self.batch_size % self.minibatch_size:
             raise ValueError(
                 f"PQNConfig.minibatch_size={self.minibatch_size} does not divide the batch "
                 f"num_envs * num_steps = {self.num_envs} * {self.num_steps} = {self.batch_size}; "
                 f"expected a divisor of {self.batch_size}"
             )
-        for name in ("learning_rate", "max_grad_norm", "reward_scaling", "epsilon_decay_fraction", "input_scale"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"PQNConfig.{name}={getattr(self, name)!r}: expected a finite number > 0")
-        for name in ("gamma", "q_lambda", "epsilon_start", "epsilon_finish", "epsilon_decay_fraction", "eval_epsilon"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise ValueError(f"PQNConfig.{name}={getattr(self, name)!r}: expected in [0, 1]")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"PQNConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
         if self.num_updates > MAX_UPDATES:
             raise ValueError(
                 f"PQNConfig.total_timesteps={self.total_timesteps:,}: {self.num_updates:,} updates, more than the "
                 f"{MAX_UPDATES:,} an int32 counter holds; expected at most {MAX_UPDATES * self.batch_size:,}"
             )
-
-    def _check_types(self) -> None:
-        """Wrong types and non-finite numbers are refused by name, numbers normalised
-        (``purehr.algorithms.config_types``)."""
-        normalise_fields(
-            self,
-            ints=INT_FIELDS,
-            floats=FLOAT_FIELDS,
-            bools=BOOL_FIELDS,
-            sizes=("hidden",),
-            optional_sizes=("conv_channels",),
-        )
-        if not isinstance(self.activation, str):
-            raise ValueError(f"PQNConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
 
     @property
     def batch_size(self) -> int:
@@ -176,25 +107,9 @@ class PQNConfig:
             "--epsilon-finish equal to --epsilon-start, has no such schedule)"
         )
 
-    def hyperparams(self) -> PQNHyperparams:
-        return PQNHyperparams(**{name: jnp.float32(getattr(self, name)) for name in HYPERPARAMETERS})
 
-    def replace(self, **changes) -> PQNConfig:
-        names = [f.name for f in dataclasses.fields(self)]
-        unknown = set(changes) - set(names)
-        if unknown:
-            raise ValueError(f"unknown PQNConfig field(s) {sorted(unknown)}; expected some of {names}")
-        return dataclasses.replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> PQNConfig:
-        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
-        if unknown:
-            raise ValueError(f"unknown PQNConfig field(s) {sorted(unknown)}")
-        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
-
-
-assert set(HYPERPARAMETERS) <= set(FLOAT_FIELDS), "every PQNHyperparams field is a float PQNConfig field"
+PQNHyperparams = PQNConfig.Hyperparams
+"""The traced ``PQNConfig`` fields as float32 arrays (what a sweep vmaps and PBT explores): scalars,
+or with a leading seed axis in a sweep. Their order is the leaf order of every checkpoint."""
+HYPERPARAMETERS = PQNConfig.hyperparameter_names()
+"""The names of the ``PQNHyperparams`` fields, in their (checkpoint leaf) order."""

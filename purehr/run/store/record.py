@@ -1,6 +1,10 @@
 """The one reader of a run's record: what ``manifest.json`` says a task trained with (its
-algorithm's config, its curriculum, its environment). Restoring a checkpoint, planning a resume and
-re-evaluating baselines all rebuild a task from the same three facts, so they read them here."""
+algorithm's config, its protocol settings, its curriculum, its environment). Restoring a
+checkpoint, planning a resume and re-evaluating baselines all rebuild a task from the same facts,
+so they read them here, and so does a saved model's config (``config_from_record``). Records of
+earlier versions are read here too: protocol settings among the config's fields (before they had
+an owner), retired fields (``RETIRED_FIELDS``), no ``algorithms`` (PPO), no ``environments`` (the
+task's ``legacy_env_kwargs``)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,9 @@ from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
 from purehr.protocol_settings import ProtocolSettings, split_settings
 from purehr.tasks import Task, get_task
+
+RETIRED_FIELDS = ("progress_interval",)
+"""Config fields older records hold that nothing reads any more (PPO's, before commit 15650e0)."""
 
 
 @dataclass(frozen=True)
@@ -59,8 +66,15 @@ def recorded_config(manifest: dict, task: str) -> AlgorithmConfig:
     """The config ``task`` trained with, as its algorithm reads it back (a run recorded before
     ``manifest["algorithms"]`` existed trained PPO)."""
     algorithm = (manifest.get("algorithms") or {}).get(task, DEFAULT_ALGORITHM)
-    fields, _ = split_settings(manifest["configs"][task])  # an older run's protocol settings: recorded_protocol
-    return get_algorithm(algorithm).config_from_dict(fields)
+    return config_from_record(algorithm, manifest["configs"][task])
+
+
+def config_from_record(algorithm: str, fields: dict) -> AlgorithmConfig:
+    """``algorithm``'s config as recorded (a manifest's, a saved model's), read as its current
+    class reads it: the protocol settings an older record holds among its fields (those are
+    ``recorded_protocol``'s) and retired fields dropped, fields added since at their defaults."""
+    fields, _ = split_settings(fields)
+    return get_algorithm(algorithm).config_from_dict({k: v for k, v in fields.items() if k not in RETIRED_FIELDS})
 
 
 def recorded_protocol(manifest: dict, task: str) -> ProtocolSettings:
