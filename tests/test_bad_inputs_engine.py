@@ -417,7 +417,7 @@ def test_a_callback_that_raises_stops_training_and_its_exception_is_raised():
 def test_the_run_diverged_message_names_the_environments_non_finite_values(tmp_path):
     """Counted up to the seed's divergence (updates.csv's nonfinite_states); without any, the
     learning rate stays the advice."""
-    from purehr.run.protocol import _diverged
+    from purehr.run.outcome import diverged_error as _diverged
     from purehr.run.store.run_dir import RunDirectory
 
     rows = [{"update": update, "nonfinite_states": count} for update, count in ((1, 40), (2, 44), (3, 40))]

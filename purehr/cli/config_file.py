@@ -17,7 +17,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from purehr.cli.ppo_flags import DEST_PREFIX, FIELDS
+from purehr.cli.ppo_flags import DEST_PREFIX, FIELDS, config_values
+from purehr.cli.profile_flags import profile_layer
+from purehr.run.planning.settings import SettingsLayer
+from purehr.tasks import TASK_NAMES
+from purehr.tasks.profiles import PROFILES
 
 TASK_SECTION = "task"
 ENV_SECTION = "env"
@@ -271,3 +275,32 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
     return value
+
+
+def settings_layers(args) -> tuple:
+    """The sources of a ``purehr train`` run's field values, lowest first
+    (``purehr.run.planning.settings``): a new run's profile (once chosen), the config file's top
+    level and sections, the flags."""
+    given = overrides_from_args(args)  # the file's top-level fields and the flags
+    file_keys = getattr(args, "file_keys", frozenset())
+    in_file = {name: value for name, value in given.items() if _flag_key(name) in file_keys}
+    layers = []
+    if not args.resume and args.profile in PROFILES:
+        layers.append(profile_layer(args.profile, list(args.tasks or TASK_NAMES), args.algorithm))
+    path, sections = getattr(args, "config_path", None), getattr(args, "task_overrides", None) or {}
+    if path is not None or sections:
+        layers.append(SettingsLayer(f"config file {path}" if path else "config file", in_file, sections))
+    return (*layers, SettingsLayer("command line", {k: v for k, v in given.items() if k not in in_file}))
+
+
+def _flag_key(field: str) -> str:
+    """A config field's key in a config file: its flag's (``--steps`` sets ``total_timesteps``)."""
+    return "steps" if field == "total_timesteps" else field
+
+
+def overrides_from_args(args) -> dict:
+    """The config fields the command line (and the config file's top level) gave (--steps is total_timesteps)."""
+    overrides = config_values(args)
+    if args.steps is not None:
+        overrides["total_timesteps"] = args.steps
+    return overrides

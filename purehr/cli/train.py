@@ -159,16 +159,6 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def overrides_from_args(args) -> dict:
-    """The PPOConfig fields given on the command line (--steps is total_timesteps)."""
-    from purehr.cli.ppo_flags import config_values
-
-    overrides = config_values(args)
-    if args.steps is not None:
-        overrides["total_timesteps"] = args.steps
-    return overrides
-
-
 def recorded_precision(run_dir: Path) -> str | None:
     """The precision a run directory's manifest records, if it can be read (the trainer
     refuses anything else clearly later)."""
@@ -374,7 +364,9 @@ def _start_jax(args, parser, run_dir: Path) -> None:
 
 def _choose_profile(args, parser, run_dir: Path) -> None:
     """The run's profile (``--profile``; a resume keeps its run's), recorded in ``run_config``;
-    a new run's settings take its values under the config file's and the flags' (``_settings``)."""
+    a new run's settings take its values under the config file's and the flags'
+    (``purehr.cli.config_file.settings_layers``)."""
+    from purehr.cli.config_file import settings_layers
     from purehr.cli.profile_flags import profile_line, run_profile
     from purehr.run.planning.run_plan import DEFAULT_TASKS
 
@@ -389,38 +381,14 @@ def _choose_profile(args, parser, run_dir: Path) -> None:
         print(f"profile {profile} ({why})", file=sys.stderr)
         return
     entries = list(args.tasks or DEFAULT_TASKS)
-    layers = _settings(args)
+    layers = settings_layers(args)
     others = {entry: {name for layer in layers[1:] for name in layer.for_entry(entry)} for entry in entries}
     print(profile_line(profile, why, entries, args.algorithm, others), file=sys.stderr)
 
 
-def _settings(args) -> tuple:
-    """The sources of the run's field values, lowest first (``purehr.run.planning.settings``): a new
-    run's profile (once chosen), the config file's top level and sections, the flags."""
-    from purehr.cli.profile_flags import profile_layer
-    from purehr.run.planning.run_plan import DEFAULT_TASKS
-    from purehr.run.planning.settings import SettingsLayer
-    from purehr.tasks.profiles import PROFILES
-
-    given = overrides_from_args(args)  # the file's top-level fields and the flags
-    file_keys = getattr(args, "file_keys", frozenset())
-    in_file = {name: value for name, value in given.items() if _flag_key(name) in file_keys}
-    layers = []
-    if not args.resume and args.profile in PROFILES:
-        layers.append(profile_layer(args.profile, list(args.tasks or DEFAULT_TASKS), args.algorithm))
-    path, sections = getattr(args, "config_path", None), getattr(args, "task_overrides", None) or {}
-    if path is not None or sections:
-        layers.append(SettingsLayer(f"config file {path}" if path else "config file", in_file, sections))
-    return (*layers, SettingsLayer("command line", {k: v for k, v in given.items() if k not in in_file}))
-
-
-def _flag_key(field: str) -> str:
-    """A config field's key in a config file: its flag's (``--steps`` sets ``total_timesteps``)."""
-    return "steps" if field == "total_timesteps" else field
-
-
 def _run_request(args) -> dict:
     """What every process passes to ``train_all_seeds`` (process 0 alone writes and reports)."""
+    from purehr.cli.config_file import settings_layers
     from purehr.cli.env_args import env_kwargs_from_args
     from purehr.cli.pbt_flags import pbt_from_args
     from purehr.cli.tracking_flags import tracking_from_args
@@ -431,7 +399,7 @@ def _run_request(args) -> dict:
         seeds=seeds,
         pbt=pbt,
         env_kwargs=env_kwargs_from_args(args.env_arg, args.tasks, args.brax_backend),
-        settings=_settings(args),
+        settings=settings_layers(args),
         algorithm=args.algorithm,
         resume=args.resume,
         devices=args.devices,

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from purehr.run.compiled.train_all import TaskSetup
+from purehr.run.store.run_dir import RunDirectory, describe_divergences, environment_advice, nonfinite_before
 
 
 @dataclass(frozen=True)
@@ -156,3 +157,36 @@ def _divergence(update: int, seed: int, checkpoints: list[dict], batch: int) -> 
         "replaced_at_steps": None if replaced is None else int(replaced["actual_steps"]),
         "replaced_by_seed": None if replaced is None else int(replaced["pbt_parent"]),
     }
+
+
+def diverged_error(
+    run_dir: RunDirectory, diverged: dict[str, dict[str, dict]], pbt: bool = False, update_rows: dict | None = None
+) -> RunDiverged:
+    """The error of a run that trained to its end with some seeds diverged (not a result); a
+    PBT run's also where the PBT step replaced every diverged member (docs/pbt.md). Where the
+    environment produced non-finite rewards or observations before (``update_rows``: task ->
+    seed -> updates.csv's rows), it says so first: the environment, not the learning rate, is
+    then the first suspect."""
+    environment = [
+        f"{task} seed {seed}: {environment_advice(nonfinite_before(update_rows[task][int(seed)], first['update']))}"
+        for task, per_seed in diverged.items()
+        for seed, first in per_seed.items()
+        if update_rows and nonfinite_before(update_rows[task][int(seed)], first["update"])
+    ]
+    start = f"{'; '.join(environment)}; then start" if environment else "Start"
+    if pbt:
+        what = (
+            "a loss or parameter became NaN or infinite, and each of those members kept its last finite "
+            "parameters until a PBT step gave it another member's weights (or to the end). "
+            f"{run_dir.root} is marked diverged in manifest.json (and updates.csv, column diverged_at_update; "
+            "checkpoints.csv, column pbt_diverged_at_update); it is not a finished result, even where every "
+            f"member ended healthy. {start} a new run with narrower --pbt-bounds or other settings"
+        )
+    else:
+        what = (
+            "a loss or parameter became NaN or infinite, and those seeds kept their last finite parameters "
+            f"from then on. {run_dir.root} is marked diverged in manifest.json (and updates.csv, column "
+            f"diverged_at_update); it is not a finished result. {start} a new run with a smaller learning rate "
+            "or other settings"
+        )
+    return RunDiverged(f"training diverged: {describe_divergences(diverged)}: {what}", diverged)

@@ -59,10 +59,10 @@ from purehr.run.host.estimate import explained_out_of_memory, training_needs
 from purehr.run.host.progress import Progress, TaskPlan
 from purehr.run.host.recorder import RunRecorder, library_errors_in_one_line
 from purehr.run.outcome import (
-    RunDiverged,
     RunFailed,
     RunInterrupted,
     RunSummary,
+    diverged_error,
     diverged_seeds,
     population_divergences,
     sigint_ignored,
@@ -81,9 +81,6 @@ from purehr.run.store.run_dir import (
     RESUME,
     RunDirectory,
     check_run_directory_path,
-    describe_divergences,
-    environment_advice,
-    nonfinite_before,
 )
 
 
@@ -304,7 +301,7 @@ def _train_and_finish(
     compile_cache = COMPILE_CACHE_COUNTS.since(compile_counts)
     mark_ended(run_dir, summary, recorder.checkpoints_written, diverged, compile_cache, reported)
     if diverged:
-        raise _diverged(run_dir, diverged, pbt=plan.pbt is not None, update_rows=recorder.update_rows)
+        raise diverged_error(run_dir, diverged, pbt=plan.pbt is not None, update_rows=recorder.update_rows)
     return summary
 
 
@@ -499,36 +496,3 @@ def _unfinished_reason(
     if disagreements:
         return RuntimeError("the index and the checkpoints on disk disagree: " + "; ".join(disagreements))
     return None
-
-
-def _diverged(
-    run_dir: RunDirectory, diverged: dict[str, dict[str, dict]], pbt: bool = False, update_rows: dict | None = None
-) -> RunDiverged:
-    """The error of a run that trained to its end with some seeds diverged (not a result); a
-    PBT run's also where the PBT step replaced every diverged member (docs/pbt.md). Where the
-    environment produced non-finite rewards or observations before (``update_rows``: task ->
-    seed -> updates.csv's rows), it says so first: the environment, not the learning rate, is
-    then the first suspect."""
-    environment = [
-        f"{task} seed {seed}: {environment_advice(nonfinite_before(update_rows[task][int(seed)], first['update']))}"
-        for task, per_seed in diverged.items()
-        for seed, first in per_seed.items()
-        if update_rows and nonfinite_before(update_rows[task][int(seed)], first["update"])
-    ]
-    start = f"{'; '.join(environment)}; then start" if environment else "Start"
-    if pbt:
-        what = (
-            "a loss or parameter became NaN or infinite, and each of those members kept its last finite "
-            "parameters until a PBT step gave it another member's weights (or to the end). "
-            f"{run_dir.root} is marked diverged in manifest.json (and updates.csv, column diverged_at_update; "
-            "checkpoints.csv, column pbt_diverged_at_update); it is not a finished result, even where every "
-            f"member ended healthy. {start} a new run with narrower --pbt-bounds or other settings"
-        )
-    else:
-        what = (
-            "a loss or parameter became NaN or infinite, and those seeds kept their last finite parameters "
-            f"from then on. {run_dir.root} is marked diverged in manifest.json (and updates.csv, column "
-            f"diverged_at_update); it is not a finished result. {start} a new run with a smaller learning rate "
-            "or other settings"
-        )
-    return RunDiverged(f"training diverged: {describe_divergences(diverged)}: {what}", diverged)
