@@ -47,8 +47,10 @@ def _fields(target: str) -> str:
         if field.name.startswith("_"):
             continue
         default = field.default if field.default is not dataclasses.MISSING else "(required)"
+        if not field.metadata.get("help"):  # the reference would show an empty cell: the field's help is missing
+            raise ValueError(f"{target}.{field.name} has no help beside it (dataclasses.field metadata 'help')")
         flag = "--" + field.name.replace("_", "-")
-        rows.append(f"| `{field.name}` (`{flag}`) | `{_cell(default)}` | {_cell(field.metadata.get('help', ''))} |")
+        rows.append(f"| `{field.name}` (`{flag}`) | `{_cell(default)}` | {_cell(field.metadata['help'])} |")
     return "\n".join(rows)
 
 
