@@ -140,7 +140,9 @@ def pqn_pair(folder: Path, name: str) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--pair", choices=("sac", "pqn"), default="sac", help="which two programs")
-    parser.add_argument("--purejaxql", type=Path, default=None, help="purejaxql's folder (--pair pqn; docs/peers.md)")
+    parser.add_argument(
+        "--purejaxql", type=Path, default=None, help="purejaxql's folder (--pair pqn; benchmarks/README.md)"
+    )
     parser.add_argument(
         "--env",
         choices=tuple(SCRIPTS),
@@ -163,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main() -> None:
     args = build_parser().parse_args()
     if args.pair == "pqn" and args.purejaxql is None:
-        raise SystemExit("--pair pqn needs --purejaxql PATH: the folder holding pqn_gymnax.py (docs/peers.md)")
+        raise SystemExit("--pair pqn needs --purejaxql PATH: the folder holding pqn_gymnax.py (benchmarks/README.md)")
     if args.pair == "sac" and args.env is not None:
         raise SystemExit(f"--env {args.env}: purejaxql's configs are for --pair pqn; --pair sac is rejax's Pendulum")
     budgets = tuple(args.budgets or ((300, 400) if args.pair == "sac" else (4, 8)))

@@ -33,6 +33,8 @@ _EXPORTS = {
     "make_ppo": "purehr.algorithms.ppo.algorithm",
     "make_train": "purehr.algorithms.trainer",
     "use_compile_cache": "purehr.run.compiled.compile_cache",
+    "restore": "purehr.run.restoring",
+    "Restored": "purehr.run.restoring",
 }
 
 __all__ = [
@@ -52,6 +54,8 @@ __all__ = [
     "Model",
     "TrainingDiverged",
     "use_compile_cache",
+    "restore",
+    "Restored",
 ]
 __version__ = "0.1.0"
 

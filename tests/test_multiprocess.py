@@ -3,7 +3,7 @@
 checkpoints written once by process 0, both processes SIGKILLed mid-run and resumed, and
 the final parameters equal to one process's within float32 tolerance.
 
-This is the tested example of docs/colab_tpu.md ("Several processes"): the commands below
+This is the tested example of docs/how-to/multi_host.md ("Several processes"): the commands below
 are the ones a user types, one per process."""
 
 import csv

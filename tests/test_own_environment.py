@@ -32,6 +32,7 @@ from purehr.tasks import environment_task, get_task, register_task, registry
 from purehr.tasks.environment_task import check_spaces
 
 REPO = Path(__file__).resolve().parents[1]
+TUTORIAL = REPO / "docs" / "tutorial.md"
 EXAMPLE = REPO / "examples" / "my_env.py"
 TRAIN = REPO / "scripts" / "train_all_seeds.py"
 TASK = "cliff_walker:make_env"  # the example, copied and renamed as a user would
@@ -325,6 +326,20 @@ def test_a_copied_example_trains_through_the_cli_and_restores_in_a_fresh_process
         assert again["metrics"][name] == last_rows[0][f"eval_{name}"], name
     for name in ("return_mean", "return_std", "return_min"):  # measured equal; a sum's order may differ
         np.testing.assert_allclose(again["metrics"][name], last_rows[0][f"eval_{name}"], rtol=1e-6, err_msg=name)
+    # docs/tutorial.md's analysis script, as written but for its run and task names: it runs an
+    # episode of the restored policy from a fresh process (about 7 s)
+    (tutorial,) = [
+        block for block in re.findall(r"```python\n(.*?)```", TUTORIAL.read_text(), re.S) if "restore(" in block
+    ]
+    assert '"runs/point"' in tutorial and '"point:make_env"' in tutorial
+    script = tutorial.replace('"runs/point"', repr(str(run))).replace('"point:make_env"', repr(TASK))
+    analysed = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=CHILD_ENV, capture_output=True, text=True, timeout=300
+    )
+    assert analysed.returncode == 0, analysed.stderr[-3000:]
+    first, last = analysed.stdout.splitlines()[-2:]
+    assert first.split()[0] == str(last_rows[0]["actual_steps"])
+    assert re.fullmatch(r"episode of \d+ steps, return -?[\d.]+, success (True|False)", last), last
     # last: the end-of-run report (the table of a task without a reference baseline)
     assert trained.returncode == 0, trained.stderr[-3000:]
 

@@ -143,9 +143,21 @@ def check_script(step: str) -> None:
             assert factory in defined, f"{step}: {source} defines no {factory}"
 
 
+def check_docs_build(step: str) -> None:
+    """``.venv/bin/mkdocs build [--strict]``: the site of mkdocs.yml, whose packages the ``docs``
+    extra installs; tests/test_docs_build.py builds it the same way."""
+    tokens = shlex.split(step)
+    assert tokens[:2] == [".venv/bin/mkdocs", "build"] and set(tokens[2:]) <= {"--strict"}, step
+    assert (REPO / "mkdocs.yml").is_file(), step
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert any(requirement.startswith("mkdocs==") for requirement in extras["docs"]), step
+
+
 def check_step(step: str) -> None:
     if step.startswith(("pip ", ".venv/bin/pip ")):
         check_pip(step)
+    elif step.startswith(".venv/bin/mkdocs "):
+        check_docs_build(step)
     elif step.startswith(("python3 -m venv", ".venv/bin/ruff", ".venv/bin/python -m pytest")):
         assert step in ci_steps(), f"{step!r} is not a step of .ci/run"
     else:
@@ -225,7 +237,10 @@ def bare_commands(text: str) -> list[str]:
     return [line for line in code_lines(text) if BARE_COMMAND.search(line) and line not in QUOTED_COMMANDS]
 
 
-@pytest.mark.parametrize("page", ["README.md", *sorted(f"docs/{p.name}" for p in (REPO / "docs").glob("*.md"))])
+DOC_PAGES = sorted(str(page.relative_to(REPO)) for page in (REPO / "docs").rglob("*.md"))
+
+
+@pytest.mark.parametrize("page", ["README.md", *DOC_PAGES])
 def test_the_docs_run_the_python_the_install_block_made(page):
     """Every command of the README and the user docs works as written after the README's install
     command: python, pip, pytest, tensorboard and wandb are the venv's (`.venv/bin/...`), not the PATH's."""

@@ -100,8 +100,9 @@ def test_a_manifest_with_a_retired_config_field_still_loads():
 def readme_restore_examples() -> tuple[list[str], list[str]]:
     """The python blocks that restore, and the inline restore calls on a quoted run directory
     (``restore(...).policy`` style mentions are prose, not examples), of the README and of
-    docs/usage.md, where the README's restore section moved (issue 52, item 6)."""
-    text = (REPO / "README.md").read_text() + (REPO / "docs" / "usage.md").read_text()
+    docs/how-to/restore.md, where the README's restore section moved (issue 52, item 6; the usage page
+    until issue 64)."""
+    text = (REPO / "README.md").read_text() + (REPO / "docs" / "how-to" / "restore.md").read_text()
     blocks = [block for block in re.findall(r"```python\n(.*?)```", text, re.S) if "restor" in block]
     inline = re.findall(r"`([^`\n]*restor\w*\(\"[^`\n]*)`", text)
     return blocks, inline
@@ -155,7 +156,7 @@ def test_evaluate_names_the_algorithm_of_the_checkpoint(tmp_path, monkeypatch):
 def test_a_restored_policy_can_be_jitted_and_its_pure_policy_acts_the_same(restored):
     """Issue 63 F4: ``jax.jit(r.policy)`` raised TracerArrayConversionError (it returns NumPy);
     traced, it returns the traced action. ``r.pure_policy(obs, t, key)``, the jittable one
-    docs/usage.md names, gives the same deterministic actions."""
+    docs/how-to/restore.md names, gives the same deterministic actions."""
     env, params = restored.env, restored.env_params
     batch, _ = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(2), 4), params)
     expected = np.asarray(restored.policy(batch))

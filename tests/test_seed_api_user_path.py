@@ -1,5 +1,6 @@
 """A new user's first minutes with the seed API (issue 27, user path 3): the snippet of
-docs/usage.md, "The seed API" (the README's until issue 52 moved it), runs as written, and
+docs/how-to/python.md, "The seed API" (the README's until issue 52,
+then the usage page's until issue 64), runs as written, and
 ``progress=True`` shows the protocol's progress bar beside the user's callback. (A budget too
 small to finish an episode warns: tests/test_api.py.)"""
 
@@ -22,7 +23,7 @@ TINY_OPTIONS = {
 
 
 def readme_seed_api_snippet() -> str:
-    usage = (ROOT / "docs" / "usage.md").read_text()
+    usage = (ROOT / "docs" / "how-to" / "python.md").read_text()
     section = usage.split("## The seed API", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
@@ -35,7 +36,7 @@ def test_the_readme_seed_api_snippet_runs_as_written(tmp_path, monkeypatch):
     namespace: dict = {}
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        exec(compile(readme_seed_api_snippet(), "docs/usage.md (the seed API)", "exec"), namespace)
+        exec(compile(readme_seed_api_snippet(), "docs/how-to/python.md (the seed API)", "exec"), namespace)
     model = namespace["model"]
     assert isinstance(model, PPOModel) and (tmp_path / "my_model" / "model.json").is_file()
     assert np.isfinite(model.metrics["mean_episode_return"]).any()

@@ -78,7 +78,7 @@ def test_make_train_sharded_over_4_devices_equals_one_device(sharded_results):
 
 @pytest.mark.slow
 def test_sharding_is_bit_identical_run_to_run_and_agrees_with_one_device_to_rounding_per_step(sharded_results):
-    """The guarantee of docs/colab_tpu.md ("One device against four"): the same program on the same
+    """The guarantee of benchmarks/README.md ("One device against four"): the same program on the same
     mesh repeats every bit; against one device a gradient step agrees to float32 rounding (training
     then amplifies that rounding as it does any: 2e-2 after 10 hrv updates, as far as a learning
     rate one float32 step larger moves one device)."""

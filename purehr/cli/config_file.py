@@ -1,5 +1,5 @@
 """``--config FILE`` (scripts/train_all_seeds.py): a run's flags from a TOML file, or from a
-run's ``manifest.json`` to repeat it (docs/config_files.md).
+run's ``manifest.json`` to repeat it (docs/how-to/config_files.md).
 
 The file's top-level keys are the script's long flags (underscores or dashes); its ``[task.NAME]``
 sections hold one task's config fields, and ``[task.NAME.env]`` its environment's keyword

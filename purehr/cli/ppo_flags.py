@@ -4,7 +4,7 @@ share being one flag) and the protocol's settings (``ProtocolSettings``: checkpo
 evaluation cadence): one rule for every script, so a new field gets its flag, type and help
 everywhere at once. A flag's type is its field's declared type; the run gives each value to its
 owner (``purehr.protocol_settings.split_settings``) and refuses one the entry's algorithm lacks
-(``purehr.run.planning.run_plan.merged_settings``)."""
+(``purehr.run.planning.settings.resolve_entry``)."""
 
 from __future__ import annotations
 

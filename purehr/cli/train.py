@@ -3,7 +3,7 @@
 python scripts/train_all_seeds.py                      # the full protocol (docs/protocol.md)
 python scripts/train_all_seeds.py --steps 100000 --seeds 0 1 --run-name quick
 python scripts/train_all_seeds.py --run-name quick --resume
-python scripts/train_all_seeds.py --config run.toml --learning-rate 1e-3   # docs/config_files.md
+python scripts/train_all_seeds.py --config run.toml --learning-rate 1e-3   # docs/how-to/config_files.md
 python scripts/train_all_seeds.py --config artifacts/quick/manifest.json --run-name again   # repeat a run
 """
 
@@ -60,7 +60,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         metavar="FILE",
         help="take the flags from a TOML file (any long flag by name, [task.NAME] sections per task; "
         "flags given beside it override it) or from a run's manifest.json to repeat that run "
-        "(docs/config_files.md)",
+        "(docs/how-to/config_files.md)",
     )
     parser.add_argument(
         "--tasks",
@@ -126,7 +126,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "--coordinator-address",
         default=None,
         metavar="HOST:PORT",
-        help="with --distributed: process 0's address (elsewhere than Cloud TPU/SLURM/MPI); see docs/colab_tpu.md",
+        help="with --distributed: process 0's address (elsewhere than Cloud TPU/SLURM/MPI); "
+        "see docs/how-to/multi_host.md",
     )
     parser.add_argument("--num-processes", type=int, default=None, metavar="N", help="with --distributed")
     parser.add_argument(

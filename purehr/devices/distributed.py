@@ -26,7 +26,7 @@ Multi-host (TPU pods, several GPU hosts): call :func:`initialize_distributed` (t
 ``jax.distributed.initialize()``) in every process before anything else touches JAX; the
 mesh then spans every process's devices, and the placement helpers below build global
 arrays from the full host data each process holds (the same keys on every host). See
-``docs/colab_tpu.md`` for what is and is not tested.
+``docs/how-to/multi_host.md`` for what is and is not tested.
 """
 
 from __future__ import annotations

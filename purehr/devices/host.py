@@ -1,6 +1,6 @@
 """Several CPU devices in one process need one spare thread in XLA's CPU pool; settled here,
 before JAX starts its backend, without importing JAX (``import purehr`` calls
-:func:`prepare_host_devices`). See docs/colab_tpu.md, "Several CPU devices on few cores"."""
+:func:`prepare_host_devices`). See benchmarks/README.md, "Several CPU devices on few cores"."""
 
 from __future__ import annotations
 

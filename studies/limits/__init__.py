@@ -1,4 +1,4 @@
-"""How good is good: optimal-control references for the swing and HRV tasks (docs/limits.md).
+"""How good is good: optimal-control references for the swing and HRV tasks (results/limits/README.md).
 
 - ``swing_shooting``: the fastest rotation found by shooting through the differentiable plant,
   verified by replay in ``SwingEnv`` (an upper bound on the minimum time from each start);

@@ -1,5 +1,5 @@
 """Fewest HRV steps to each held-out target: a per-dimension lower bound, the exact optimum by a
-search over the shared style / content choices, and replay in ``HRWritingEnv`` (docs/limits.md).
+search over the shared style / content choices, and replay in ``HRWritingEnv`` (results/limits/README.md).
 
 Why a search over multisets: one step moves dimension i by ``a g_i (m_i + s_k,i)`` with
 ``a = step_scale[o] step_size`` and ``m_i in {-1, 0, +1}``. The dimensions share only the style

@@ -109,7 +109,7 @@ def _intro_lines(swing: dict[str, Any], hrv: dict[str, Any], record: dict[str, A
         "",
         "How far PPO's final checkpoints are from the best any policy can do, on the held-out starts and",
         "episodes of the protocol. The method, the lower-bound argument and what each number means:",
-        "`docs/limits.md`. Written by `studies/scripts/limits.py` (do not edit by hand).",
+        "`results/limits/README.md`. Written by `studies/scripts/limits.py` (do not edit by hand).",
         "",
         "```bash",
         " ".join(record["command"]),

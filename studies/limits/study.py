@@ -1,5 +1,5 @@
 """How good is good: the optimal-control references of both tasks against PPO's final checkpoints
-and the hand-made references (issue 28, docs/limits.md, results/limits/).
+and the hand-made references (issue 28, results/limits/README.md, results/limits/).
 
     swing  per held-out start: the physics lower bound on the time to rotation (``swing_bound``),
            the fastest rotation found by shooting through the plant and verified by replay in

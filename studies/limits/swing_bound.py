@@ -1,5 +1,5 @@
 """Lower bound on the swing's minimum time to rotation: the energy the rider must add, over the
-most power the servo-limited body can put in at each energy (docs/limits.md has the argument).
+most power the servo-limited body can put in at each energy (results/limits/README.md has the argument).
 
 The quantity is the swing's *reserve* ``R = 1/2 I W^2 + m g rho (1 - cos psi)``: the kinetic
 energy of the whole body turning at the mean rate ``W = H / I`` (``H`` the angular momentum

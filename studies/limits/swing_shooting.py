@@ -1,7 +1,7 @@
 """Upper bound on the swing's fastest rotation: open-loop action sequences improved by shooting
 through the differentiable plant, then verified by replay in ``SwingEnv`` itself.
 
-Why this shape (docs/limits.md, "Swing: the upper bound"):
+Why this shape (results/limits/README.md, "Swing: the upper bound"):
 
 - **The decision variables** are one action per control step, ``a = sin(u)`` (no dead zone at
   the limits, where a tanh would stop the gradient), held for the control interval exactly as

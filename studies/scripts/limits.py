@@ -1,4 +1,4 @@
-"""How good is good: optimal-control references for both tasks (docs/limits.md, results/limits/).
+"""How good is good: optimal-control references for both tasks (results/limits/README.md, results/limits/).
 
     python studies/scripts/limits.py                              # the recorded run: results/limits
     python studies/scripts/limits.py --out /tmp/limits --starts 8 --rounds 1 --iterations 2   # a quick look

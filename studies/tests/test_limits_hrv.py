@@ -1,4 +1,4 @@
-"""The HRV's optimal-control references (studies/limits/hrv_search.py, docs/limits.md): on a tiny
+"""The HRV's optimal-control references (studies/limits/hrv_search.py, results/limits/README.md): on a tiny
 instance the exact search equals brute force over every action sequence; on held-out episodes
 the lower bound is never above the replayed optimum, and the plans replay in HRWritingEnv at
 the searched length; the episodes are the evaluation's own."""

@@ -1,4 +1,4 @@
-"""The swing's optimal-control references (studies/limits, docs/limits.md): the shooting
+"""The swing's optimal-control references (studies/limits, results/limits/README.md): the shooting
 optimiser's sequences replay in SwingEnv to the step it reports, and the physics lower bound is
 below every trajectory, its derivation checked against the implemented equation of motion."""
 
@@ -137,7 +137,7 @@ def _random_states(count: int, seed: int):
 
 def test_reserve_rate_is_the_derived_formula():
     """dR/dt along the plant's own equation of motion (a jvp of R along plant_derivative) equals
-    the four terms of docs/limits.md: the derivation agrees with the implemented dynamics."""
+    the four terms of results/limits/README.md: the derivation agrees with the implemented dynamics."""
     states, targets = _random_states(8, 2)
 
     @jax.jit

@@ -20,7 +20,7 @@ from purehr.tasks.factory import is_factory_name, library_roots
 
 HEADER = (
     "# The command that continues this run (from a fresh shell, in any directory), written when the run's\n"
-    "# latest process started; run it as it is, or: sh RESUME.txt (docs/usage.md, 'Stopping and resuming')\n"
+    "# latest process started; run it as it is, or: sh RESUME.txt (docs/how-to/resume.md, 'Stopping and resuming')\n"
 )
 
 

@@ -33,7 +33,7 @@ from purehr.types import Columns
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 RESUME = "RESUME.txt"
-"""The command that continues the run, written when a process takes the directory (docs/usage.md)."""
+"""The command that continues the run, written when a process takes the directory (docs/how-to/resume.md)."""
 UPDATES_CSV = "updates.csv"
 CHECKPOINTS_CSV = "checkpoints.csv"
 FINAL_METRICS_CSV = "final_metrics.csv"
