@@ -25,6 +25,7 @@ SCRIPTS = {
     "render": "render",
     "analyze": "analyze_run",
     "publish": "publish_run",
+    "compare": "compare",
 }
 
 
