@@ -152,3 +152,23 @@ def test_unrecorded_episodes_are_refused_unless_vouched_for(tmp_path, capsys):
     assert "cannot check" in capsys.readouterr().err
     assert compare_main([str(PQN_HRV), str(tmp_path / "old.json"), "--unchecked-episodes", "--reps", "200"]) == 0
     assert "not checked (--unchecked-episodes): hrv: task arguments" in capsys.readouterr().out
+
+
+def test_a_run_s_robust_statistics_are_those_of_its_per_seed_values():
+    from purehr.reports.run_statistics import robust_table, run_statistics
+
+    statistics = run_statistics(PROTOCOL, reps=500)
+    lengths = [3.84, 3.90, 3.92, 3.90, 3.86]  # results/protocol/final_metrics.csv, hrv eval_episode_length (rounded)
+    hrv = statistics["tasks"]["hrv"]
+    assert hrv["metrics"]["episode_length"]["iqm"]["value"] == pytest.approx((3.86 + 3.90 + 3.90) / 3, abs=0.006)
+    assert hrv["metrics"]["episode_length"]["mean"]["value"] == pytest.approx(np.mean(lengths), abs=0.006)
+    curve = hrv["curves"]["eval_return_mean"]
+    last = [float(line.split(",")[9]) for line in _last_lines("hrv")]
+    assert curve["steps"][-1] == 300000 and curve["value"][-1] == pytest.approx(stats.trim_mean(last, 0.25))
+    assert curve["low"][-1] <= curve["value"][-1] <= curve["high"][-1]
+    assert statistics["aggregate"]["tasks"] == ["swing", "hrv"]
+    assert "| hrv | episode_length | 3.89 [" in robust_table(PROTOCOL, statistics)
+
+
+def _last_lines(task: str) -> list[str]:
+    return [(PROTOCOL / task / f"seed_{seed}" / "checkpoints.csv").read_text().splitlines()[-1] for seed in range(5)]
