@@ -172,3 +172,12 @@ def test_a_run_s_robust_statistics_are_those_of_its_per_seed_values():
 
 def _last_lines(task: str) -> list[str]:
     return [(PROTOCOL / task / f"seed_{seed}" / "checkpoints.csv").read_text().splitlines()[-1] for seed in range(5)]
+
+
+def test_a_curve_s_iqm_leaves_out_the_seeds_without_a_value():
+    values = np.random.default_rng(0).normal(size=(9, 40))
+    values[values > 1.0] = np.nan  # a seed without a success has no speed at that checkpoint
+    curve = bootstrap.curve(values, reps=300)
+    reference = [stats.trim_mean(column[np.isfinite(column)], 0.25) for column in values.T]
+    assert np.allclose(curve["value"], reference)
+    assert (curve["low"] <= curve["value"]).all() and (curve["value"] <= curve["high"]).all()

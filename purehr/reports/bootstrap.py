@@ -103,7 +103,7 @@ def _two_level(samples: Sequence[np.ndarray]) -> bool:
 
 def _percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
     alpha = (1.0 - confidence) / 2.0
-    return np.percentile(replicates, 100 * alpha, axis=0), np.percentile(replicates, 100 * (1 - alpha), axis=0)
+    return np.nanpercentile(replicates, 100 * alpha, axis=0), np.nanpercentile(replicates, 100 * (1 - alpha), axis=0)
 
 
 def _estimate(
@@ -223,10 +223,38 @@ def performance_profile(
 
 def curve(values: np.ndarray, statistic: str = "iqm", reps: int = REPS, confidence: float = CONFIDENCE) -> dict:
     """A sample-efficiency curve: the statistic over seeds at each checkpoint of ``values``
-    ``[seeds, checkpoints]`` and its interval, ``{value, low, high}`` each ``[checkpoints]``."""
+    ``[seeds, checkpoints]`` with pointwise percentile bands, ``{value, low, high}`` each
+    ``[checkpoints]``; seeds resampled together across checkpoints (a seed is one learning run).
+    A checkpoint's NaN seeds (no success yet: no speed) are left out of its statistic."""
     values = np.asarray(values, np.float64)
-    estimates = [point_estimate(values[:, index], statistic, reps, confidence) for index in range(values.shape[1])]
-    return {key: np.array([getattr(e, key) for e in estimates]) for key in ("value", "low", "high")}
+    if values.ndim != 2:
+        raise ValueError(f"a curve takes values [seeds, checkpoints], got shape {values.shape}")
+    cut = {"iqm": 0.25, "mean": 0.0}[statistic]
+
+    def along_seeds(array: np.ndarray) -> np.ndarray:  # [..., seeds, checkpoints] -> [..., checkpoints]
+        return _finite_trim_mean(np.moveaxis(array, -2, -1), cut)
+
+    value = along_seeds(values)
+    if values.shape[0] < 2:
+        return {"value": value, "low": np.full_like(value, np.nan), "high": np.full_like(value, np.nan)}
+    seeds = np.random.default_rng(SEED).integers(0, values.shape[0], (reps, values.shape[0]))
+    low, high = _percentile_interval(along_seeds(values[seeds]), confidence)
+    return {"value": value, "low": low, "high": high}
+
+
+def _finite_trim_mean(values: np.ndarray, cut: float) -> np.ndarray:
+    """``scipy.stats.trim_mean(finite entries, cut)`` along the last axis, vectorised (NaN where
+    none is finite): sorted (NaN last), ``int(cut * n)`` cut from each end of the ``n`` finite."""
+    ordered = np.sort(values, axis=-1)
+    finite = np.isfinite(ordered)
+    count = finite.sum(axis=-1)
+    trimmed = (cut * count).astype(np.int64)
+    sums = np.concatenate([np.zeros((*ordered.shape[:-1], 1)), np.cumsum(np.where(finite, ordered, 0.0), -1)], -1)
+    kept = count - 2 * trimmed
+    total = np.take_along_axis(sums, (count - trimmed)[..., None], -1)[..., 0]
+    total = total - np.take_along_axis(sums, trimmed[..., None], -1)[..., 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(kept > 0, total / np.maximum(kept, 1), np.nan)
 
 
 def normalised(values: np.ndarray, floor: float, reference: float) -> np.ndarray:
