@@ -181,3 +181,15 @@ def test_a_curve_s_iqm_leaves_out_the_seeds_without_a_value():
     reference = [stats.trim_mean(column[np.isfinite(column)], 0.25) for column in values.T]
     assert np.allclose(curve["value"], reference)
     assert (curve["low"] <= curve["value"]).all() and (curve["value"] <= curve["high"]).all()
+
+
+def test_the_statistics_figure_and_the_comparison_figure_are_drawn(tmp_path):
+    from purehr.reports.run_statistics import draw_statistics
+    from purehr.viz.statistics_figures import comparison_figure
+
+    copy = _copy_run(tmp_path)
+    written = draw_statistics(copy)
+    assert [path.name for path in written] == ["statistics.pdf", "statistics.png"]
+    assert (copy / "figures" / "statistics.png").stat().st_size > 20_000  # drawn panels, not an empty canvas
+    comparison = compare_runs([read_scores(PROTOCOL, "a"), read_scores(copy, "b")], reps=200)
+    assert len(comparison_figure(comparison).axes) == 1

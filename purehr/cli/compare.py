@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -37,6 +38,12 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="compare runs whose held-out episodes cannot be checked (not recorded); never runs whose episodes differ",
     )
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap replicates, 200 to 100,000")
+    parser.add_argument(
+        "--figure",
+        default=None,
+        metavar="PATH",
+        help="also draw the performance profiles side by side to PATH (.png or .pdf; an existing file is refused)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object (NaN as null)")
     return parser
 
@@ -52,6 +59,9 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
     labels = args.label or [None] * len(args.runs)
     if len(set(filter(None, labels))) != len(list(filter(None, labels))):
         parser.error(f"--label {labels}: each run needs its own name")
+    if args.figure is not None and (Path(args.figure).suffix not in (".png", ".pdf") or Path(args.figure).exists()):
+        state = "exists (not overwritten)" if Path(args.figure).exists() else "is neither .png nor .pdf"
+        parser.error(f"--figure {args.figure} {state}")
     if not 200 <= args.reps <= 100_000:
         parser.error(f"--reps {args.reps}: expected 200 to 100,000 bootstrap replicates")
     from purehr.reports.analysis import to_json_safe
@@ -62,11 +72,21 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
         runs = [read_scores(path, label) for path, label in zip(args.runs, labels)]
         names = [run.label for run in runs]
         if len(set(names)) != len(names):
-            runs = [read_scores(path, f"{run.label} ({path})") for path, run in zip(args.runs, runs)]
+            runs = [
+                read_scores(path, f"{run.label} ({index})") for index, (path, run) in enumerate(zip(args.runs, runs), 1)
+            ]
         comparison = compare_runs(runs, allow_unchecked=args.unchecked_episodes, reps=args.reps)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.figure is not None:
+        from purehr.viz.statistics_figures import comparison_figure
+
+        try:
+            comparison_figure(comparison).savefig(args.figure, bbox_inches="tight", dpi=150)
+        except ValueError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     if args.json:
         print(json.dumps(to_json_safe(comparison), indent=2, default=lambda array: array.tolist()))
     else:

@@ -23,7 +23,7 @@ from purehr.run.store.run_dir import CHECKPOINTS_CSV, read_checkpoint_rows, read
 REPORTED_METRICS = ("success_rate", "return_mean")
 """Held-out metrics every task's row carries, beside its speed metric (``GOAL_METRIC``)."""
 CURVE_COLUMNS = ("eval_success_rate", "eval_return_mean")
-PROFILE_THRESHOLDS = np.linspace(0.0, 1.2, 13)
+PROFILE_THRESHOLDS = np.linspace(0.0, 1.2, 61)
 """Normalised-return thresholds of the performance profile: floor (0) to a fifth past the reference (1)."""
 
 
@@ -130,3 +130,16 @@ def robust_table(run_dir: str | Path, statistics: dict[str, Any] | None = None) 
         f"({bootstrap.REPS} replicates, stratified by task), docs/analysis.md"
     )
     return "\n".join([*lines, "", note]) + "\n"
+
+
+def draw_statistics(run_dir: str | Path) -> list[Path]:
+    """``figures/statistics.{pdf,png}``: the curves and profiles of ``run_statistics``
+    (``purehr.viz.statistics_figures``); none for a PBT run, whose members are not independent."""
+    from purehr.run.store.run_dir import FIGURES
+    from purehr.viz.statistics_figures import plot_run_statistics
+
+    run_dir = Path(run_dir)
+    if read_manifest(run_dir).get("pbt") is not None:
+        return []
+    (run_dir / FIGURES).mkdir(exist_ok=True)
+    return plot_run_statistics(run_statistics(run_dir), run_dir / FIGURES)
