@@ -193,3 +193,11 @@ def test_the_statistics_figure_and_the_comparison_figure_are_drawn(tmp_path):
     assert (copy / "figures" / "statistics.png").stat().st_size > 20_000  # drawn panels, not an empty canvas
     comparison = compare_runs([read_scores(PROTOCOL, "a"), read_scores(copy, "b")], reps=200)
     assert len(comparison_figure(comparison).axes) == 1
+
+
+def test_the_seeds_a_t_test_needs_match_the_textbook_tables():
+    from purehr.reports.stats import seeds_needed, t_test_power
+
+    assert seeds_needed(1.0, 1.0) == 17 and seeds_needed(0.5, 1.0) == 64  # Cohen's d 1 and 0.5 at 80% power
+    assert t_test_power(17, 1.0, 1.0) >= 0.8 > t_test_power(16, 1.0, 1.0)
+    assert seeds_needed(0.0, 1.0) is None

@@ -13,6 +13,7 @@ import numpy as np
 
 from purehr.reports import bootstrap
 from purehr.reports.scores import COMPARED_METRICS, LOWER_IS_BETTER, RunScores, episode_differences, metric_name
+from purehr.reports.stats import seeds_needed
 
 NO_DIFFERENCE = "no detectable difference"
 PROFILE_POINTS = 5
@@ -65,7 +66,14 @@ def compare_pair(a: np.ndarray, b: np.ndarray, lower_is_better: bool, reps: int 
     better = None
     if math.isfinite(diff.low) and not diff.covers(0.0):
         better = "a" if sign * diff.value > 0 else "b"
+    finite_a, finite_b = a[np.isfinite(a)], b[np.isfinite(b)]
+    spread = (
+        math.sqrt((np.var(finite_a, ddof=1) + np.var(finite_b, ddof=1)) / 2) if min(a.size, b.size) > 1 else math.nan
+    )
     return {
+        "mean_difference": float(finite_a.mean() - finite_b.mean()),
+        "seed_sd": spread,
+        "seeds_for_80_percent_power": seeds_needed(float(finite_a.mean() - finite_b.mean()), spread),
         "iqm_a": bootstrap.point_estimate(a, reps=reps).to_dict(),
         "iqm_b": bootstrap.point_estimate(b, reps=reps).to_dict(),
         "difference": diff.to_dict(),
@@ -96,6 +104,9 @@ def compare_runs(
     {metric: compare_pair}}, aggregate, profiles}]}``."""
     if len(runs) < 2:
         raise ComparisonRefused(f"compare needs two or more runs, got {len(runs)}")
+    labels = [run.label for run in runs]
+    if len(set(labels)) != len(labels):
+        raise ComparisonRefused(f"each run needs its own label, got {labels}")
     tasks = shared_tasks(runs)
     if not tasks:
         raise ComparisonRefused(
@@ -146,6 +157,13 @@ def verdict(a: str, b: str, result: dict[str, Any], what: str) -> str:
     diff, chance = result["difference"], result["improvement_probability"]
     interval = f"IQM difference {_number(diff['value'])} [{_number(diff['low'])}, {_number(diff['high'])}]"
     odds = f"P({a} better) {chance['value']:.2f} [{_number(chance['low'], 2)}, {_number(chance['high'], 2)}]"
+    needed = result.get("seeds_for_80_percent_power")
+    if result.get("mean_difference") and result.get("seed_sd"):  # both nonzero: a difference to detect
+        odds += "; a t test would need " + (
+            f"{needed} seeds a run to detect this mean difference 80% of the time"
+            if needed is not None
+            else "more seeds than any run has to detect this mean difference"
+        )
     if result["better"] is None:
         return f"{what}: {NO_DIFFERENCE} ({interval}; {odds})"
     winner = a if result["better"] == "a" else b
