@@ -201,3 +201,28 @@ def test_the_seeds_a_t_test_needs_match_the_textbook_tables():
     assert seeds_needed(1.0, 1.0) == 17 and seeds_needed(0.5, 1.0) == 64  # Cohen's d 1 and 0.5 at 80% power
     assert t_test_power(17, 1.0, 1.0) >= 0.8 > t_test_power(16, 1.0, 1.0)
     assert seeds_needed(0.0, 1.0) is None
+
+
+def test_a_sweep_s_sensitivity_is_computed_by_hand(tmp_path):
+    from purehr.experiments.sensitivity import sensitivity_report, write_sensitivity
+
+    returns = {(1.0, 0.1): [1, 2, 3, 4], (1.0, 0.2): [5, 5, 5, 5], (2.0, 0.1): [0, 0, 0, 10], (2.0, 0.2): [3, 3, 3, 3]}
+    lines = ["group,learning_rate,ent_coef,seed,eval_return_mean"]
+    lines += [f"default,{lr},{ent},{seed},{value}" for (lr, ent), v in returns.items() for seed, value in enumerate(v)]
+    (tmp_path / "runs.csv").write_text("\n".join(lines) + "\n")
+    config = {"learning_rate": 1.0, "ent_coef": 0.1}
+    (tmp_path / "sweep.json").write_text(json.dumps({"groups": [{"name": "default", "config": config}]}))
+    report = sensitivity_report(tmp_path, reps=500)
+    ranked = [
+        (row["setting"]["learning_rate"], row["setting"]["ent_coef"], row["iqm"]["value"]) for row in report["ranking"]
+    ]
+    assert ranked == [(1.0, 0.2, 5.0), (2.0, 0.2, 3.0), (1.0, 0.1, 2.5), (2.0, 0.1, 0.0)]  # IQM: the middle two of 4
+    assert report["sensitivity"]["learning_rate"]["best_at"] == {"1": 5.0, "2": 3.0}
+    assert report["sensitivity"]["learning_rate"]["spread"]["value"] == 2.0
+    assert report["sensitivity"]["ent_coef"]["spread"]["value"] == 2.5
+    assert report["gap"]["value"] == 2.5 and report["gap"]["low"] <= 2.5 <= report["gap"]["high"]
+    assert [path.name for path in write_sensitivity(tmp_path)] == [
+        "sensitivity.md",
+        "sensitivity.pdf",
+        "sensitivity.png",
+    ]
