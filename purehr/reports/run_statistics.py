@@ -18,7 +18,8 @@ import numpy as np
 from purehr.reports import bootstrap
 from purehr.reports.results_table import GOAL_METRIC, task_family
 from purehr.reports.scores import read_scores
-from purehr.run.store.run_dir import CHECKPOINTS_CSV, read_checkpoint_rows, read_manifest, seed_dir_name
+from purehr.run.store.run_dir import CHECKPOINTS_CSV, FIGURES, read_checkpoint_rows, read_manifest, seed_dir_name
+from purehr.viz.statistics_figures import plot_run_statistics
 
 REPORTED_METRICS = ("success_rate", "return_mean")
 """Held-out metrics every task's row carries, beside its speed metric (``GOAL_METRIC``)."""
@@ -135,9 +136,6 @@ def robust_table(run_dir: str | Path, statistics: dict[str, Any] | None = None) 
 def draw_statistics(run_dir: str | Path) -> list[Path]:
     """``figures/statistics.{pdf,png}``: the curves and profiles of ``run_statistics``
     (``purehr.viz.statistics_figures``); none for a PBT run, whose members are not independent."""
-    from purehr.run.store.run_dir import FIGURES
-    from purehr.viz.statistics_figures import plot_run_statistics
-
     run_dir = Path(run_dir)
     if read_manifest(run_dir).get("pbt") is not None:
         return []
