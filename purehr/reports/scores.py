@@ -78,6 +78,11 @@ def read_scores(path: str | Path, label: str | None = None) -> RunScores:
 
 def _run_directory_scores(run_dir: Path, label: str) -> RunScores:
     manifest = read_manifest(run_dir)
+    if manifest.get("pbt") is not None:
+        raise ValueError(
+            f"{run_dir} is a PBT run: its members copy each other's weights, so they are not independent seeds "
+            "to resample or compare (docs/pbt.md)"
+        )
     seeds = list(manifest["seeds"])
     tasks = {}
     for task in manifest["tasks"]:
