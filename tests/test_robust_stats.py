@@ -95,13 +95,13 @@ def test_the_performance_profile_counts_scores_above_each_threshold():
 def test_a_run_s_statistics_at_20_seeds_x_100_episodes_take_under_5_s():
     rng = np.random.default_rng(0)
     a, b = rng.normal(0.0, 1.0, (20, 100)), rng.normal(0.2, 1.0, (20, 100))
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: the shared machine's load does not count
     for statistic in ("iqm", "mean"):
         bootstrap.point_estimate(a, statistic)
     bootstrap.difference(a, b)
     bootstrap.improvement_probability(a, b)
     bootstrap.performance_profile(a, np.linspace(-2, 2, 21))
-    assert time.perf_counter() - start < 5.0
+    assert time.process_time() - start < 5.0
 
 
 def test_a_run_compared_with_itself_shows_no_difference():

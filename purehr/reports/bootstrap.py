@@ -10,6 +10,7 @@ curve through ``resample``, a vectorised NumPy two-level resampler (SciPy has no
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -86,15 +87,24 @@ def resample(samples: Sequence[np.ndarray], reps: int = REPS, seed: int = SEED) 
     """Two-level stratified bootstrap replicates, ``[reps, seeds, episodes]`` per task: seeds drawn
     with replacement within each task, then episodes with replacement within each drawn seed
     (a ``[seeds]`` sample is ``[seeds, 1]``: the inner draw keeps its one value)."""
+    samples = as_samples(samples)
+    key = (tuple(hashlib.sha1(np.ascontiguousarray(s)).hexdigest() + str(s.shape) for s in samples), reps, seed)
+    if key in _RECENT:  # the IQM, the mean and the profile of one run resample the same seeds
+        return _RECENT[key]
     rng = np.random.default_rng(seed)
     replicates = []
-    for sample in as_samples(samples):
+    for sample in samples:
         sample = sample[:, None] if sample.ndim == 1 else sample
         num_seeds, num_episodes = sample.shape
         seeds = rng.integers(0, num_seeds, (reps, num_seeds))
         episodes = rng.integers(0, num_episodes, (reps, num_seeds, num_episodes))
         replicates.append(sample[seeds[..., None], episodes])
+    _RECENT.clear()  # one entry: a run's [reps, seeds, episodes] replicates are large
+    _RECENT[key] = replicates
     return replicates
+
+
+_RECENT: dict[tuple, list[np.ndarray]] = {}
 
 
 def _two_level(samples: Sequence[np.ndarray]) -> bool:
@@ -211,8 +221,10 @@ def performance_profile(
     low, high}``, each ``[thresholds]``."""
     samples, thresholds = as_samples(samples), np.asarray(thresholds, np.float64)
 
-    def fraction(values: np.ndarray) -> np.ndarray:
-        return np.mean(values[..., None, :] > thresholds[:, None], axis=-1)
+    def fraction(values: np.ndarray) -> np.ndarray:  # [..., n] -> [..., thresholds], by sorting once per row
+        ordered = np.sort(values.reshape(-1, values.shape[-1]), axis=-1)
+        at_or_below = np.stack([np.searchsorted(row, thresholds, side="right") for row in ordered])
+        return (1.0 - at_or_below / values.shape[-1]).reshape(*values.shape[:-1], len(thresholds))
 
     pooled = _pooled([s[:, None] if s.ndim == 1 else s for s in samples], True)
     low = high = np.full(len(thresholds), np.nan)
