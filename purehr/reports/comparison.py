@@ -170,14 +170,11 @@ def verdict(a: str, b: str, result: dict[str, Any], what: str) -> str:
     return f"{what}: {winner} better ({interval}; {odds})"
 
 
-def _number(value: float, digits: int = 3) -> str:
-    return (
-        "-"
-        if value is None or not math.isfinite(value)
-        else f"{value:.{digits}g}"
-        if digits == 3
-        else f"{value:.{digits}f}"
-    )
+def _number(value: float | None, decimals: int | None = None) -> str:
+    """Three significant digits, or ``decimals`` fixed ones; ``-`` for no value."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.3g}" if decimals is None else f"{value:.{decimals}f}"
 
 
 def _estimate(estimate: dict) -> str:
