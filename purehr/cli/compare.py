@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 2
     if args.json:
-        print(json.dumps(to_json_safe(comparison), indent=2, default=lambda array: array.tolist()))
+        print(json.dumps(to_json_safe(comparison), indent=2, allow_nan=False))
     else:
         print(comparison_text(comparison), end="")
     return 0

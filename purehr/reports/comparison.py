@@ -140,7 +140,10 @@ def compare_runs(
             everything = np.concatenate(a_all + b_all)
             thresholds = np.linspace(everything.min(), everything.max(), PROFILE_POINTS)
             pair["profiles"] = {
-                label: bootstrap.performance_profile(values, thresholds, reps=reps)
+                label: {
+                    key: np.asarray(value).tolist()
+                    for key, value in bootstrap.performance_profile(values, thresholds, reps=reps).items()
+                }
                 for label, values in ((runs[0].label, a_all), (other.label, b_all))
             }
         pairs.append(pair)
