@@ -48,7 +48,8 @@ def checkpoint_curve(run_dir: str | Path, task: str, column: str, statistic: str
 
 
 def run_statistics(run_dir: str | Path, reps: int = bootstrap.REPS, curves: bool = True) -> dict[str, Any]:
-    """``{tasks: {task: {metrics: {name: {iqm, mean}}, normalised_return: {iqm, mean, profile},
+    """``{tasks: {task: {metrics: {name: {iqm, mean}} (every held-out column of the reported
+    checkpoints), normalised_return: {iqm, mean, profile},
     curves: {column: checkpoint_curve}}}, aggregate: {tasks, iqm, mean} | None}`` (each estimate
     ``bootstrap.Estimate.to_dict``; the profile ``bootstrap.performance_profile`` as lists)."""
     scores = read_scores(run_dir)
@@ -56,7 +57,8 @@ def run_statistics(run_dir: str | Path, reps: int = bootstrap.REPS, curves: bool
     normalised_all = {}
     for task, task_scores in scores.tasks.items():
         entry: dict[str, Any] = {"metrics": {}, "normalised_return": None, "curves": {}}
-        for name in _metrics(task):
+        shown = _metrics(task)  # first, in the table's order; then every other held-out column (the JSON)
+        for name in [*shown, *(other for other in task_scores.values if other not in shown and other != "episodes")]:
             values = task_scores.values.get(name)
             if values is None or not np.isfinite(values).any():
                 continue
@@ -109,7 +111,7 @@ def robust_table(run_dir: str | Path, statistics: dict[str, Any] | None = None) 
         "|---|---|---|---|",
     ]
     for task, entry in statistics["tasks"].items():
-        for name, estimates in entry["metrics"].items():
+        for name, estimates in ((n, e) for n, e in entry["metrics"].items() if n in _metrics(task)):
             places = digits.get(name, 3)
             lines.append(
                 f"| {task} | {name} | {_interval(estimates['iqm'], places)} | {_interval(estimates['mean'], places)} |"
