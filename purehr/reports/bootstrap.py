@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -112,8 +113,14 @@ def _two_level(samples: Sequence[np.ndarray]) -> bool:
 
 
 def _percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Percentiles over axis 0 (replicates), NaN replicates left out; NaN where all are (a curve's
+    checkpoint with no finite seed: NumPy warns, the answer is simply undefined)."""
     alpha = (1.0 - confidence) / 2.0
-    return np.nanpercentile(replicates, 100 * alpha, axis=0), np.nanpercentile(replicates, 100 * (1 - alpha), axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanpercentile(replicates, 100 * alpha, axis=0), np.nanpercentile(
+            replicates, 100 * (1 - alpha), axis=0
+        )
 
 
 def _estimate(
