@@ -18,28 +18,34 @@ CURVE_LABELS = {"eval_return_mean": "held-out return (IQM)", "eval_success_rate"
 RUN_COLOURS = [OKABE_ITO[name] for name in ("blue", "orange", "green", "purple", "sky_blue", "vermillion")]
 
 
+def _drawn_curve(entry: dict[str, Any], name: str) -> dict[str, Any] | None:
+    curve = entry["curves"].get(name)
+    return curve if curve is not None and np.isfinite(np.asarray(curve["value"], float)).any() else None
+
+
 def run_statistics_figure(statistics: dict[str, Any]) -> Figure:
-    """One column per task: its curves (one row per ``CURVE_LABELS`` column it logged) and the
-    performance profile of its normalised return (where the task has a floor and a reference)."""
-    tasks = list(statistics["tasks"])
-    rows = len(CURVE_LABELS) + 1
-    fig = Figure(figsize=(4.2 * len(tasks), 2.6 * rows), layout="constrained")
-    axes = fig.subplots(rows, len(tasks), squeeze=False)
-    for column, task in enumerate(tasks):
-        entry = statistics["tasks"][task]
-        for row, (name, label) in enumerate(CURVE_LABELS.items()):
-            ax = axes[row][column]
-            curve = entry["curves"].get(name)
-            if curve is None or not np.isfinite(np.asarray(curve["value"], float)).any():
+    """One column per task: its curves (a row per ``CURVE_LABELS`` column some task logged) and the
+    performance profile of its normalised return (a row where some task has a floor and a reference)."""
+    entries = statistics["tasks"]
+    curves = [name for name in CURVE_LABELS if any(_drawn_curve(entry, name) for entry in entries.values())]
+    profiles = any(entry.get("normalised_return") is not None for entry in entries.values())
+    rows = max(1, len(curves) + profiles)
+    fig = Figure(figsize=(4.2 * len(entries), 2.6 * rows), layout="constrained")
+    axes = fig.subplots(rows, len(entries), squeeze=False)
+    for column, (task, entry) in enumerate(entries.items()):
+        for row, name in enumerate(curves):
+            ax, curve = axes[row][column], _drawn_curve(entry, name)
+            if curve is None:
                 ax.set_axis_off()
                 continue
             steps = np.asarray(curve["steps"])
             ax.plot(steps, curve["value"], color=OKABE_ITO["blue"])
             ax.fill_between(steps, curve["low"], curve["high"], color=OKABE_ITO["blue"], alpha=0.25, linewidth=0)
             ax.xaxis.set_major_formatter(STEPS_FORMATTER)
-            ax.set(title=f"{task}: {label}", xlabel="environment steps")
-        ax = axes[-1][column]
-        normalised = entry.get("normalised_return")
+            ax.set(title=f"{task}: {CURVE_LABELS[name]}", xlabel="environment steps")
+        if not profiles:
+            continue
+        ax, normalised = axes[-1][column], entry.get("normalised_return")
         if normalised is None:
             ax.set_axis_off()
             continue
