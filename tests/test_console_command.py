@@ -25,6 +25,7 @@ SCRIPTS = {
     "render": "render",
     "analyze": "analyze_run",
     "publish": "publish_run",
+    "compare": "compare",
 }
 
 
@@ -68,7 +69,8 @@ def test_an_unknown_command_is_refused_naming_the_known_ones(capsys):
 def test_an_unknown_command_exits_2_from_the_command_line(tmp_path):
     done = run("-m", "purehr", "bogus", cwd=tmp_path)
     assert done.returncode == 2
-    assert "unknown command 'bogus' (choose from train, evaluate, sweep, render, analyze, publish)" in done.stderr
+    known = "train, evaluate, sweep, render, analyze, publish, compare"
+    assert f"unknown command 'bogus' (choose from {known})" in done.stderr
 
 
 def _without_usage(text: str) -> str:

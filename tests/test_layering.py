@@ -117,7 +117,8 @@ COMMAND_IMPORTS_LAZY = (
     "a bad flag answer at once, and --x64, --distributed and the compile cache are set before anything starts JAX"
 )
 LAZY_IMPORTERS_ALLOWED: dict[str, str] = {
-    f"purehr.cli.{command}": COMMAND_IMPORTS_LAZY for command in ("train", "sweep", "render", "analyze", "publish")
+    f"purehr.cli.{command}": COMMAND_IMPORTS_LAZY
+    for command in ("train", "sweep", "render", "analyze", "publish", "compare")
 }
 """Modules every one of whose purehr imports may sit inside a function, and why (the scripts' code, moved into
 the package as it was)."""

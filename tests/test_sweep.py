@@ -146,7 +146,11 @@ def test_outputs_are_written_and_a_second_sweep_is_refused(hrv_sweep, tmp_path, 
     assert not out.exists()  # a check only: write_outputs creates it
     ranking = rank_settings([hrv_sweep], list(AXES))
     paths = sweep.write_outputs(out, [hrv_sweep], AXES, ranking, {"command": ["test"]}, ["learning_rate", "ent_coef"])
-    assert {p.name for p in paths} == {"ranking.csv", "runs.csv", "heatmap.png", "heatmap.pdf", "sweep.json"}
+    assert {p.name for p in paths} == {"ranking.csv", "runs.csv", "heatmap.png", "heatmap.pdf", "sweep.json"} | {
+        "sensitivity.md",
+        "sensitivity.png",
+        "sensitivity.pdf",
+    }
     with open(out / "ranking.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 8 and [int(r["rank"]) for r in rows] == list(range(1, 9))

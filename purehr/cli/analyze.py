@@ -2,6 +2,8 @@
 
     python scripts/analyze_run.py --run-dir artifacts/<run> [--json]
 
+With --json, "robust" holds the robust statistics of the reported checkpoints (IQM and mean with 95%
+bootstrap intervals, the normalised return's profile, sample-efficiency curves; purehr/reports/run_statistics.py).
 Each metric is printed with its direction ("higher is better", ...) and a one-line meaning
 (``purehr.reports.analysis.METRIC_GUIDE``; under "metric_guide" with --json). The logs are read
 by the renderer's reader: a log that render.py refuses (a truncated row) is refused here too.
@@ -17,6 +19,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 
 from purehr.reports.analysis import METRIC_GUIDE, analyze_run, to_json_safe
 from purehr.reports.stats import UNINFORMATIVE_NOTE
@@ -105,6 +108,11 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
         guide = {
             name: {"direction": direction, "meaning": meaning} for name, (direction, meaning) in METRIC_GUIDE.items()
         }
+        from purehr.reports.run_statistics import run_statistics
+        from purehr.run.store.run_dir import read_manifest
+
+        if read_manifest(Path(args.run_dir)).get("pbt") is None:  # PBT members are not independent seeds
+            analysis["robust"] = run_statistics(args.run_dir)
         print(json.dumps(to_json_safe(dict(analysis, metric_guide=guide)), indent=2))
     else:
         _print_table(analysis)

@@ -32,6 +32,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "analyze": ("purehr.cli.analyze", "scripts/analyze_run.py", "the training-performance analysis of a run directory"),
     "publish": ("purehr.cli.publish", "scripts/publish_run.py", "copy a finished run into a small record for results/"),
+    "compare": (
+        "purehr.cli.compare",
+        "scripts/compare.py",
+        "compare runs: IQM differences and probability of improvement with bootstrap intervals",
+    ),
 }
 """command -> (its module, the checkout's script that runs it, its one-line summary)."""
 

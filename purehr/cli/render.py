@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
     parser = build_parser(prog)
     args = parser.parse_args(argv)
     start_compile_cache(args, parser)
+    from purehr.reports.run_statistics import draw_statistics
     from purehr.run.store.files import RunDirectoryError
     from purehr.viz.render import render_run
 
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
         return 2
     try:
         written = render_run(args.run_dir, tasks=args.tasks, replay=not args.no_replay)
+        written += draw_statistics(args.run_dir)  # IQM curves and profiles (reports: above viz)
     except RunDirectoryError as error:
         print(f"render: {error}", file=sys.stderr)
         return 2

@@ -18,7 +18,9 @@ floors (acting at random, doing nothing), which the ranking shows under its rows
 Writes to --out: ranking.csv (mean and two-sided 95% t interval over seeds of held-out
 success and return per setting, best first), runs.csv (every run), heatmap.png/.pdf (two
 axes, --heatmap), sweep.json (command, algorithm, profile, machine, configs, the reference
-policies' numbers, timing). A directory that already
+policies' numbers, timing), sensitivity.md/.png/.pdf (the settings ranked by the IQM over seeds of
+the held-out return with 95% bootstrap intervals; per hyperparameter how much the tuned result
+depends on it; the best setting against the default: purehr/experiments/sensitivity.py). A directory that already
 holds a sweep is refused unless --overwrite (which then replaces only the sweep's own files,
 once the new results exist); a non-empty directory that holds no sweep is always refused.
 """

@@ -236,6 +236,7 @@ def main(argv: list[str] | None = None, *, prog: str | None = None, command: lis
 def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: list[str] | None) -> int:
     """Trains (or resumes), renders and prints the summary; the exit status."""
     from purehr.reports.dashboards import publish_to_dashboards
+    from purehr.reports.run_statistics import draw_statistics
     from purehr.run.outcome import RunDiverged, RunFailed
     from purehr.run.planning.preparation import RunAlreadyFinished
     from purehr.run.protocol import train_all_seeds
@@ -258,6 +259,7 @@ def _train_and_report(args, parser, run_dir: Path, directory_option: str, argv: 
         try:
             if not args.no_render:
                 render_trained_run(summary.run_dir)
+                draw_statistics(summary.run_dir)  # IQM curves and profiles (reports: above viz)
         finally:
             if summary.tracking is not None:
                 publish_to_dashboards(summary.run_dir, summary.tracking)

@@ -34,6 +34,7 @@ from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
 from purehr.experiments.group_result import GroupResult
 from purehr.experiments.ranking import run_rows, setting_rows
+from purehr.experiments.sensitivity import SENSITIVITY_STEM, write_sensitivity
 from purehr.run.baselines import evaluate_baselines
 from purehr.run.compiled.task_setup import build_task_setup
 from purehr.run.store.files import atomic_write_json, check_output_file, json_values, write_csv
@@ -302,7 +303,9 @@ class SweepDirectoryInUse(FileExistsError):
     pass
 
 
-OUTPUT_NAMES = (SWEEP_MARKER, RANKING_CSV, RUNS_CSV, f"{HEATMAP_STEM}.png", f"{HEATMAP_STEM}.pdf")
+OUTPUT_NAMES = (SWEEP_MARKER, RANKING_CSV, RUNS_CSV, f"{HEATMAP_STEM}.png", f"{HEATMAP_STEM}.pdf") + tuple(
+    f"{SENSITIVITY_STEM}.{suffix}" for suffix in ("md", "png", "pdf")
+)
 
 
 def sweep_settings(
@@ -402,6 +405,7 @@ def write_outputs(
     )
     atomic_write_json(out_dir / SWEEP_MARKER, description)
     paths.append(out_dir / SWEEP_MARKER)
+    paths += write_sensitivity(out_dir)  # from the files just written: the IQM ranking, the sensitivity
     if replacing:  # what the replaced sweep wrote and this one did not (a heat map)
         for name in set(OUTPUT_NAMES) - {path.name for path in paths}:
             (out_dir / name).unlink(missing_ok=True)

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from purehr.reports.results_table import results_table
+from purehr.reports.run_statistics import robust_table
 from purehr.run.dashboards import run_identity
 from purehr.run.store.record import recorded_config
 from purehr.run.store.run_dir import FIGURES, RunDirectory
@@ -27,6 +28,8 @@ def publish_to_dashboards(run_dir: str | Path, tracking: Tracking | None = None)
         return False
     print(f"adding the results table and figures to {', '.join(settings.backends)} ...", file=sys.stderr, flush=True)
     table = results_table(directory.root)
+    if manifest.get("pbt") is None:  # PBT members copy each other's weights: no bootstrap over them
+        table += "\n" + robust_table(directory.root)
     reopen = tracking is None
     if reopen:
         tracking = start_tracking(settings.validated(), directory.root, directory.root.name, {})

@@ -112,3 +112,36 @@ def interval_uninformative(n: int, low: float, high: float, bounds: tuple[float,
     if bounds is None or not all(math.isfinite(bound) for bound in bounds):
         return False
     return high - low >= bounds[1] - bounds[0]
+
+
+# --- how many seeds a comparison needs ---------------------------------------------------------
+
+MAX_SEEDS = 10_000
+
+
+def t_test_power(num_seeds: int, difference: float, sd: float, alpha: float = 0.05) -> float:
+    """The power of a two-sided two-sample t test with ``num_seeds`` seeds per run to detect a
+    true difference of means ``difference`` when each run's seeds spread with ``sd`` (the
+    noncentral t distribution, ``scipy.stats.nct``)."""
+    from scipy import stats
+
+    if num_seeds < 2 or sd <= 0:
+        raise ValueError(f"need num_seeds >= 2 and sd > 0, got {num_seeds}, {sd}")
+    df = 2 * num_seeds - 2
+    shift = abs(difference) / (sd * math.sqrt(2.0 / num_seeds))
+    critical = stats.t.ppf(1.0 - alpha / 2.0, df)
+    return float(stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift))
+
+
+def seeds_needed(difference: float, sd: float, power: float = 0.8, alpha: float = 0.05) -> int | None:
+    """The fewest seeds per run for which ``t_test_power`` reaches ``power`` (None past
+    ``MAX_SEEDS``, or for no difference): e.g. a difference of one sd needs 17 seeds a run."""
+    if not (math.isfinite(difference) and math.isfinite(sd)) or difference == 0 or sd <= 0:
+        return None
+    low, high = 2, MAX_SEEDS
+    if t_test_power(high, difference, sd, alpha) < power:
+        return None
+    while low < high:  # power grows with the seeds
+        middle = (low + high) // 2
+        low, high = (middle + 1, high) if t_test_power(middle, difference, sd, alpha) < power else (low, middle)
+    return low

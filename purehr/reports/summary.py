@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from purehr.reports.results_table import GOAL_METRIC, counted, floor_comparisons, goals_met, results_table
+from purehr.reports.run_statistics import robust_table
 from purehr.run.host.progress import spelled_duration
 from purehr.run.store.run_dir import FIGURES, RunDirectory
 from purehr.tracking.settings import RUN_FOLDERS, TrackingSettings
@@ -41,6 +42,13 @@ def final_summary(
         results_table(run_dir).rstrip("\n"),
         "",
     ]
+    if manifest.get("pbt") is None:  # PBT members copy each other's weights: no bootstrap over them
+        lines += [
+            "the same checkpoints, robust statistics (interquartile mean and mean over seeds, 95% bootstrap CIs):",
+            "",
+            robust_table(run_dir).rstrip("\n"),
+            "",
+        ]
     for task, verdict in goals_met(run_dir).items():
         lines.append(
             f"{task} goal {'met' if verdict['met'] else 'NOT met'}: "
