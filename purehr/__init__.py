@@ -33,6 +33,7 @@ _EXPORTS = {
     "make_ppo": "purehr.algorithms.ppo.algorithm",
     "make_train": "purehr.algorithms.trainer",
     "use_compile_cache": "purehr.run.compiled.compile_cache",
+    "export": "purehr.deploy.export",
 }
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "Model",
     "TrainingDiverged",
     "use_compile_cache",
+    "export",
 ]
 __version__ = "0.1.0"
 

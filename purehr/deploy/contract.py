@@ -118,6 +118,7 @@ def contract(
 
 def summary_lines(record: dict[str, Any]) -> list[str]:
     """The contract in a few Markdown lines (the model card's "Contract" section)."""
+
     def tensor(spec):
         return f"`{spec['name']}` {spec['dtype']}[{', '.join(str(n) for n in spec['shape'])}]"
 

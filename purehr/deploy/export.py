@@ -182,14 +182,18 @@ def load_source(source: Path, task: str | None, seed: int | None, step: int | st
     and a checkpoint's non-finite parameters are refused, as a missing step is (``restore``)."""
     if (source / "model.json").is_file():
         if task is not None or seed is not None:
-            raise ValueError(f"{source} is a saved model: it has one policy (task={task!r}, seed={seed!r}: expected None)")
+            raise ValueError(
+                f"{source} is a saved model: it has one policy (task={task!r}, seed={seed!r}: expected None)"
+            )
         return _saved_model_source(source)
     if not (source / MANIFEST).is_file():
         raise FileNotFoundError(
             f"{source} is neither a run directory ({MANIFEST}) nor a saved model (model.json); expected one of them"
         )
     if task is None or seed is None:
-        raise ValueError(f"{source} is a run directory: name the task and the seed to export (task={task!r}, seed={seed!r})")
+        raise ValueError(
+            f"{source} is a run directory: name the task and the seed to export (task={task!r}, seed={seed!r})"
+        )
     manifest = RunDirectory(source).read_manifest()
     diverged = (manifest.get("diverged") or {}).get(task) or {}
     if str(seed) in diverged or seed in diverged:
@@ -231,7 +235,12 @@ def _saved_model_source(source: Path) -> PolicySource:
         model.env,
         model.env_params,
         {"name": model.algorithm, "network": network_text(model.config), "config": model.config.to_dict()},
-        {"source": "saved model", "path": str(source), "seed": model.seed, "state_digest": description.get(SELF_DIGEST)},
+        {
+            "source": "saved model",
+            "path": str(source),
+            "seed": model.seed,
+            "state_digest": description.get(SELF_DIGEST),
+        },
         _environment(model.env, None),
     )
 
@@ -249,7 +258,9 @@ def _environment(env, recorded: Any) -> dict[str, Any]:
 def _check_finite(params: Any, what: str) -> None:
     bad = [leaf for leaf in jax.tree.leaves(params) if not np.all(np.isfinite(np.asarray(leaf)))]
     if bad:
-        raise ValueError(f"{what}: {len(bad)} parameter arrays hold NaN or infinite values (a diverged policy); not exported")
+        raise ValueError(
+            f"{what}: {len(bad)} parameter arrays hold NaN or infinite values (a diverged policy); not exported"
+        )
 
 
 def _spaces(policy: PolicySource):

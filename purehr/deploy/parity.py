@@ -76,9 +76,7 @@ def heldout_samples(
     def kept(values):
         return [np.asarray(value).reshape(-1, *np.shape(value)[2:])[keep] for value in values]
 
-    inputs = [
-        value.astype(spec.dtype) for value, spec in zip(kept(leaves) + kept(memory), program.inputs, strict=True)
-    ]
+    inputs = [value.astype(spec.dtype) for value, spec in zip(kept(leaves) + kept(memory), program.inputs, strict=True)]
     return HeldoutSamples(inputs, kept([action]) + kept(next_memory), episodes)
 
 

@@ -83,7 +83,9 @@ def results_table(run_dir: Path, task: str, seed: int | None) -> list[str]:
     reference = rows[0]["reference"][0] if rows and rows[0]["reference"] else None
     seeds = len(rows[0]["per_seed"]) if rows else 0
     head = ["metric"] + ([f"this policy (seed {seed})"] if seed is not None else [])
-    head += [f"{seeds} seeds: mean [95% interval]"] + ([reference] if reference else []) + [f"floor: {f}" for f in floors]
+    head += (
+        [f"{seeds} seeds: mean [95% interval]"] + ([reference] if reference else []) + [f"floor: {f}" for f in floors]
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         d = row["digits"]
@@ -125,23 +127,26 @@ def contract_lines(record: dict[str, Any]) -> list[str]:
             f"{figures['max_abs_error']:.2e} and action agreement {figures['action_agreement']:.4f} against the JAX "
             f"policy on {figures['observations']:,} held-out observations (tolerance {parity['tolerance']:g})"
         )
-    lines.append(f"- purehr {record['purehr']['version']} at {record['purehr']['git_revision']}; all of it in contract.json")
+    lines.append(
+        f"- purehr {record['purehr']['version']} at {record['purehr']['git_revision']}; all of it in contract.json"
+    )
     return lines
 
 
 def onnx_example(record: dict[str, Any]) -> list[str]:
-    """Five lines that run the ONNX policy on zeros of the right shapes, with ONNX Runtime and NumPy only."""
-    feeds = ", ".join(
-        f"'{spec['name']}': np.zeros([1, {', '.join(str(n) for n in spec['shape'][1:])}], '{spec['dtype']}')"
-        for spec in record["inputs"]
-    )
+    """Five lines that run the ONNX policy with ONNX Runtime and NumPy only (zeros of the
+    contract's shapes where an observation goes)."""
+    inputs = ", ".join(f"`{spec['name']}` {spec['dtype']}{spec['shape'][1:]}" for spec in record["inputs"])
     return [
+        f"Inputs, each with a leading batch axis: {inputs}.",
+        "",
         "```python",
         "import json, numpy as np, onnxruntime as ort",
-        "contract = json.load(open('contract.json'))  # names, shapes, dtypes, the action's meaning",
-        "session = ort.InferenceSession('policy.onnx')",
-        f"outputs = session.run(None, {{{feeds}}})",
-        "action = outputs[0][0]  # outputs follow contract['outputs']: the action, then a recurrent policy's carry",
+        "",
+        'contract = json.load(open("contract.json"))  # names, shapes, dtypes, the action\'s meaning',
+        'session = ort.InferenceSession("policy.onnx")',
+        'feeds = {i["name"]: np.zeros([1, *i["shape"][1:]], i["dtype"]) for i in contract["inputs"]}  # observations',
+        'action = session.run(None, feeds)[0][0]  # outputs as contract["outputs"]: the action, then a GRU\'s carry',
         "```",
     ]
 
@@ -279,4 +284,3 @@ def run_card(record_dir: Path) -> str:
         ]
     lines += ["## Licence", "", LICENCE]
     return "\n".join(lines) + "\n"
-
