@@ -26,7 +26,7 @@ PACKAGES = {"onnx": ("jax2onnx", "onnx", "onnxruntime"), "jax": ()}
 EXTRA = "pip install 'purehr[export]'"
 PLATFORMS = ("cpu", "cuda", "tpu")
 """The platforms a ``jax.export`` program is lowered for where the backend allows each (CPU always)."""
-ONNX_OPSET = 17
+ONNX_OPSET = 21
 
 
 class MissingExportPackage(ImportError):
@@ -111,7 +111,9 @@ def onnx_runner(model: bytes, names: Sequence[str]) -> Callable[[Sequence[np.nda
     """``run(inputs) -> outputs`` of an ONNX model in ONNX Runtime (CPU), inputs in ``names`` order."""
     import onnxruntime
 
-    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # errors only: not a warning per constant the converter left unused
+    session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
     return lambda arrays: session.run(None, dict(zip(names, arrays)))
 
 

@@ -32,8 +32,10 @@ def receive(stream) -> np.ndarray:
 
 def serve(folder: Path, requests, answers) -> dict:
     contract = json.loads((folder / "contract.json").read_text())
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # errors only
     session = onnxruntime.InferenceSession(
-        str(folder / contract["files"]["onnx"]["file"]), providers=["CPUExecutionProvider"]
+        str(folder / contract["files"]["onnx"]["file"]), options, providers=["CPUExecutionProvider"]
     )
     names = [spec["name"] for spec in contract["inputs"]]
     served = 0
