@@ -20,10 +20,11 @@ from onnx import numpy_helper
 from purehr.algorithms.ppo.algorithm import make_ppo
 from purehr.algorithms.ppo.config import PPOConfig
 from purehr.deploy import formats
-from purehr.deploy.export import export, load_source
+from purehr.deploy.export import export
 from purehr.deploy.parity import ParityError, check_parity, heldout_samples
 from purehr.deploy.program import policy_program
 from purehr.model.facade import Model
+from purehr.run.restoring import restore
 from purehr.tasks import get_task
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,27 +39,43 @@ def swing_export(protocol_reference, tmp_path_factory):
     return run, export(run, "swing", 0, "reported", out=out, episodes=2)
 
 
-def test_an_export_agrees_with_the_jax_policy_and_a_perturbed_one_is_refused(swing_export):
+def test_an_export_agrees_with_the_jax_policy_it_came_from(swing_export):
+    """The parity figures recorded, and independently: both files act as ``restore``'s policy on
+    observations of the swing's space (a batch of 64 at once)."""
     run, result = swing_export
     contract = json.loads((result.out / "contract.json").read_text())
     assert [spec["name"] for spec in contract["inputs"]] == ["observation"]
     for name in ("onnx", "jax"):
         assert contract["parity"][name]["max_abs_error"] <= 1e-4 and contract["parity"][name]["action_agreement"] == 1
     assert "cpu" in contract["files"]["jax"]["platforms"] and contract["files"]["onnx"]["bytes"] < 1_000_000
-    assert contract["checkpoint"]["state_digest"] == load_source(run, "swing", 0, "reported").checkpoint["state_digest"]
-    source = load_source(run, "swing", 0, "reported")
-    program = policy_program(
-        source.policy, *(f(source.env_params) for f in (source.env.observation_space, source.env.action_space))
-    )
-    samples = heldout_samples(source.env, source.env_params, source.policy, program, episodes=1)
-    model = onnx.load_from_string((result.out / "policy.onnx").read_bytes())
-    weights = max(model.graph.initializer, key=lambda tensor: np.prod(tensor.dims))  # the largest weight matrix
-    weights.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(weights) * 1.05, weights.name))
-    perturbed = formats.onnx_runner(model.SerializeToString(), ["observation"])
-    with pytest.raises(
-        ParityError, match=r"onnx: maximum absolute error [\d.e+-]+ \(tolerance 0.0001\), action agreement [\d.]+"
-    ):
-        check_parity(samples, {"onnx": perturbed}, program)
+    restored = restore(run, "swing", 0, "reported")
+    assert contract["checkpoint"]["state_digest"] == restored.checkpoint_row["state_digest"]
+    observations = np.random.default_rng(0).normal(size=(64, contract["inputs"][0]["shape"][1])).astype(np.float32)
+    expected = restored.policy(observations)
+    onnx_action = formats.onnx_runner((result.out / "policy.onnx").read_bytes(), ["observation"])([observations])[0]
+    jax_action = formats.jax_export_runner((result.out / "policy.jax_export").read_bytes())([observations])[0]
+    np.testing.assert_allclose(onnx_action, expected, atol=1e-5)
+    np.testing.assert_allclose(jax_action, expected, atol=1e-5)
+
+
+def test_the_parity_check_refuses_a_perturbed_export_and_writes_nothing(swing_export, tmp_path, monkeypatch):
+    """The ONNX model with its largest weight matrix scaled by 1.05: refused, naming both numbers."""
+    run, _ = swing_export
+    convert = formats.to_onnx
+
+    def perturbed(program):
+        model = onnx.load_from_string(convert(program))
+        weights = max(model.graph.initializer, key=lambda tensor: np.prod(tensor.dims))
+        weights.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(weights) * 1.05, weights.name))
+        return model.SerializeToString()
+
+    monkeypatch.setattr(formats, "to_onnx", perturbed)
+    out = tmp_path / "perturbed"
+    pattern = r"onnx: maximum absolute error [\d.e+-]+ \(tolerance 0.0001\), action agreement [\d.]+ over \d+ held-out"
+    with pytest.raises(ParityError, match=pattern) as refused:
+        export(run, "swing", 0, "reported", out=out, episodes=1)
+    assert "jax:" not in str(refused.value)  # the jax.export program, unperturbed, passed
+    assert not out.exists() and list(tmp_path.iterdir()) == []
 
 
 def _masked_game(tmp_path, monkeypatch):

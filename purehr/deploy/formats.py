@@ -80,14 +80,17 @@ def to_onnx(program: PolicyProgram) -> bytes:
 
 @contextlib.contextmanager
 def _quiet_converter():
-    """jax2onnx logs a warning per plugin of a library it cannot load (dm_pix on this JAX): not ours."""
-    logger = logging.getLogger("jax2onnx")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
+    """jax2onnx logs a warning per plugin of a library it cannot load (dm_pix on this JAX), onnx_ir one
+    per constant shape it leaves untyped: not ours to act on."""
+    loggers = [logging.getLogger(name) for name in ("jax2onnx", "onnx_ir")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        logger.setLevel(level)
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def to_jax_export(program: PolicyProgram) -> tuple[bytes, tuple[str, ...]]:
