@@ -112,7 +112,7 @@ def test_a_masked_discrete_policy_exports_with_its_mask_as_an_input_and_agrees(t
 
 
 def test_a_gru_policy_exports_from_a_saved_model_with_its_carry_and_agrees(tmp_path):
-    task = get_task("swing")
+    task = get_task("hrv")  # MultiDiscrete actions, through a GRU
     env = task.make_env()
     config = PPOConfig(
         policy="gru",
@@ -126,15 +126,16 @@ def test_a_gru_policy_exports_from_a_saved_model_with_its_carry_and_agrees(tmp_p
     ppo = make_ppo(config, env)
     params = ppo.network_params(ppo.init(jax.random.PRNGKey(0)))
     saved = Model(env, env.default_params, config, params, {}, 0).save(tmp_path / "model")
-    result = export(saved, out=tmp_path / "policy", episodes=1)
+    result = export(saved, out=tmp_path / "policy", episodes=2)
     contract = result.contract
-    assert [spec["name"] for spec in contract["inputs"]] == ["observation", "carry"]
+    fields = sorted(env.observation_space(env.default_params).spaces)  # a dict observation: one input per field
+    assert [spec["name"] for spec in contract["inputs"]] == [*fields, "carry"]
     assert [spec["name"] for spec in contract["outputs"]] == ["action", "carry_out"]
-    assert contract["inputs"][1]["shape"] == ["batch", 8] and contract["carry"]["shapes"] == [[8]]
+    assert contract["inputs"][-1]["shape"] == ["batch", 8] and contract["carry"]["shapes"] == [[8]]
     for name in ("onnx", "jax"):  # actions and the next carry within the tolerance, at every step of the episode
         assert contract["parity"][name]["max_abs_error"] <= 1e-4 and contract["parity"][name]["action_agreement"] == 1
     card = (result.out / "README.md").read_text()
-    assert ", `carry` float32[8]" in card and "## Licence" in card
+    assert contract["action"]["kind"] == "multi_discrete" and ", `carry` float32[8]" in card and "## Licence" in card
 
 
 def _cells(card: str, label: str) -> list[str]:
