@@ -19,6 +19,7 @@ from onnx import numpy_helper
 
 from purehr.algorithms.ppo.algorithm import make_ppo
 from purehr.algorithms.ppo.config import PPOConfig
+from purehr.cli import export as export_command
 from purehr.deploy import formats
 from purehr.deploy.export import export
 from purehr.deploy.parity import ParityError, check_parity, heldout_samples
@@ -199,3 +200,6 @@ def test_bad_input_is_refused_before_anything_is_written(swing_export, tmp_path,
     ):
         export(run, "swing", 0, out=tmp_path / "other", formats=["onnx"])
     assert not (tmp_path / "other").exists()
+    with pytest.raises(SystemExit) as stopped:  # the command: the same refusals, exit status 2
+        export_command.main([str(tmp_path / "nothing"), "--out", str(tmp_path / "o")])
+    assert stopped.value.code == 2 and not (tmp_path / "o").exists()
