@@ -35,6 +35,7 @@ _EXPORTS = {
     "use_compile_cache": "purehr.run.compiled.compile_cache",
     "restore": "purehr.run.restoring",
     "Restored": "purehr.run.restoring",
+    "export": "purehr.deploy.export",
 }
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "use_compile_cache",
     "restore",
     "Restored",
+    "export",
 ]
 __version__ = "0.1.0"
 

@@ -356,6 +356,7 @@ def _filled(row: dict, columns: list[str]) -> dict:
 REFERENCE_GROUP = (
     "tests/test_algorithm_entries.py",
     "tests/test_any_task_reports.py",
+    "tests/test_export.py",
     "tests/test_interrupt.py",
     "tests/test_protocol_matrix.py",
     "tests/test_resume_multitask.py",

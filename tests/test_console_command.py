@@ -26,6 +26,7 @@ SCRIPTS = {
     "analyze": "analyze_run",
     "publish": "publish_run",
     "compare": "compare",
+    "export": "export_policy",
 }
 
 
@@ -60,7 +61,7 @@ def test_python_m_purehr_help_lists_every_command(tmp_path):
 def test_an_unknown_command_is_refused_naming_the_known_ones(capsys):
     assert main(["trian", "--steps", "1"]) == 2
     err = capsys.readouterr().err
-    assert "unknown command 'trian'" in err and "train, evaluate, sweep, render, analyze, publish" in err
+    assert "unknown command 'trian'" in err and "train, evaluate, sweep, render, analyze, publish, export" in err
     assert main([]) == 2  # no command: the list of commands, on stderr
     assert "train" in capsys.readouterr().err
 

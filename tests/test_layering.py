@@ -16,6 +16,7 @@ allow-list says why the import must be lazy. The map of the folders is docs/inte
     viz          purehr.viz...          plotting from plain rows               envs, run
     reports      purehr.reports...      analysis, tables, summary, publish     everything above but algorithm, model
     experiments  purehr.experiments...  sweeps and their ranking               reports and everything below
+    deploy       purehr.deploy...       a trained policy exported (ONNX)       the library but experiments
     cli          purehr.cli...          the scripts' command line              everything above but algorithm and top
     top          purehr/__init__, purehr.ppo (the old names)   the public names   everything
 
@@ -58,6 +59,7 @@ LAYER_OF = {
     "purehr.viz": "viz",
     "purehr.reports": "reports",
     "purehr.experiments": "experiments",
+    "purehr.deploy": "deploy",
     "purehr.cli": "cli",
     "purehr.__main__": "top",  # python -m purehr: the console command (purehr.cli.main)
     "purehr": "top",  # purehr/__init__.py (PEP 562 exports)
@@ -100,8 +102,9 @@ BELOW = {
     "viz": {"envs"} | RUN_ROOMS,
     "reports": {"envs", "engine", "algorithms", "tasks", "devices", "tracking", "population", "viz"} | RUN_ROOMS,
     "experiments": LIBRARY - {"model", "experiments"},
-    "cli": LIBRARY,
-    "top": LIBRARY | {"cli", "algorithm"},
+    "deploy": LIBRARY - {"experiments"},
+    "cli": LIBRARY | {"deploy"},
+    "top": LIBRARY | {"cli", "algorithm", "deploy"},
 }
 MAY_IMPORT = {layer: {"leaf", layer} | below for layer, below in BELOW.items()}
 # (importing module, imported module) -> why the import sits inside a function
@@ -118,7 +121,7 @@ COMMAND_IMPORTS_LAZY = (
 )
 LAZY_IMPORTERS_ALLOWED: dict[str, str] = {
     f"purehr.cli.{command}": COMMAND_IMPORTS_LAZY
-    for command in ("train", "sweep", "render", "analyze", "publish", "compare")
+    for command in ("train", "sweep", "render", "analyze", "publish", "compare", "export")
 }
 """Modules every one of whose purehr imports may sit inside a function, and why (the scripts' code, moved into
 the package as it was)."""

@@ -37,6 +37,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "scripts/compare.py",
         "compare runs: IQM differences and probability of improvement with bootstrap intervals",
     ),
+    "export": (
+        "purehr.cli.export",
+        "scripts/export_policy.py",
+        "a trained policy as ONNX and jax.export, checked against JAX, with its contract and model card",
+    ),
 }
 """command -> (its module, the checkout's script that runs it, its one-line summary)."""
 
@@ -53,6 +58,7 @@ def usage() -> str:
         "",
         "purehr COMMAND --help prints the command's own flags. In a checkout, each command is also its script",
         "(purehr train: python scripts/train_all_seeds.py; analyze: analyze_run.py; publish: publish_run.py;",
+        "export: export_policy.py;",
         "the others by their names).",
         "python -m purehr COMMAND is the same as purehr COMMAND.",
     ]

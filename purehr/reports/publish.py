@@ -5,7 +5,8 @@ Kept: the manifest (marked ``published``), every CSV, the figures and the final 
 seed's *last* checkpoint and the one it reports where the run chose another
 (``purehr.run.choose_reported``; so ``restore(record, task, seed, step="latest")``, ``step="reported"`` and
 ``scripts/evaluate.py --checkpoint`` work on a fresh clone), and the showcase traces the replay
-plays (so ``scripts/render.py`` can redraw it). Intermediate checkpoints stay listed in
+plays (so ``scripts/render.py`` can redraw it); beside them a model card (README.md,
+``purehr.reports.model_card``). Intermediate checkpoints stay listed in
 ``checkpoints.csv`` with their held-out metrics; restoring one from the record says it is not
 shipped.
 
@@ -21,9 +22,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from purehr.reports.model_card import CARD_FILE, run_card
 from purehr.run.compiled.task_setup import recorded_setup
 from purehr.run.store.checkpoints import CorruptCheckpointError, SeedCheckpoints
-from purehr.run.store.files import RunDirectoryError, atomic_write_json
+from purehr.run.store.files import RunDirectoryError, atomic_write_json, atomic_write_text
 from purehr.run.store.reported import reported_rows
 from purehr.run.store.run_dir import (
     CHECKPOINTS_CSV,
@@ -80,7 +82,8 @@ def publish_run(run_dir: str | Path, record_dir: str | Path, max_replayed: int =
         shutil.copy2(origin, destination)
     record = dict(manifest, published=True)  # restore then says "not shipped" of the checkpoints left out
     atomic_write_json(target / MANIFEST, record)
-    return [target / MANIFEST] + [destination for _, destination in copies]
+    atomic_write_text(target / CARD_FILE, run_card(target))  # the model card, from the record's own files
+    return [target / MANIFEST, target / CARD_FILE] + [destination for _, destination in copies]
 
 
 def _abstract_state(manifest: dict[str, Any], task: str) -> Any:
