@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from purehr.cli.arguments import HelpFormatter
 from purehr.deploy import formats
 from purehr.deploy.export import export, load_source
 from purehr.deploy.parity import compare, heldout_samples
@@ -32,12 +33,16 @@ from purehr.run.store.run_dir import read_manifest
 TIME_TOLERANCE_S = 0.05
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
+    parser.add_argument("run_dir", type=Path, help="a run directory (or a record such as results/protocol)")
+    parser.add_argument("--tasks", nargs="+", default=None, help="tasks to export (default: the run's)")
+    parser.add_argument("--formats", nargs="+", default=["onnx"], help="formats to export: onnx, jax")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--tasks", nargs="+", default=None)
-    parser.add_argument("--formats", nargs="+", default=["onnx"])
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     use_compile_cache()
     manifest = read_manifest(args.run_dir)
     rows = []

@@ -111,8 +111,8 @@ def split_settings(values: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
 
 def refuse_protocol_settings(owner: str, **given: Any) -> None:
     """``ValueError`` for a protocol setting given to an algorithm's config (``SACConfig(eval_episodes=40)``;
-    ``PPOConfig`` held four of them before they had an owner: a run recorded so is read by
-    ``purehr.run.store.record``), naming where it goes instead."""
+    only ``PPOConfig`` keeps the four it held before they had an owner, ``without_legacy_settings``),
+    naming where it goes instead."""
     for name, value in given.items():
         if value is not None:
             raise ValueError(
@@ -120,6 +120,14 @@ def refuse_protocol_settings(owner: str, **given: Any) -> None:
                 f"expected it in the task module's PROTOCOL = ProtocolSettings({name}={value!r}) "
                 f"(docs/environments.md), environment_task(..., default_protocol=...), or --{name.replace('_', '-')}"
             )
+
+
+def without_legacy_settings(config):
+    """(``config`` without the protocol settings it was written with, those settings): a config
+    written when they were its fields (``PPOConfig(checkpoint_interval=...)``) still builds and
+    keeps them in ``legacy_protocol``; a run applies them over the task's."""
+    legacy = dict(getattr(config, "legacy_protocol", None) or {})
+    return (config.replace(**dict.fromkeys(legacy)) if legacy else config), legacy
 
 
 def _numpy_bool(value: Any) -> bool:

@@ -61,7 +61,9 @@ def test_python_m_purehr_help_lists_every_command(tmp_path):
 def test_an_unknown_command_is_refused_naming_the_known_ones(capsys):
     assert main(["trian", "--steps", "1"]) == 2
     err = capsys.readouterr().err
-    assert "unknown command 'trian'" in err and "train, evaluate, sweep, render, analyze, publish, export" in err
+    assert (
+        "unknown command 'trian'" in err and "train, evaluate, sweep, render, analyze, publish, compare, export" in err
+    )
     assert main([]) == 2  # no command: the list of commands, on stderr
     assert "train" in capsys.readouterr().err
 
@@ -70,7 +72,7 @@ def test_an_unknown_command_is_refused_naming_the_known_ones(capsys):
 def test_an_unknown_command_exits_2_from_the_command_line(tmp_path):
     done = run("-m", "purehr", "bogus", cwd=tmp_path)
     assert done.returncode == 2
-    known = "train, evaluate, sweep, render, analyze, publish, compare"
+    known = "train, evaluate, sweep, render, analyze, publish, compare, export"
     assert f"unknown command 'bogus' (choose from {known})" in done.stderr
 
 

@@ -65,7 +65,7 @@ def test_notebook_runs_top_to_bottom_on_cpu(tmp_path, monkeypatch):
     assert "$ " + sys.executable in outputs  # the kernel's own python trained
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["status"] == "finished" and manifest["tasks"] == ["hrv"]
-    assert f"2 figures in {run_dir / 'figures'}" in outputs  # hrv learning figure and training log
+    assert f"3 figures in {run_dir / 'figures'}" in outputs  # hrv learning figure, training log, statistics
     assert "no replay: the swing task was not trained in this run" in outputs
     assert "throughput not measured: set RUN_THROUGHPUT = True" in outputs  # opt-in (PUREHR_NOTEBOOK_THROUGHPUT unset)
     table = next(output for output in code[-2].outputs if output.get("output_type") == "display_data")

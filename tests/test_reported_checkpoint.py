@@ -21,7 +21,7 @@ from purehr.envs.swing.evaluation import HELDOUT_SEED, heldout_starts
 from purehr.protocol_settings import ProtocolSettings
 from purehr.reports.publish import publish_run
 from purehr.reports.results_table import GOAL_METRIC, final_checkpoint_metrics, results_table
-from purehr.run import reported
+from purehr.run import choose_reported as reported
 from purehr.run.compiled.task_setup import recorded_setup
 from purehr.run.protocol import train_all_seeds
 from purehr.run.restoring import restore

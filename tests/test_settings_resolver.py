@@ -10,6 +10,7 @@ import json
 import pytest
 
 from purehr.algorithms.ppo.config import PPOConfig
+from purehr.algorithms.sac.config import SACConfig
 from purehr.cli.profile_flags import profile_layer
 from purehr.protocol_settings import ProtocolSettings
 from purehr.run.planning.messages import start_banner
@@ -104,6 +105,6 @@ def test_values_that_do_not_fit_together_are_refused_naming_each_source(tmp_path
     message = str(raised.value)
     assert message.startswith("hrv: PPOConfig.minibatch_size=") and "num_steps=8 from config file run.toml" in message
     assert "num_envs=10 given" in message and not (tmp_path / "run").exists()
-    with pytest.raises(ValueError, match=r"PPOConfig\(eval_episodes=3\): eval_episodes is a protocol setting"):
-        PPOConfig(eval_episodes=3)  # a protocol setting goes to its owner, ProtocolSettings
+    with pytest.raises(ValueError, match=r"SACConfig\(eval_episodes=3\): eval_episodes is a protocol setting"):
+        SACConfig(eval_episodes=3)  # a protocol setting goes to its owner, ProtocolSettings
     assert ProtocolSettings(eval_episodes=3).eval_episodes == 3

@@ -21,8 +21,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from purehr.protocol_settings import PROTOCOL_FIELDS, refuse_protocol_settings
+from purehr.protocol_settings import PROTOCOL_FIELDS, ProtocolSettings, refuse_protocol_settings
 
+LEGACY_PROTOCOL_FIELDS = ("checkpoint_interval", "eval_episodes", "full_eval_interval", "quick_eval_episodes")
+"""The protocol settings that were ``PPOConfig`` fields before they had an owner of their own: a
+config class made with ``config_class(legacy_protocol=True)`` still takes them (kept, checked, in
+``legacy_protocol``, which a run applies over the task's protocol settings); any other is refused."""
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 """Training is float32: a config number beyond this is refused, as NaN and infinities are."""
 SIZES = "tuple[int, ...]"
@@ -55,6 +59,8 @@ class ConfigFields:
     ``from_dict`` and ``hyperparams`` (the traced fields, ``Hyperparams``) for every config alike."""
 
     Hyperparams: type  # set by config_class: the traced fields as a pytree of float32 arrays
+    takes_legacy_protocol: bool = False  # set by config_class (PPOConfig's: LEGACY_PROTOCOL_FIELDS)
+    legacy_protocol: dict  # set when built: the legacy protocol settings it was given ({} for none)
 
     def __post_init__(self) -> None:
         check_declared_fields(self)
@@ -74,10 +80,12 @@ class ConfigFields:
 
     def replace(self, **changes):
         names = [f.name for f in dataclasses.fields(self)]
-        unknown = set(changes) - set(names)
+        legacy = set(LEGACY_PROTOCOL_FIELDS) if type(self).takes_legacy_protocol else set()
+        unknown = set(changes) - set(names) - legacy
         if unknown:
             raise ValueError(f"unknown {type(self).__name__} field(s) {sorted(unknown)}; expected some of {names}")
-        return dataclasses.replace(self, **changes)
+        kept = {**self.legacy_protocol, **{name: changes.pop(name) for name in legacy & set(changes)}}
+        return dataclasses.replace(self, **changes, **kept)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -90,20 +98,30 @@ class ConfigFields:
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
-def config_class(cls: type) -> type:
+def config_class(cls: type | None = None, *, legacy_protocol: bool = False):
     """``cls`` (a ``ConfigFields``) as a frozen dataclass whose constructor refuses a protocol
-    setting naming where it goes (``PPOConfig(eval_episodes=...)``: the task's ``PROTOCOL``), with
-    ``cls.Hyperparams``: a pytree class of its traced fields, named ``<Algorithm>Hyperparams``."""
+    setting naming where it goes (``SACConfig(eval_episodes=...)``: the task's ``PROTOCOL``), except,
+    with ``legacy_protocol``, the ``LEGACY_PROTOCOL_FIELDS`` (kept apart in ``legacy_protocol``: not
+    fields, not compared, not in ``to_dict``); with ``cls.Hyperparams``: a pytree class of its traced
+    fields, named ``<Algorithm>Hyperparams``."""
+    if cls is None:
+        return functools.partial(config_class, legacy_protocol=legacy_protocol)
     cls = dataclasses.dataclass(frozen=True)(cls)
     generated = cls.__init__
 
     @functools.wraps(generated)
     def __init__(self, *args, **kwargs):
         protocol = {name: kwargs.pop(name) for name in PROTOCOL_FIELDS if name in kwargs}
-        refuse_protocol_settings(cls.__name__, **protocol)
+        legacy = {n: v for n, v in protocol.items() if legacy_protocol and n in LEGACY_PROTOCOL_FIELDS}
+        refuse_protocol_settings(cls.__name__, **{n: v for n, v in protocol.items() if n not in legacy})
+        legacy = {name: value for name, value in legacy.items() if value is not None}
+        if legacy:  # checked as the protocol checks them (defaults for the others)
+            legacy = {name: getattr(ProtocolSettings(**legacy), name) for name in legacy}
+        object.__setattr__(self, "legacy_protocol", legacy)
         generated(self, *args, **kwargs)
 
     cls.__init__ = __init__
+    cls.takes_legacy_protocol = legacy_protocol
     name = cls.__name__.removesuffix("Config") + "Hyperparams"
     annotations = dict.fromkeys(cls.hyperparameter_names(), jax.Array)
     namespace = {"__annotations__": annotations, "__module__": cls.__module__, "__qualname__": name}

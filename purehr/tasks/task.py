@@ -14,7 +14,7 @@ from purehr.algorithms.base import Algorithm, AlgorithmConfig
 from purehr.algorithms.registry import algorithm_of, get_algorithm
 from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
-from purehr.protocol_settings import ProtocolSettings
+from purehr.protocol_settings import ProtocolSettings, without_legacy_settings
 from purehr.types import EnvParamsSchedule, Evaluation, Policy
 
 
@@ -96,8 +96,10 @@ class Task:
 
     def settings_for(self, config: AlgorithmConfig | None) -> tuple[AlgorithmConfig, ProtocolSettings]:
         """(the algorithm's config, the protocol's settings) a run of ``config`` (default: the
-        task's) gets: the task's protocol settings."""
-        return (self.default_config if config is None else config), self.default_protocol
+        task's) gets: the task's protocol settings, with those a config written when they were
+        its fields carries (``PPOConfig(checkpoint_interval=...)``) over them."""
+        config, legacy = without_legacy_settings(self.default_config if config is None else config)
+        return config, self.default_protocol.replace(**legacy)
 
     @property
     def baseline(self) -> Baseline | None:

@@ -19,7 +19,7 @@ MAX_OPTIMIZER_STEPS = 2**31 - 1
 """Largest count of an int32 counter: the limit on updates x epochs x minibatches per seed."""
 
 
-@config_class
+@config_class(legacy_protocol=True)
 class PPOConfig(ConfigFields):
     total_timesteps: int = with_help(1_000_000, "environment steps of training per seed")
     num_envs: int = with_help(8, "parallel environments per seed")
@@ -84,6 +84,8 @@ class PPOConfig(ConfigFields):
     statistics carried in the training state (checkpoints, resume) and updated once per
     rollout (the order: ``purehr.algorithms.ppo.rewards``); for rewards whose scale is unknown
     or far from 1. Logged returns stay in the environment's."""
+    # PPOConfig(checkpoint_interval=...) and the three other LEGACY_PROTOCOL_FIELDS still build (their
+    # owner is ProtocolSettings): kept in config.legacy_protocol, applied over the task's by a run
 
     def check(self) -> None:
         if self.batch_size % self.minibatch_size:

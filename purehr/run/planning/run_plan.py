@@ -26,7 +26,7 @@ from purehr.envs.curriculum import Curriculum
 from purehr.envs.rollout import defines_success
 from purehr.envs.spaces import flat_dim
 from purehr.population import PBTSettings, PopulationStep
-from purehr.protocol_settings import ProtocolSettings
+from purehr.protocol_settings import ProtocolSettings, without_legacy_settings
 from purehr.run.compiled.task_setup import build_setups
 from purehr.run.compiled.train_all import TaskSetup, population_updates
 from purehr.run.host.estimate import TrainingMemory, check_training_memory
@@ -245,9 +245,11 @@ def resolved_settings(
     gives whole, under the request's sources (``purehr.run.planning.settings``)."""
     if sources is None:
         sources = base_sources(TASK, config, protocol)
-    if task in request.configs:
-        config = request.configs[task]
+    if task in request.configs:  # with the protocol settings a config written when they were its fields carries
+        config, legacy = without_legacy_settings(request.configs[task])
+        protocol = protocol.replace(**legacy)
         sources = {**base_sources("given config", config), **base_sources(TASK, protocol)}
+        sources.update(dict.fromkeys(legacy, "given config"))
     return resolve_entry(task, config, protocol, sources, request.layers)
 
 
