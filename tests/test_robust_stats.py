@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -90,18 +89,6 @@ def test_the_performance_profile_counts_scores_above_each_threshold():
     assert bootstrap.normalised(np.array([-20.0, 0.5]), -20.0, 0.5).tolist() == [0.0, 1.0]
     with pytest.raises(ValueError, match="floor 1.0 and reference 1.0"):
         bootstrap.normalised(np.array([1.0]), 1.0, 1.0)
-
-
-def test_a_run_s_statistics_at_20_seeds_x_100_episodes_take_under_5_s():
-    rng = np.random.default_rng(0)
-    a, b = rng.normal(0.0, 1.0, (20, 100)), rng.normal(0.2, 1.0, (20, 100))
-    start = time.process_time()  # CPU time: the shared machine's load does not count
-    for statistic in ("iqm", "mean"):
-        bootstrap.point_estimate(a, statistic)
-    bootstrap.difference(a, b)
-    bootstrap.improvement_probability(a, b)
-    bootstrap.performance_profile(a, np.linspace(-2, 2, 21))
-    assert time.process_time() - start < 5.0
 
 
 def test_a_run_compared_with_itself_shows_no_difference():
