@@ -32,6 +32,21 @@ def annealed_learning_rate(anneal_lr: bool) -> str | None:
     )
 
 
+NETWORK_SPEC = "'package.module:factory' or 'path/to/file.py:factory'"
+"""The forms of a config's ``network`` (``purehr.engine.user_network``)."""
+
+
+def check_network_spec(owner: str, spec: Any) -> None:
+    """Refuses a ``network`` config value that is neither None nor of the form ``NETWORK_SPEC``
+    (the form alone: the module is imported when an algorithm is built)."""
+    if spec is None:
+        return
+    module, _, factory = spec.rpartition(":") if isinstance(spec, str) else ("", "", "")
+    dotted = all(part.isidentifier() for part in module.split("."))
+    if not (module and factory.isidentifier() and (dotted or module.endswith(".py"))):
+        raise ValueError(f"{owner}.network={spec!r}: expected None (the shipped network) or {NETWORK_SPEC}")
+
+
 def normalise_fields(
     config: Any,
     ints: Iterable[str] = (),

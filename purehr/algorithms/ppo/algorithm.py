@@ -26,6 +26,7 @@ from purehr.algorithms.ppo.memory import working_set_bytes
 from purehr.algorithms.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, METRIC_NAMES
 from purehr.algorithms.ppo.policy_core import FeedForwardCore
 from purehr.algorithms.ppo.recurrent import RecurrentCore
+from purehr.algorithms.ppo.torso import RecurrentTorsoActorCritic, TorsoActorCritic, TorsoRecurrentCore
 from purehr.algorithms.ppo.rewards import initial_return_statistics, training_rewards
 from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.engine.distributions import (
@@ -38,6 +39,7 @@ from purehr.engine.distributions import (
 from purehr.engine.env_params import make_env_params_at
 from purehr.engine.gae import generalized_advantages
 from purehr.engine.networks import ActorCritic, RecurrentActorCritic, update_observation_statistics
+from purehr.engine.user_network import StructuredInput, build_network, check_fits, is_recurrent, is_whole
 from purehr.engine.schedules import learning_rate_schedule
 from purehr.envs.base import Environment, all_finite_in_one_reduction, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
@@ -137,7 +139,7 @@ class PPO:
 
     @property
     def recurrent(self) -> bool:
-        return self.config.policy == "gru"
+        return isinstance(self.core, RecurrentCore | TorsoRecurrentCore)
 
     def network_params(self, runner: RunnerState):
         return runner.params
@@ -159,26 +161,79 @@ class PPO:
         return self.core.policy(network_params, action_space, deterministic, read_mask)
 
 
-PolicyCore = FeedForwardCore | RecurrentCore
+PolicyCore = FeedForwardCore | RecurrentCore | TorsoRecurrentCore
 
 
-def make_policy_core(config: PPOConfig, action_space) -> PolicyCore:
-    """The networks of ``config.policy`` ("mlp" or "gru") and how the algorithm uses them."""
+def make_policy_core(config: PPOConfig, action_space, observation_space=None) -> PolicyCore:
+    """The networks of ``config.policy`` ("mlp" or "gru"), or of ``config.network`` (a user's:
+    ``purehr.algorithms.ppo.torso``), and how the algorithm uses them."""
     shared = dict(
-        actor_hidden=config.actor_hidden,
-        critic_hidden=config.critic_hidden,
-        activation=config.activation,
         policy_output_size=policy_output_size(action_space),
         continuous=isinstance(action_space, Box),
         log_std_init=config.log_std_init,
         normalize_observations=config.normalize_observations,
     )
     sizes = (config.num_envs, config.num_steps, config.num_minibatches)
+    if config.network is not None:
+        return _user_core(config, observation_space, action_space, shared, sizes)
+    shared.update(actor_hidden=config.actor_hidden, critic_hidden=config.critic_hidden, activation=config.activation)
     if config.policy == "gru":
         return RecurrentCore(
             RecurrentActorCritic(width=config.recurrent_width, skip=config.recurrent_skip, **shared), *sizes
         )
     return FeedForwardCore(ActorCritic(**shared), *sizes)
+
+
+def _user_core(config: PPOConfig, observation_space, action_space, shared: dict, sizes) -> PolicyCore:
+    """The core of a user's torso, checked against the spaces (shapes only) before anything compiles."""
+    torso = build_network(config.network, observation_space, action_space)
+    size = flat_dim(observation_space)
+    outputs = shared["policy_output_size"]
+    if is_recurrent(torso):
+        if config.num_envs % config.num_minibatches:
+            raise ValueError(
+                f"PPOConfig.minibatch_size={config.minibatch_size} with the recurrent network {config.network!r}: "
+                f"a minibatch is whole sequences, so the {config.num_minibatches} minibatches must divide "
+                f"num_envs={config.num_envs}"
+            )
+        core = TorsoRecurrentCore(
+            RecurrentTorsoActorCritic(StructuredInput(torso, observation_space), **shared), *sizes
+        )
+        expected = "a recurrent torso (carry, observation [N, ...]) -> (carry, features [N, F])"
+
+        def check(params):
+            rows = jnp.zeros((config.num_envs, size), jnp.float32)
+            outputs_of = jax.eval_shape(core.step, params, core.initial_carry(), rows, rows)
+            if outputs_of.actor_output.shape != (config.num_envs, outputs):
+                raise ValueError(f"policy outputs {outputs_of.actor_output.shape}; expected ({config.num_envs}, {outputs})")
+    else:
+        if is_whole(torso):
+            network = TorsoActorCritic(StructuredInput(torso, observation_space), None, **shared)
+            expected = f"a whole network observation [N, ...] -> (policy outputs [N, {outputs}], value [N])"
+        else:
+            actor, critic = (StructuredInput(torso.clone(), observation_space) for _ in range(2))
+            network = TorsoActorCritic(actor, critic, **shared)
+            expected = "a torso observation [N, ...] -> features [N, F]"
+        core = FeedForwardCore(network, *sizes)
+
+        def check(params):
+            batch = jnp.zeros((3, size), jnp.float32)
+            actor_output, _, value = jax.eval_shape(network.apply, params, batch)
+            if actor_output.shape != (3, outputs) or value.shape != (3,):
+                raise ValueError(
+                    f"for 3 observations it gave policy outputs {actor_output.shape} and values {value.shape}; "
+                    f"expected ({3}, {outputs}) and (3,)"
+                )
+
+    check_fits(
+        config.network,
+        lambda: core.init_params(jax.random.PRNGKey(0), size),
+        observation_space,
+        action_space,
+        expected,
+        check,
+    )
+    return core
 
 
 def make_ppo(
@@ -209,7 +264,7 @@ def make_ppo(
     check_env_params(env, env_params)
     action_space = env.action_space(env_params)
     observation_size = flat_dim(env.observation_space(env_params))
-    core = make_policy_core(config, action_space)
+    core = make_policy_core(config, action_space, env.observation_space(env_params))
     network = core.network
     train_env = training_wrappers(env)
     num_envs, num_steps = config.num_envs, config.num_steps

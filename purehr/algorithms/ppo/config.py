@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from purehr.algorithms.config_types import annealed_learning_rate, normalise_fields
+from purehr.algorithms.config_types import check_network_spec, annealed_learning_rate, normalise_fields
 from purehr.envs import spaces
 from purehr.protocol_settings import ProtocolSettings, with_help
 
@@ -132,6 +132,12 @@ class PPOConfig:
     statistics carried in the training state (checkpoints, resume) and updated once per
     rollout (the order: ``purehr.algorithms.ppo.rewards``); for rewards whose scale is unknown
     or far from 1. Logged returns stay in the environment's units."""
+    network: str | None = with_help(
+        None, "your own network: module:factory or path/to/file.py:factory (docs/how-to/own_network.md)"
+    )
+    """A user's network (``purehr.engine.user_network``): the factory gets the observation and
+    action spaces as the environment gives them and returns a flax torso (the algorithm adds its
+    heads and normalisation) or a whole network. None: the shipped network of the other fields."""
     checkpoint_interval: dataclasses.InitVar[int | None] = None
     eval_episodes: dataclasses.InitVar[int | None] = None
     full_eval_interval: dataclasses.InitVar[int | None] = None
@@ -184,6 +190,11 @@ class PPOConfig:
                 f"num_envs={self.num_envs}; expected minibatch_size = num_steps x a divisor of num_envs, e.g. "
                 f"{self.num_steps * max(1, self.num_envs // 4)}"
             )
+        if self.network is not None and self.policy != "mlp":
+            raise ValueError(
+                f"PPOConfig.policy={self.policy!r} with network={self.network!r}: your network replaces the "
+                "shipped ones; expected policy='mlp' (a recurrent network of yours declares initial_carry)"
+            )
         self._check_budget()
 
     def _check_types(self) -> None:
@@ -194,6 +205,7 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
         if not isinstance(self.policy, str):
             raise ValueError(f"PPOConfig.policy={self.policy!r}: expected one of {POLICIES}")
+        check_network_spec("PPOConfig", self.network)
 
     def _check_budget(self) -> None:
         """The update and optimiser-step counters are int32 on the device (optax counts its

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from purehr.algorithms.config_types import annealed_learning_rate, normalise_fields
+from purehr.algorithms.config_types import check_network_spec, annealed_learning_rate, normalise_fields
 from purehr.protocol_settings import refuse_protocol_settings, with_help
 
 ACTIVATIONS = ("relu", "tanh", "swish")
@@ -95,6 +95,12 @@ class PQNConfig:
     input_scale: float = with_help(
         1.0, "multiply the observations by this before the network (purejaxql's MinAtar: 1/255)"
     )
+    network: str | None = with_help(
+        None, "your own network: module:factory or path/to/file.py:factory (docs/how-to/own_network.md)"
+    )
+    """A user's network (``purehr.engine.user_network``): the factory gets the observation and
+    action spaces as the environment gives them and returns a flax torso (the algorithm adds its
+    heads and normalisation) or a whole network. None: the shipped network of the other fields."""
     checkpoint_interval: dataclasses.InitVar[int | None] = None
     eval_episodes: dataclasses.InitVar[int | None] = None
     full_eval_interval: dataclasses.InitVar[int | None] = None
@@ -145,6 +151,7 @@ class PQNConfig:
             sizes=("hidden",),
             optional_sizes=("conv_channels",),
         )
+        check_network_spec("PQNConfig", self.network)
         if not isinstance(self.activation, str):
             raise ValueError(f"PQNConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
 

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from purehr.algorithms.config_types import normalise_fields
+from purehr.algorithms.config_types import check_network_spec, normalise_fields
 from purehr.protocol_settings import refuse_protocol_settings, with_help
 
 ACTIVATIONS = ("tanh", "relu", "swish")
@@ -100,6 +100,12 @@ class SACConfig:
     n_step: int = with_help(
         1, "rewards summed in the critics' target before the bootstrap (stopping at episode ends); 1: SAC's"
     )
+    network: str | None = with_help(
+        None, "your own network: module:factory or path/to/file.py:factory (docs/how-to/own_network.md)"
+    )
+    """A user's network (``purehr.engine.user_network``): the factory gets the observation and
+    action spaces as the environment gives them and returns a flax torso (the algorithm adds its
+    heads and normalisation) or a whole network. None: the shipped network of the other fields."""
     checkpoint_interval: dataclasses.InitVar[int | None] = None
     eval_episodes: dataclasses.InitVar[int | None] = None
     full_eval_interval: dataclasses.InitVar[int | None] = None
@@ -158,6 +164,7 @@ class SACConfig:
         normalise_fields(
             self, ints=INT_FIELDS, non_negative_ints=NON_NEGATIVE_INT_FIELDS, floats=FLOAT_FIELDS, sizes=SIZES_FIELDS
         )
+        check_network_spec("SACConfig", self.network)
         if not isinstance(self.activation, str):
             raise ValueError(f"SACConfig.activation={self.activation!r}: expected one of {ACTIVATIONS}")
 
