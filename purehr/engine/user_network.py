@@ -41,6 +41,7 @@ import numpy as np
 
 from purehr.envs import spaces
 
+
 @dataclass(frozen=True)
 class LoadedNetwork:
     """A spec's factory and where it came from."""
@@ -52,7 +53,7 @@ class LoadedNetwork:
     source_digest: str
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_network(spec: str) -> LoadedNetwork:
     """Imports ``spec``'s module (a file path, or a module on the Python path or in the current
     directory, as ``python -m`` finds one) and finds its factory; ``ValueError`` naming the spec
@@ -64,7 +65,9 @@ def load_network(spec: str) -> LoadedNetwork:
     except ValueError:
         raise
     except Exception as error:
-        raise ValueError(f"network {spec!r}: importing {module_name!r} raised {type(error).__name__}: {error}") from error
+        raise ValueError(
+            f"network {spec!r}: importing {module_name!r} raised {type(error).__name__}: {error}"
+        ) from error
     factory = getattr(module, attribute, None)
     if not callable(factory):
         found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
@@ -88,7 +91,10 @@ def _import_module(name: str):
 def _import_file(path: str):
     file = Path(path).expanduser().resolve()
     if not file.is_file():
-        raise ValueError(f"network file {path!r} ({file}) does not exist; expected a Python file (relative paths from the current directory)")
+        raise ValueError(
+            f"network file {path!r} ({file}) does not exist; expected a Python file (a relative path is "
+            "read from the current directory)"
+        )
     name = f"purehr_user_network_{hashlib.sha256(str(file).encode()).hexdigest()[:12]}_{file.stem}"
     if name in sys.modules:
         return sys.modules[name]

@@ -26,8 +26,8 @@ from purehr.algorithms.ppo.memory import working_set_bytes
 from purehr.algorithms.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, METRIC_NAMES
 from purehr.algorithms.ppo.policy_core import FeedForwardCore
 from purehr.algorithms.ppo.recurrent import RecurrentCore
-from purehr.algorithms.ppo.torso import RecurrentTorsoActorCritic, TorsoActorCritic, TorsoRecurrentCore
 from purehr.algorithms.ppo.rewards import initial_return_statistics, training_rewards
+from purehr.algorithms.ppo.torso import RecurrentTorsoActorCritic, TorsoActorCritic, TorsoRecurrentCore
 from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.engine.distributions import (
     action_mask_reader,
@@ -39,8 +39,8 @@ from purehr.engine.distributions import (
 from purehr.engine.env_params import make_env_params_at
 from purehr.engine.gae import generalized_advantages
 from purehr.engine.networks import ActorCritic, RecurrentActorCritic, update_observation_statistics
-from purehr.engine.user_network import StructuredInput, build_network, check_fits, is_recurrent, is_whole
 from purehr.engine.schedules import learning_rate_schedule
+from purehr.engine.user_network import StructuredInput, build_network, check_fits, is_recurrent, is_whole
 from purehr.envs.base import Environment, all_finite_in_one_reduction, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
@@ -205,7 +205,9 @@ def _user_core(config: PPOConfig, observation_space, action_space, shared: dict,
             rows = jnp.zeros((config.num_envs, size), jnp.float32)
             outputs_of = jax.eval_shape(core.step, params, core.initial_carry(), rows, rows)
             if outputs_of.actor_output.shape != (config.num_envs, outputs):
-                raise ValueError(f"policy outputs {outputs_of.actor_output.shape}; expected ({config.num_envs}, {outputs})")
+                raise ValueError(
+                    f"policy outputs {outputs_of.actor_output.shape}; expected ({config.num_envs}, {outputs})"
+                )
     else:
         if is_whole(torso):
             network = TorsoActorCritic(StructuredInput(torso, observation_space), None, **shared)

@@ -52,7 +52,9 @@ class TorsoActorCritic(nn.Module):
             self.policy_head = nn.Dense(self.policy_output_size, kernel_init=scaled_normal(POLICY_GAIN))
             self.value_head = nn.Dense(1, kernel_init=scaled_normal(VALUE_GAIN))
         if self.continuous:
-            self.log_std = self.param("log_std", nn.initializers.constant(self.log_std_init), (self.policy_output_size,))
+            self.log_std = self.param(
+                "log_std", nn.initializers.constant(self.log_std_init), (self.policy_output_size,)
+            )
 
     def __call__(self, observation: jax.Array):
         return (*self.policy(observation), self.value(observation))
@@ -88,7 +90,9 @@ class RecurrentTorsoActorCritic(nn.Module):
         self.policy_head = nn.Dense(self.policy_output_size, kernel_init=scaled_normal(POLICY_GAIN))
         self.value_head = nn.Dense(1, kernel_init=scaled_normal(VALUE_GAIN))
         if self.continuous:
-            self.log_std = self.param("log_std", nn.initializers.constant(self.log_std_init), (self.policy_output_size,))
+            self.log_std = self.param(
+                "log_std", nn.initializers.constant(self.log_std_init), (self.policy_output_size,)
+            )
 
     def __call__(self, carry, observation: jax.Array):
         carry, features = self.memory(carry, observation)

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from purehr.algorithms.config_types import check_network_spec, annealed_learning_rate, normalise_fields
+from purehr.algorithms.config_types import annealed_learning_rate, check_network_spec, normalise_fields
 from purehr.protocol_settings import refuse_protocol_settings, with_help
 
 ACTIVATIONS = ("relu", "tanh", "swish")
