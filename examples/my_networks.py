@@ -15,6 +15,8 @@ Dict of them) and returns a flax module. Nothing under ``purehr/`` is edited; a 
   network per HRV dimension reads (current, target, gap) of that dimension beside a summary of
   the others and gives that dimension's three nudge logits; the style and operation logits and
   the value read the pooled summary.
+- ``hrv_attention``: the same split, with self-attention over nine tokens (the eight dimensions
+  and one for everything else, which gives the style, operation and value).
 
 Every torso gets a batch axis N first (a single observation is a batch of 1). Initialisers are
 Gaussian, not orthogonal: an orthogonal init under purehr's vmap over seeds deadlocks XLA's CPU
@@ -151,3 +153,43 @@ def hrv_per_dimension(observation_space, action_space) -> HRVPerDimension:
     if len(nvec) < 3 or set(nvec[2:]) != {3}:
         raise ValueError(f"hrv_per_dimension reads hrv's MultiDiscrete(style, operation, 3 x D); got {nvec}")
     return HRVPerDimension(styles=nvec[0], operations=nvec[1])
+
+
+class HRVAttention(nn.Module):
+    """hrv's observation -> (logits [N, styles + operations + 3 x D], value [N]): D dimension
+    tokens (current, target, gap of each) and one context token, two blocks of self-attention
+    over the D + 1 tokens; each dimension token gives its nudge logits, the context token the
+    style, operation and value."""
+
+    whole_network: ClassVar[bool] = True
+    styles: int = 5
+    operations: int = 3
+    width: int = 64
+    blocks: int = 2
+
+    @nn.compact
+    def __call__(self, observation):
+        per_dimension = [observation["current_hrv"], observation["target_hrv"]]
+        if "gap" in observation:
+            per_dimension.append(observation["gap"])
+        dims = jnp.stack(per_dimension, axis=-1)  # [N, D, k]
+        rest = _flat({k: v for k, v in observation.items() if k not in ("current_hrv", "target_hrv", "gap")})
+        tokens = jnp.concatenate([nn.Dense(self.width)(rest)[:, None], nn.Dense(self.width)(dims)], axis=1)
+        tokens = tokens + self.param("position", nn.initializers.normal(0.02), tokens.shape[1:])
+        for _ in range(self.blocks):
+            attended = nn.MultiHeadDotProductAttention(num_heads=4, qkv_features=self.width)(nn.LayerNorm()(tokens))
+            tokens = tokens + attended
+            tokens = tokens + nn.Dense(self.width)(nn.relu(nn.Dense(2 * self.width)(nn.LayerNorm()(tokens))))
+        tokens = nn.LayerNorm()(tokens)
+        context, dimensions = tokens[:, 0], tokens[:, 1:]
+        nudges = nn.Dense(3, kernel_init=SMALL)(nn.relu(nn.Dense(self.width)(dimensions)))  # [N, D, 3]
+        choices = nn.Dense(self.styles + self.operations, kernel_init=SMALL)(nn.relu(nn.Dense(self.width)(context)))
+        value = nn.Dense(1)(nn.relu(nn.Dense(self.width)(context)))[..., 0]
+        return jnp.concatenate([choices, nudges.reshape((nudges.shape[0], -1))], axis=-1), value
+
+
+def hrv_attention(observation_space, action_space) -> HRVAttention:
+    nvec = tuple(int(n) for n in action_space.nvec)
+    if len(nvec) < 3 or set(nvec[2:]) != {3}:
+        raise ValueError(f"hrv_attention reads hrv's MultiDiscrete(style, operation, 3 x D); got {nvec}")
+    return HRVAttention(styles=nvec[0], operations=nvec[1])

@@ -149,7 +149,7 @@ def describe(spec: str | None, params=None) -> dict[str, Any] | None:
     loaded = load_network(spec)
     record = {
         "spec": spec,
-        "module": loaded.module,
+        "module": spec.rpartition(":")[0],  # as named: a dotted module, or the file's path
         "factory": spec.rpartition(":")[2],
         "file": loaded.file,
         "source_digest": loaded.source_digest,

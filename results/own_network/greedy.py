@@ -2,10 +2,11 @@
 set-structured example): pick the open cell with the largest prize. Prints the protocol's
 held-out metrics for it, on the same episodes a run's checkpoints are evaluated on.
 
-    PYTHONPATH=.:examples python results/own_network/greedy.py
+    PYTHONPATH=.:examples python results/own_network/greedy.py [cells=32 legal=16 picks=8]
 """
 
 import json
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -20,7 +21,7 @@ def greedy(observation, t, key):
 
 
 task = get_task(TASK)
-env = task.make_env()
+env = task.make_env(**{k: int(v) for k, v in (word.split("=") for word in sys.argv[1:])})
 episodes = task.default_protocol.eval_episodes
 metrics = jax.jit(lambda: task.heldout_evaluation(env, env.default_params, greedy, num_episodes=episodes))()
-print(json.dumps({"episodes": episodes, **{k: round(float(v), 4) for k, v in metrics.items()}}))
+print(json.dumps({"env_args": sys.argv[1:], "episodes": episodes, **{k: round(float(v), 4) for k, v in metrics.items()}}))
