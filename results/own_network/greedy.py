@@ -24,4 +24,6 @@ task = get_task(TASK)
 env = task.make_env(**{k: int(v) for k, v in (word.split("=") for word in sys.argv[1:])})
 episodes = task.default_protocol.eval_episodes
 metrics = jax.jit(lambda: task.heldout_evaluation(env, env.default_params, greedy, num_episodes=episodes))()
-print(json.dumps({"env_args": sys.argv[1:], "episodes": episodes, **{k: round(float(v), 4) for k, v in metrics.items()}}))
+print(
+    json.dumps({"env_args": sys.argv[1:], "episodes": episodes, **{k: round(float(v), 4) for k, v in metrics.items()}})
+)

@@ -16,7 +16,9 @@ def rows(run: Path, task: str, seed: int) -> list[dict]:
 
 
 def main(runs: list[str]) -> None:
-    print("| run | algorithm | network | steps | metric | per seed (last checkpoint) | mean | mean at each checkpoint |")
+    print(
+        "| run | algorithm | network | steps | metric | per seed (last checkpoint) | mean | mean at each checkpoint |"
+    )
     print("|---|---|---|---:|---|---|---:|---|")
     for run in map(Path, runs):
         manifest = json.loads((run / "manifest.json").read_text())
@@ -36,10 +38,9 @@ def main(runs: list[str]) -> None:
                 continue
             last = [float(r[-1][metric]) for r in per_seed.values()]
             steps = per_seed[manifest["seeds"][0]][-1]["actual_steps"]
-            curve = [
-                f"{int(r['target_steps']) // 1000}k: {sum(float(s[i][metric]) for s in per_seed.values()) / len(per_seed):.3f}"
-                for i, r in enumerate(per_seed[manifest["seeds"][0]])
-            ]
+            first = per_seed[manifest["seeds"][0]]
+            means = [sum(float(s[i][metric]) for s in per_seed.values()) / len(per_seed) for i in range(len(first))]
+            curve = [f"{int(r['target_steps']) // 1000}k: {m:.3f}" for r, m in zip(first, means)]
             print(
                 f"| {run.name} | {manifest['algorithms'][task]} | {network} | {steps} | {metric} | "
                 f"{', '.join(f'{v:.3f}' for v in last)} | **{sum(last) / len(last):.3f}** | {'; '.join(curve)} |"
