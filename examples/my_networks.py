@@ -6,6 +6,7 @@ Dict of them) and returns a flax module. Nothing under ``purehr/`` is edited; a 
 
 - ``cnn``: a convolutional **torso** for an image observation [N, H, W, C] (a gymnax MinAtar
   game); PPO adds its policy and value heads (PQN its Q head, SAC its actor and critic MLPs).
+  ``cnn_wide``: the same convolution, then two dense layers of 256.
 - ``deepsets``: a **whole network** for examples/masked_game.py's set of cells: every cell's
   logit from that cell and the mean over all cells (permutation-equivariant), the value from
   the mean; PPO masks the closed cells and adds nothing else.
@@ -63,6 +64,25 @@ def cnn(observation_space, action_space) -> CNN:
     if len(getattr(observation_space, "shape", ())) != 3:
         raise ValueError(f"cnn reads an image [height, width, channels]; got {observation_space!r}")
     return CNN()
+
+
+class WideCNN(nn.Module):
+    """[N, H, W, C] -> the same convolution, then two dense layers of 256 (the MLP's widths)."""
+
+    channels: int = 16
+    width: int = 256
+
+    @nn.compact
+    def __call__(self, image: jax.Array) -> jax.Array:
+        x = nn.relu(Conv(self.channels, (3, 3))(image.astype(jnp.float32)))
+        x = nn.relu(nn.Dense(self.width)(x.reshape((x.shape[0], -1))))
+        return nn.relu(nn.Dense(self.width)(x))
+
+
+def cnn_wide(observation_space, action_space) -> WideCNN:
+    if len(getattr(observation_space, "shape", ())) != 3:
+        raise ValueError(f"cnn_wide reads an image [height, width, channels]; got {observation_space!r}")
+    return WideCNN()
 
 
 # --- DeepSets over a masked set ----------------------------------------------------------------
