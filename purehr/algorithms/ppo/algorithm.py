@@ -27,7 +27,7 @@ from purehr.algorithms.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, 
 from purehr.algorithms.ppo.policy_core import FeedForwardCore
 from purehr.algorithms.ppo.recurrent import RecurrentCore
 from purehr.algorithms.ppo.rewards import initial_return_statistics, training_rewards
-from purehr.algorithms.ppo.torso import RecurrentTorsoActorCritic, TorsoActorCritic, TorsoRecurrentCore
+from purehr.algorithms.ppo.torso import TorsoRecurrentCore, user_policy_core
 from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.engine.distributions import (
     action_mask_reader,
@@ -40,7 +40,6 @@ from purehr.engine.env_params import make_env_params_at
 from purehr.engine.gae import generalized_advantages
 from purehr.engine.networks import ActorCritic, RecurrentActorCritic, update_observation_statistics
 from purehr.engine.schedules import learning_rate_schedule
-from purehr.engine.user_network import StructuredInput, build_network, check_fits, is_recurrent, is_whole
 from purehr.envs.base import Environment, all_finite_in_one_reduction, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import Box, flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
@@ -175,67 +174,13 @@ def make_policy_core(config: PPOConfig, action_space, observation_space=None) ->
     )
     sizes = (config.num_envs, config.num_steps, config.num_minibatches)
     if config.network is not None:
-        return _user_core(config, observation_space, action_space, shared, sizes)
+        return user_policy_core(config, observation_space, action_space, shared, sizes)
     shared.update(actor_hidden=config.actor_hidden, critic_hidden=config.critic_hidden, activation=config.activation)
     if config.policy == "gru":
         return RecurrentCore(
             RecurrentActorCritic(width=config.recurrent_width, skip=config.recurrent_skip, **shared), *sizes
         )
     return FeedForwardCore(ActorCritic(**shared), *sizes)
-
-
-def _user_core(config: PPOConfig, observation_space, action_space, shared: dict, sizes) -> PolicyCore:
-    """The core of a user's torso, checked against the spaces (shapes only) before anything compiles."""
-    torso = build_network(config.network, observation_space, action_space)
-    size = flat_dim(observation_space)
-    outputs = shared["policy_output_size"]
-    if is_recurrent(torso):
-        if config.num_envs % config.num_minibatches:
-            raise ValueError(
-                f"PPOConfig.minibatch_size={config.minibatch_size} with the recurrent network {config.network!r}: "
-                f"a minibatch is whole sequences, so the {config.num_minibatches} minibatches must divide "
-                f"num_envs={config.num_envs}"
-            )
-        core = TorsoRecurrentCore(
-            RecurrentTorsoActorCritic(StructuredInput(torso, observation_space), **shared), *sizes
-        )
-        expected = "a recurrent torso (carry, observation [N, ...]) -> (carry, features [N, F])"
-
-        def check(params):
-            rows = jnp.zeros((config.num_envs, size), jnp.float32)
-            outputs_of = jax.eval_shape(core.step, params, core.initial_carry(), rows, rows)
-            if outputs_of.actor_output.shape != (config.num_envs, outputs):
-                raise ValueError(
-                    f"policy outputs {outputs_of.actor_output.shape}; expected ({config.num_envs}, {outputs})"
-                )
-    else:
-        if is_whole(torso):
-            network = TorsoActorCritic(StructuredInput(torso, observation_space), None, **shared)
-            expected = f"a whole network observation [N, ...] -> (policy outputs [N, {outputs}], value [N])"
-        else:
-            actor, critic = (StructuredInput(torso.clone(), observation_space) for _ in range(2))
-            network = TorsoActorCritic(actor, critic, **shared)
-            expected = "a torso observation [N, ...] -> features [N, F]"
-        core = FeedForwardCore(network, *sizes)
-
-        def check(params):
-            batch = jnp.zeros((3, size), jnp.float32)
-            actor_output, _, value = jax.eval_shape(network.apply, params, batch)
-            if actor_output.shape != (3, outputs) or value.shape != (3,):
-                raise ValueError(
-                    f"for 3 observations it gave policy outputs {actor_output.shape} and values {value.shape}; "
-                    f"expected ({3}, {outputs}) and (3,)"
-                )
-
-    check_fits(
-        config.network,
-        lambda: core.init_params(jax.random.PRNGKey(0), size),
-        observation_space,
-        action_space,
-        expected,
-        check,
-    )
-    return core
 
 
 def make_ppo(

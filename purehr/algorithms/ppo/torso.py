@@ -25,14 +25,14 @@ import jax
 import jax.numpy as jnp
 
 from purehr.algorithms.ppo.loss import Batch
-from purehr.algorithms.ppo.policy_core import StepOutputs
+from purehr.algorithms.ppo.policy_core import FeedForwardCore, StepOutputs
 from purehr.algorithms.ppo.recurrent import Sequences
 from purehr.engine.distributions import make_distribution
 from purehr.engine.networks import POLICY_GAIN, VALUE_GAIN, ObservationNormalizer, scaled_normal
 from purehr.engine.shuffle import random_permutation
-from purehr.engine.user_network import StructuredInput
+from purehr.engine.user_network import StructuredInput, build_network, check_fits, is_recurrent, is_whole
 from purehr.envs.policies import RecurrentPolicy
-from purehr.envs.spaces import flatten_observation
+from purehr.envs.spaces import flat_dim, flatten_observation
 
 
 class TorsoActorCritic(nn.Module):
@@ -213,3 +213,59 @@ class TorsoRecurrentCore:
             return distribution.to_env_action(action), carry
 
         return RecurrentPolicy(self.one_carry(), step)
+
+
+def user_policy_core(config, observation_space, action_space, shared: dict, sizes):
+    """The core of a ``PPOConfig.network``: ``FeedForwardCore`` over a ``TorsoActorCritic``, or a
+    ``TorsoRecurrentCore``; ``shared`` the heads' settings, ``sizes`` (E, T, K). Checked against
+    the spaces (shapes only) before anything compiles."""
+    torso = build_network(config.network, observation_space, action_space)
+    size = flat_dim(observation_space)
+    outputs = shared["policy_output_size"]
+    if is_recurrent(torso):
+        if config.num_envs % config.num_minibatches:
+            raise ValueError(
+                f"PPOConfig.minibatch_size={config.minibatch_size} with the recurrent network {config.network!r}: "
+                f"a minibatch is whole sequences, so the {config.num_minibatches} minibatches must divide "
+                f"num_envs={config.num_envs}"
+            )
+        core = TorsoRecurrentCore(
+            RecurrentTorsoActorCritic(StructuredInput(torso, observation_space), **shared), *sizes
+        )
+        expected = "a recurrent torso (carry, observation [N, ...]) -> (carry, features [N, F])"
+
+        def check(params):
+            rows = jnp.zeros((config.num_envs, size), jnp.float32)
+            outputs_of = jax.eval_shape(core.step, params, core.initial_carry(), rows, rows)
+            if outputs_of.actor_output.shape != (config.num_envs, outputs):
+                raise ValueError(
+                    f"policy outputs {outputs_of.actor_output.shape}; expected ({config.num_envs}, {outputs})"
+                )
+    else:
+        if is_whole(torso):
+            network = TorsoActorCritic(StructuredInput(torso, observation_space), None, **shared)
+            expected = f"a whole network observation [N, ...] -> (policy outputs [N, {outputs}], value [N])"
+        else:
+            actor, critic = (StructuredInput(torso.clone(), observation_space) for _ in range(2))
+            network = TorsoActorCritic(actor, critic, **shared)
+            expected = "a torso observation [N, ...] -> features [N, F]"
+        core = FeedForwardCore(network, *sizes)
+
+        def check(params):
+            batch = jnp.zeros((3, size), jnp.float32)
+            actor_output, _, value = jax.eval_shape(network.apply, params, batch)
+            if actor_output.shape != (3, outputs) or value.shape != (3,):
+                raise ValueError(
+                    f"for 3 observations it gave policy outputs {actor_output.shape} and values {value.shape}; "
+                    f"expected ({3}, {outputs}) and (3,)"
+                )
+
+    check_fits(
+        config.network,
+        lambda: core.init_params(jax.random.PRNGKey(0), size),
+        observation_space,
+        action_space,
+        expected,
+        check,
+    )
+    return core
