@@ -254,3 +254,47 @@ def test_a_network_spec_of_another_form_is_refused_by_the_config():
             PPOConfig(network=bad)
     with pytest.raises(ValueError, match="policy='mlp'"):
         PPOConfig(network="a.b:c", policy="gru")
+
+
+def _examples():
+    """examples/my_networks.py, imported as the engine imports a network file (flax's dataclasses
+    need the module in ``sys.modules``)."""
+    from purehr.engine.user_network import load_network
+
+    return sys.modules[load_network(f"{REPO}/examples/my_networks.py:deepsets").factory.__module__]
+
+
+def test_the_examples_deepsets_is_permutation_equivariant(folder, monkeypatch):
+    """examples/my_networks.py's DeepSets: permuting the cells permutes the logits, keeps the value."""
+    monkeypatch.syspath_prepend(str(folder))
+    env = get_task(TASK).make_env()
+    network = _examples().deepsets(env.observation_space(env.default_params), env.action_space(env.default_params))
+    observation, _ = env.reset(jax.random.PRNGKey(3))
+    batch = jax.tree.map(lambda x: x[None], observation)
+    params = network.init(jax.random.PRNGKey(0), batch)
+    order = jnp.asarray([4, 0, 8, 2, 6, 1, 7, 3, 5])
+    logits, value = network.apply(params, batch)
+    permuted_logits, permuted_value = network.apply(params, jax.tree.map(lambda x: x[:, order], batch))
+    np.testing.assert_allclose(permuted_logits, logits[:, order], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(permuted_value, value, rtol=1e-5, atol=1e-6)
+    assert logits.shape == (1, 9) and value.shape == (1,)
+
+
+@pytest.mark.parametrize(
+    "task, config, recurrent",
+    [
+        ("gymnax:Breakout-MinAtar", PPOConfig(network=f"{REPO}/examples/my_networks.py:cnn"), False),
+        ("gymnax:Breakout-MinAtar", PQNConfig(network=f"{REPO}/examples/my_networks.py:cnn_wide"), False),
+        (
+            "gymnax:MemoryChain-bsuite",
+            PPOConfig(network=f"{REPO}/examples/my_networks.py:lstm", num_envs=8, minibatch_size=512),
+            True,
+        ),
+        ("hrv", PPOConfig(network=f"{REPO}/examples/my_networks.py:hrv_attention"), False),
+    ],
+    ids=["cnn-ppo", "cnn_wide-pqn", "lstm-ppo", "hrv_attention-ppo"],
+)
+def test_the_examples_networks_fit_their_tasks(task, config, recurrent):
+    """Each example network builds against its task (traced with the task's shapes; a misfit raises)."""
+    algorithm = make_algorithm(config, get_task(task).make_env())
+    assert algorithm.recurrent == recurrent
