@@ -53,6 +53,21 @@ def annealed_learning_rate(anneal_lr: bool) -> str | None:
     )
 
 
+NETWORK_SPEC = "'package.module:factory' or 'path/to/file.py:factory'"
+"""The forms of a config's ``network`` (``purehr.engine.user_network``)."""
+
+
+def check_network_spec(owner: str, spec: Any) -> None:
+    """Refuses a ``network`` config value that is neither None nor of the form ``NETWORK_SPEC``
+    (the form alone: the module is imported when an algorithm is built)."""
+    if spec is None:
+        return
+    module, _, factory = spec.rpartition(":") if isinstance(spec, str) else ("", "", "")
+    dotted = all(part.isidentifier() for part in module.split("."))
+    if not (module and factory.isidentifier() and (dotted or module.endswith(".py"))):
+        raise ValueError(f"{owner}.network={spec!r}: expected None (the shipped network) or {NETWORK_SPEC}")
+
+
 class ConfigFields:
     """The base of an algorithm's config, a frozen dataclass made by ``config_class``: its fields
     checked by their declarations when built, then by its own ``check``; ``replace``, ``to_dict``,
@@ -163,6 +178,8 @@ def check_declared_fields(config: Any) -> None:
                 raise ValueError(f"{owner}.{field.name}={value!r}: expected {expected}")
         if choices and value not in choices:
             raise ValueError(f"{owner}.{field.name}={value!r}: expected one of {choices}")
+        if bounds == "module:factory":
+            check_network_spec(f"{owner}", value)
 
 
 def _integer(owner: str, name: str, value: Any, expected: str) -> int:

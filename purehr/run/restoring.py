@@ -16,6 +16,7 @@ from purehr.envs.base import Environment
 from purehr.envs.policies import RecurrentPolicy
 from purehr.protocol_settings import ProtocolSettings
 from purehr.run.compiled.task_setup import recorded_setup
+from purehr.run.planning.resume import changed_network_source
 from purehr.run.store.checkpoints import CheckpointNotShipped, CorruptCheckpointError, SeedCheckpoints, shape_mismatches
 from purehr.run.store.reported import missing_reported_choice, reported_rows
 from purehr.run.store.run_dir import (
@@ -79,7 +80,10 @@ def restore(run_dir: str | Path, task: str, seed: int, step: int | str = "latest
     _check_on_disk(run, manifest, task, seed, rows, row, latest=step == "latest")
     # the config, environment and schedule the run trained with: env_params_at follows the
     # schedule, and the held-out params are its final stage
-    setup = recorded_setup(manifest, definition)
+    setup = recorded_setup(manifest, definition)  # a user's network: its factory imported again
+    changed = changed_network_source(manifest, task)
+    if changed:
+        warnings.warn(f"restore: {changed}", stacklevel=2)
     env, algorithm = setup.env, setup.algorithm
     abstract = setup.abstract_state()
     path = run.checkpoint_dir(task, seed) / str(row["actual_steps"])

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from purehr.devices.distributed import describe_mesh
+from purehr.engine.user_network import describe
 from purehr.run.baselines import evaluate_baselines
 from purehr.run.compiled.train_all import TaskSetup
 from purehr.run.host.progress import format_duration
@@ -69,6 +70,7 @@ def _new_manifest(plan: RunPlan, setups: list[TaskSetup], invocation: dict[str, 
         protocol=PROTOCOL_TEXT,
         environments={s.name: s.task.env_kwargs(s.env) for s in setups},
         sources={s.name: s.task.source(s.env) for s in setups},
+        networks={s.name: network_record(s) for s in setups},
         curricula={name: curriculum.to_dict() for name, curriculum in plan.curricula.items()},
         pbt=None if plan.pbt is None else plan.pbt.to_dict(),
         baselines=baselines,
@@ -76,6 +78,15 @@ def _new_manifest(plan: RunPlan, setups: list[TaskSetup], invocation: dict[str, 
         precision=current_precision(),
     )
     return manifest
+
+
+def network_record(setup: TaskSetup) -> dict[str, Any] | None:
+    """The user's network a task trains (``config.network``: spec, module, file, source digest and
+    its parameters' shapes), None for the shipped one."""
+    spec = getattr(setup.config, "network", None)
+    if spec is None:
+        return None
+    return describe(spec, setup.algorithm.network_params(setup.abstract_state()))
 
 
 def _resumed_manifest(

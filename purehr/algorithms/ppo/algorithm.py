@@ -27,6 +27,7 @@ from purehr.algorithms.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, 
 from purehr.algorithms.ppo.policy_core import FeedForwardCore
 from purehr.algorithms.ppo.recurrent import RecurrentCore
 from purehr.algorithms.ppo.rewards import initial_return_statistics, training_rewards
+from purehr.algorithms.ppo.torso import TorsoRecurrentCore, user_policy_core
 from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.engine.distributions import (
     action_mask_reader,
@@ -137,7 +138,7 @@ class PPO:
 
     @property
     def recurrent(self) -> bool:
-        return self.config.policy == "gru"
+        return isinstance(self.core, RecurrentCore | TorsoRecurrentCore)
 
     def network_params(self, runner: RunnerState):
         return runner.params
@@ -159,21 +160,22 @@ class PPO:
         return self.core.policy(network_params, action_space, deterministic, read_mask)
 
 
-PolicyCore = FeedForwardCore | RecurrentCore
+PolicyCore = FeedForwardCore | RecurrentCore | TorsoRecurrentCore
 
 
-def make_policy_core(config: PPOConfig, action_space) -> PolicyCore:
-    """The networks of ``config.policy`` ("mlp" or "gru") and how the algorithm uses them."""
+def make_policy_core(config: PPOConfig, action_space, observation_space=None) -> PolicyCore:
+    """The networks of ``config.policy`` ("mlp" or "gru"), or of ``config.network`` (a user's:
+    ``purehr.algorithms.ppo.torso``), and how the algorithm uses them."""
     shared = dict(
-        actor_hidden=config.actor_hidden,
-        critic_hidden=config.critic_hidden,
-        activation=config.activation,
         policy_output_size=policy_output_size(action_space),
         continuous=isinstance(action_space, Box),
         log_std_init=config.log_std_init,
         normalize_observations=config.normalize_observations,
     )
     sizes = (config.num_envs, config.num_steps, config.num_minibatches)
+    if config.network is not None:
+        return user_policy_core(config, observation_space, action_space, shared, sizes)
+    shared.update(actor_hidden=config.actor_hidden, critic_hidden=config.critic_hidden, activation=config.activation)
     if config.policy == "gru":
         return RecurrentCore(
             RecurrentActorCritic(width=config.recurrent_width, skip=config.recurrent_skip, **shared), *sizes
@@ -209,7 +211,7 @@ def make_ppo(
     check_env_params(env, env_params)
     action_space = env.action_space(env_params)
     observation_size = flat_dim(env.observation_space(env_params))
-    core = make_policy_core(config, action_space)
+    core = make_policy_core(config, action_space, env.observation_space(env_params))
     network = core.network
     train_env = training_wrappers(env)
     num_envs, num_steps = config.num_envs, config.num_steps

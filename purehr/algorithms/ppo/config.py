@@ -84,6 +84,14 @@ class PPOConfig(ConfigFields):
     statistics carried in the training state (checkpoints, resume) and updated once per
     rollout (the order: ``purehr.algorithms.ppo.rewards``); for rewards whose scale is unknown
     or far from 1. Logged returns stay in the environment's."""
+    network: str | None = with_help(
+        None,
+        "your own network: module:factory or path/to/file.py:factory (docs/how-to/own_network.md)",
+        bounds="module:factory",
+    )
+    """A user's network (``purehr.engine.user_network``): the factory gets the observation and
+    action spaces as the environment gives them and returns a flax torso (the algorithm adds its
+    heads and normalisation) or a whole network. None: the shipped network of the other fields."""
     # PPOConfig(checkpoint_interval=...) and the three other LEGACY_PROTOCOL_FIELDS still build (their
     # owner is ProtocolSettings): kept in config.legacy_protocol, applied over the task's by a run
 
@@ -100,6 +108,11 @@ class PPOConfig(ConfigFields):
                 f"sequences of num_steps={self.num_steps}, so the {self.num_minibatches} minibatches must divide "
                 f"num_envs={self.num_envs}; expected minibatch_size = num_steps x a divisor of num_envs, e.g. "
                 f"{self.num_steps * max(1, self.num_envs // 4)}"
+            )
+        if self.network is not None and self.policy != "mlp":
+            raise ValueError(
+                f"PPOConfig.policy={self.policy!r} with network={self.network!r}: your network replaces the "
+                "shipped ones; expected policy='mlp' (a recurrent network of yours declares initial_carry)"
             )
         self._check_budget()
 

@@ -49,7 +49,7 @@ class FeedForwardCore:
     Measured against valuing every step's final observation in the rollout's critic call
     (2E rows per step): see docs/protocol.md, "Engine facts"."""
 
-    network: ActorCritic
+    network: ActorCritic  # or a TorsoActorCritic (purehr.algorithms.ppo.torso): the same methods
     num_envs: int
     num_steps: int
     num_minibatches: int
@@ -78,11 +78,11 @@ class FeedForwardCore:
         a time limit of at least T steps an environment truncates at most once per rollout, so
         one pass of E rows at most, instead of one per step. A terminated step's next value is
         never read (GAE multiplies it by 0); it is left as V(the reset's observation)."""
-        last_value = self.network.apply(params, observation, method=ActorCritic.value)
+        last_value = self.network.apply(params, observation, method=type(self.network).value)
         following = jnp.concatenate([trajectory.value[1:], last_value[None]])  # [T, E]
         truncated = jnp.logical_and(trajectory.done, jnp.logical_not(trajectory.terminated)).reshape(-1)
         finals = trajectory.final_observation.reshape((truncated.shape[0], -1))
-        value = partial(self.network.apply, params, method=ActorCritic.value)
+        value = partial(self.network.apply, params, method=type(self.network).value)
         bootstrap = values_where(value, truncated, finals, self.num_envs).reshape(following.shape)
         return jnp.where(truncated.reshape(following.shape), bootstrap, following)
 

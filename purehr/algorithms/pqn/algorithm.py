@@ -25,7 +25,7 @@ from flax import struct
 from purehr.algorithms.pqn.config import PQNConfig, PQNHyperparams
 from purehr.algorithms.pqn.loss import Batch, q_loss
 from purehr.algorithms.pqn.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, METRIC_NAMES
-from purehr.algorithms.pqn.network import Branches, QNetwork
+from purehr.algorithms.pqn.network import Branches, QNetwork, TorsoQNetwork
 from purehr.algorithms.pqn.returns import epsilon_at, q_lambda_returns
 from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.engine.bootstrap import values_where
@@ -34,6 +34,7 @@ from purehr.engine.env_params import make_env_params_at
 from purehr.engine.networks import update_observation_statistics
 from purehr.engine.schedules import learning_rate_schedule
 from purehr.engine.shuffle import random_permutation
+from purehr.engine.user_network import StructuredInput, build_network, check_fits, is_recurrent, is_whole
 from purehr.envs.base import Environment, all_finite, check_env_params, check_environment, varying_with
 from purehr.envs.spaces import flat_dim, flatten_observation
 from purehr.envs.wrappers import training_wrappers
@@ -152,6 +153,51 @@ def image_shape(observation_space, conv_channels: tuple[int, ...]) -> tuple[int,
     return shape
 
 
+def q_network(config: PQNConfig, observation_space, action_space, branches: Branches) -> QNetwork | TorsoQNetwork:
+    """The shipped ``QNetwork`` of the config's fields, or a user's (``config.network``),
+    checked against the spaces (shapes only) before anything compiles."""
+    if config.network is None:
+        return QNetwork(
+            config.hidden,
+            config.activation,
+            branches.size,
+            config.layer_norm,
+            config.normalize_observations,
+            config.conv_channels,
+            image_shape(observation_space, config.conv_channels),
+            config.input_scale,
+        )
+    torso = build_network(config.network, observation_space, action_space)
+    if is_recurrent(torso):
+        raise ValueError(
+            f"PQNConfig.network={config.network!r} is recurrent (it declares initial_carry); PQN's Q network is "
+            "feed-forward: expected a torso observation -> features (a memory: ppo)"
+        )
+    whole = is_whole(torso)
+    network = TorsoQNetwork(
+        StructuredInput(torso, observation_space),
+        branches.size,
+        whole,
+        config.normalize_observations,
+        config.input_scale,
+    )
+    size = flat_dim(observation_space)
+
+    def check(params):
+        q = jax.eval_shape(network.apply, params, jnp.zeros((3, size), jnp.float32))
+        if q.shape != (3, branches.size):
+            raise ValueError(f"for 3 observations it gave Q values {q.shape}; expected (3, {branches.size})")
+
+    expected = (
+        f"a whole Q network observation [N, ...] -> Q [N, {branches.size}]"
+        if whole
+        else "a torso observation [N, ...] -> features [N, F]"
+    )
+    init = lambda: network.init(jax.random.PRNGKey(0), jnp.zeros((size,), jnp.float32))  # noqa: E731
+    check_fits(config.network, init, observation_space, action_space, expected, check)
+    return network
+
+
 def make_pqn(
     config: PQNConfig, env: Environment, env_params=None, env_params_schedule: EnvParamsSchedule | None = None
 ) -> PQN:
@@ -177,16 +223,7 @@ def make_pqn(
     observation_space = env.observation_space(env_params)
     observation_size = flat_dim(observation_space)
     read_mask = action_mask_reader(observation_space, action_space)
-    network = QNetwork(
-        config.hidden,
-        config.activation,
-        branches.size,
-        config.layer_norm,
-        config.normalize_observations,
-        config.conv_channels,
-        image_shape(observation_space, config.conv_channels),
-        config.input_scale,
-    )
+    network = q_network(config, observation_space, action_space, branches)
     train_env = training_wrappers(env)
     num_envs, num_steps, num_updates = config.num_envs, config.num_steps, config.num_updates
     num_minibatches, batch_size = config.num_minibatches, config.batch_size

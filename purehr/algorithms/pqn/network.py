@@ -83,6 +83,28 @@ class QNetwork(nn.Module):
         return Dense(self.output_size, scaled_normal(1.0), name=f"Dense_{len(self.hidden)}")(x)
 
 
+class TorsoQNetwork(nn.Module):
+    """A user's network as PQN's (``PQNConfig.network``; ``purehr.engine.user_network``): flat
+    observation [..., obs] -> (normalised, scaled by ``input_scale``) the user's torso on it in
+    the environment's structure -> one dense layer of every branch's Q values [..., sum(nvec)];
+    a ``whole_network`` gives those Q values itself. The torso owns its hidden layers and their
+    LayerNorms (what keeps PQN stable: ``QNetwork``); masking stays PQN's (``Branches``)."""
+
+    torso: nn.Module  # a purehr.engine.user_network.StructuredInput
+    output_size: int
+    whole: bool = False
+    normalize_observations: bool = False
+    input_scale: float = 1.0
+
+    @nn.compact
+    def __call__(self, observation: jax.Array) -> jax.Array:
+        x = ObservationNormalizer(name="normalizer")(observation) if self.normalize_observations else observation
+        if self.input_scale != 1.0:
+            x = x * self.input_scale
+        features = self.torso(x)
+        return features if self.whole else Dense(self.output_size, scaled_normal(1.0), name="q_head")(features)
+
+
 @dataclass(frozen=True)
 class Branches:
     """How a Discrete or MultiDiscrete action space is laid out over the Q outputs."""

@@ -46,6 +46,7 @@ from purehr.algorithms.sac.metrics import LOSS_STATISTICS, METRIC_NAMES
 from purehr.algorithms.sac.n_step import n_step_transitions, window_rows
 from purehr.algorithms.sac.networks import Actor, TwinCritic, env_distribution, polyak, unit_to_env
 from purehr.engine.env_params import make_env_params_at
+from purehr.engine.user_network import StructuredInput, build_network, check_fits, is_recurrent, is_whole
 from purehr.envs.base import (
     Environment,
     all_finite_in_one_reduction,
@@ -172,6 +173,44 @@ def check_action_space(env: Environment, env_params) -> Box:
     return space
 
 
+def sac_networks(config: SACConfig, observation_space, space: Box) -> tuple[Actor, TwinCritic]:
+    """The actor and twin critics; with ``config.network`` each over its own copy of the user's
+    torso (the config's MLPs as their heads), checked against the spaces before anything compiles."""
+    action_size = flat_dim(space)
+    if config.network is None:
+        return Actor(config.actor_hidden, config.activation, action_size), TwinCritic(
+            config.critic_hidden, config.activation
+        )
+    torso = build_network(config.network, observation_space, space)
+    if is_recurrent(torso) or is_whole(torso):
+        raise ValueError(
+            f"SACConfig.network={config.network!r} is a "
+            f"{'recurrent torso' if is_recurrent(torso) else 'whole network'}; "
+            "SAC takes a feed-forward torso observation -> features (its actor and critic heads are its own)"
+        )
+    actor = Actor(
+        config.actor_hidden, config.activation, action_size, StructuredInput(torso.clone(), observation_space)
+    )
+    critic = TwinCritic(config.critic_hidden, config.activation, StructuredInput(torso.clone(), observation_space))
+    size = flat_dim(observation_space)
+    observation, action = jnp.zeros((size,), jnp.float32), jnp.zeros((action_size,), jnp.float32)
+
+    def init():
+        return actor.init(jax.random.PRNGKey(0), observation), critic.init(jax.random.PRNGKey(1), observation, action)
+
+    def check(params):
+        mean, _ = jax.eval_shape(actor.apply, params[0], jnp.zeros((3, size), jnp.float32))
+        q = jax.eval_shape(critic.apply, params[1], jnp.zeros((3, size), jnp.float32), jnp.zeros((3, action_size)))
+        if mean.shape != (3, action_size) or q.shape != (3, 2):
+            raise ValueError(
+                f"for 3 observations: means {mean.shape}, Q {q.shape}; expected (3, {action_size}), (3, 2)"
+            )
+
+    expected = "a torso observation [N, ...] -> features [N, F]"
+    check_fits(config.network, init, observation_space, space, expected, check)
+    return actor, critic
+
+
 def make_sac(
     config: SACConfig, env: Environment, env_params=None, env_params_schedule: EnvParamsSchedule | None = None
 ) -> SAC:
@@ -189,8 +228,7 @@ def make_sac(
     low, high = _bounds(space)
     action_size = flat_dim(space)
     observation_size = flat_dim(env.observation_space(env_params))
-    actor = Actor(config.actor_hidden, config.activation, action_size)
-    critic = TwinCritic(config.critic_hidden, config.activation)
+    actor, critic = sac_networks(config, env.observation_space(env_params), space)
     train_env = training_wrappers(env)
     num_envs, num_steps, gradient_steps = config.num_envs, config.num_steps, config.gradient_steps
     flatten_batch = jax.vmap(lambda o: flatten_observation(o).astype(jnp.float32))

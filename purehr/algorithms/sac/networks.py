@@ -34,9 +34,14 @@ class Actor(nn.Module):
     hidden: Sequence[int]
     activation: str
     action_size: int
+    torso: nn.Module | None = None
+    """A user's torso (``SACConfig.network``, a ``purehr.engine.user_network.StructuredInput``):
+    the MLP head then reads its features [..., F] instead of the flat observation."""
 
     @nn.compact
     def __call__(self, observation: jax.Array) -> tuple[jax.Array, jax.Array]:
+        if self.torso is not None:
+            observation = self.torso(observation)
         output = MLP(self.hidden, self.activation, 2 * self.action_size, POLICY_GAIN, Dense)(observation)
         mean, raw_log_std = jnp.split(output, 2, axis=-1)
         log_std = LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (jnp.tanh(raw_log_std) + 1.0)
@@ -51,9 +56,13 @@ class TwinCritic(nn.Module):
 
     hidden: Sequence[int]
     activation: str
+    torso: nn.Module | None = None
+    """A user's torso, shared by the twins: they read [its features, action]."""
 
     @nn.compact
     def __call__(self, observation: jax.Array, action: jax.Array) -> jax.Array:
+        if self.torso is not None:
+            observation = self.torso(observation)
         inputs = jnp.concatenate([observation, action], axis=-1)
         twins = nn.vmap(
             MLP,

@@ -10,6 +10,7 @@ import sys
 
 from purehr.algorithms.base import AlgorithmConfig
 from purehr.algorithms.registry import algorithm_of
+from purehr.engine.user_network import describe
 from purehr.envs.curriculum import Curriculum
 from purehr.population import PBTSettings
 from purehr.protocol_settings import ProtocolSettings
@@ -170,8 +171,12 @@ def _check_environments(records: dict[str, TaskRecord], request: RunRequest, whe
 
 
 def _note_changed_versions(manifest: dict, records: dict[str, TaskRecord]) -> None:
-    """A suite package of another version than the run's may compute other numbers: said, not refused."""
+    """A suite package of another version than the run's may compute other numbers, and so may
+    a user's network whose source changed: said, not refused."""
     for task, record in records.items():
+        network_changed = changed_network_source(manifest, task)
+        if network_changed:
+            print(f"note: --resume: {network_changed}", file=sys.stderr)
         recorded = ((manifest.get("sources") or {}).get(task) or {}).get("versions") or {}
         installed = record.task.source(record.env).get("versions") or {}
         changed = {name: (old, installed.get(name)) for name, old in recorded.items() if installed.get(name) != old}
@@ -182,6 +187,20 @@ def _note_changed_versions(manifest: dict, records: dict[str, TaskRecord]) -> No
                 "may not end bit-identical to an uninterrupted one",
                 file=sys.stderr,
             )
+
+
+def changed_network_source(manifest: dict, task: str) -> str | None:
+    """What changed in the user's network ``task`` trained with (its file's source digest), or None."""
+    recorded = (manifest.get("networks") or {}).get(task)
+    if not recorded:
+        return None
+    now = describe(recorded["spec"])
+    if now["source_digest"] == recorded["source_digest"]:
+        return None
+    return (
+        f"{task}'s network {recorded['spec']} ({now['file']}) changed since the run recorded it (source sha256 "
+        f"{recorded['source_digest'][:12]} -> {now['source_digest'][:12]}): it may not compute what the run did"
+    )
 
 
 def _recorded_tasks_and_seeds(manifest: dict, request: RunRequest, where: str) -> tuple[list[str], list[int]]:

@@ -1,0 +1,300 @@
+"""A user's own network (issue 65; ``purehr.engine.user_network``): a DeepSets torso from a file
+outside the package trains a set-structured masked game (examples/masked_game.py) through the
+command line, is interrupted by Ctrl-C and resumes bit-identically, and its checkpoint restores
+in a fresh process and evaluates to the logged numbers; a recurrent torso's carry is reset where
+an episode starts (a hand-computed case); a network that does not fit the spaces is refused
+before anything compiles, naming the shapes, under PPO, PQN and SAC."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import ctrl_c_from_a_callback
+
+from purehr.algorithms.ppo.config import PPOConfig
+from purehr.algorithms.ppo.recurrent import Sequences
+from purehr.algorithms.ppo.torso import RecurrentTorsoActorCritic, TorsoRecurrentCore
+from purehr.algorithms.pqn.config import PQNConfig
+from purehr.algorithms.registry import make_algorithm
+from purehr.algorithms.sac.config import SACConfig
+from purehr.engine.user_network import StructuredInput, unflatten
+from purehr.envs import spaces
+from purehr.envs.spaces import flatten_observation
+from purehr.run.host.recorder import RunRecorder
+from purehr.run.store.run_dir import read_checkpoint_rows
+from purehr.tasks import get_task
+
+REPO = Path(__file__).resolve().parents[1]
+TASK = "masked_game:make_env"
+NETWORKS = '''
+import flax.linen as nn
+import jax.numpy as jnp
+
+
+class DeepSets(nn.Module):
+    """Each cell's (prize, open) embedded alone, beside the mean over cells: [N, cells * 16]."""
+
+    @nn.compact
+    def __call__(self, observation):
+        cells = jnp.stack([observation["prizes"], observation["action_mask"]], axis=-1)  # [N, C, 2]
+        embedded = nn.relu(nn.Dense(16)(cells))
+        pooled = jnp.broadcast_to(embedded.mean(axis=-2, keepdims=True), embedded.shape)
+        joined = nn.relu(nn.Dense(16)(jnp.concatenate([embedded, pooled], axis=-1)))
+        return joined.reshape((joined.shape[0], -1))
+
+
+def deepsets(observation_space, action_space):
+    return DeepSets()
+
+
+class Picture(nn.Module):
+    """A convolution: fits an image, not a vector."""
+
+    @nn.compact
+    def __call__(self, observation):
+        return nn.Conv(4, (3, 3))(observation).reshape((observation.shape[0], -1))
+
+
+def picture(observation_space, action_space):
+    return Picture()
+'''
+FLAGS = ["--tasks", TASK, "--network", "my_networks.py:deepsets", "--seeds", "0", "--steps", "4096"]
+FLAGS += ["--num-envs", "16", "--num-steps", "32", "--minibatch-size", "256", "--num-epochs", "2"]
+FLAGS += ["--checkpoint-interval", "1024", "--eval-episodes", "64", "--quick-eval-episodes", "64"]
+FLAGS += ["--no-render", "--no-progress"]
+RESTORE_AND_EVALUATE = """
+import json, sys
+import jax
+from purehr.run.restoring import restore
+from purehr.tasks import get_task
+r = restore(sys.argv[1], sys.argv[2], 0)
+evaluation = get_task(sys.argv[2]).heldout_evaluation
+metrics = jax.jit(lambda: evaluation(r.env, r.env_params, r.pure_policy, num_episodes=r.protocol.eval_episodes))()
+print(json.dumps({"steps": r.steps, "metrics": {name: float(value) for name, value in metrics.items()}}))
+"""
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("train_all_seeds_script", REPO / "scripts" / "train_all_seeds.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+def _config_file(folder: Path) -> Path:
+    """``FLAGS`` as a TOML file."""
+    words, lines = FLAGS[:], []
+    while words:
+        key = words.pop(0)[2:].replace("-", "_")
+        values = []
+        while words and not words[0].startswith("--"):
+            values.append(words.pop(0))
+        if key in ("tasks", "seeds"):
+            lines.append(f"{key} = [{', '.join(json.dumps(v) if key == 'tasks' else v for v in values)}]")
+        elif key in ("no_render", "no_progress"):
+            continue
+        else:
+            value = values[0]
+            lines.append(f"{key} = {value if value.isdigit() else json.dumps(value)}")
+    path = folder / "run.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _rows(run: Path) -> list[dict]:
+    return read_checkpoint_rows(run / TASK / "seed_0" / "checkpoints.csv")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A user's folder: the game and a file of networks, neither in the package."""
+    folder = tmp_path_factory.mktemp("own_network")
+    shutil.copy(REPO / "examples" / "masked_game.py", folder / "masked_game.py")
+    (folder / "my_networks.py").write_text(NETWORKS)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def runs(folder):
+    """The run uninterrupted, then again with Ctrl-C at its third update and ``--resume``
+    (in this process: the second and third reuse the first's compiled program)."""
+    script = _script()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.syspath_prepend(str(folder))
+        assert script.main([*FLAGS, "--run-dir", "whole"]) == 0
+        logged, signalled = RunRecorder.on_update, {}
+
+        def interrupting(self, task, metrics):
+            if int(np.asarray(metrics["update"])[0]) == 3 and not signalled:
+                signalled["yes"] = True
+                ctrl_c_from_a_callback(self)
+            return logged(self, task, metrics)
+
+        patch.setattr(RunRecorder, "on_update", interrupting)
+        # the same run from a config file: its network key is the flag's
+        assert script.main(["--config", str(_config_file(folder)), "--run-dir", "cut"]) == 130
+        patch.setattr(RunRecorder, "on_update", logged)
+        assert script.main(["--resume", "--run-dir", "cut", "--no-progress", "--no-render"]) == 0
+    assert "no_render" not in (folder / "run.toml").read_text()
+    return folder / "whole", folder / "cut"
+
+
+def test_a_user_network_trains_resumes_bit_identically_and_is_recorded(runs, folder):
+    whole, cut = runs
+    rows = _rows(whole)
+    assert [row["target_steps"] for row in rows] == [0, 1024, 2048, 3072, 4096]
+    assert [row["state_digest"] for row in _rows(cut)] == [row["state_digest"] for row in rows]
+    manifest = json.loads((whole / "manifest.json").read_text())
+    assert manifest["configs"][TASK]["network"] == "my_networks.py:deepsets"
+    record = manifest["networks"][TASK]
+    assert record["file"] == str((folder / "my_networks.py").resolve()) and record["factory"] == "deepsets"
+    assert len(record["source_digest"]) == 64
+    shapes = record["parameter_shapes"]  # two torsos (actor, critic), PPO's heads over 9 cells x 16
+    assert shapes["['params']['actor']['torso']['Dense_0']['kernel']"] == [2, 16]
+    assert shapes["['params']['policy_head']['kernel']"] == [9 * 16, 9]
+    assert shapes["['params']['value_head']['kernel']"] == [9 * 16, 1]
+
+
+def test_the_checkpoint_restores_in_a_fresh_process_to_the_logged_numbers(runs, folder):
+    whole, _ = runs
+    last = _rows(whole)[-1]
+    restored = subprocess.run(
+        [sys.executable, "-c", RESTORE_AND_EVALUATE, str(whole), TASK],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert restored.returncode == 0, restored.stderr[-3000:]
+    again = json.loads(restored.stdout.splitlines()[-1])
+    assert again["steps"] == 4096
+    assert again["metrics"]["episode_length"] == last["eval_episode_length"]
+    np.testing.assert_allclose(again["metrics"]["return_mean"], last["eval_return_mean"], rtol=1e-6)
+
+
+def _counter_torso():
+    """A recurrent torso without parameters: the carry counts the steps since the episode began,
+    and the features are the count (so a policy head of ones reads it back)."""
+    import flax.linen as nn
+
+    class CountingTorso(nn.Module):
+        def initial_carry(self):
+            return jnp.zeros((1,), jnp.float32)
+
+        def __call__(self, carry, observation):
+            carry = carry + 1.0
+            return carry, carry
+
+    return CountingTorso()
+
+
+def test_a_recurrent_torso_resets_its_carry_where_an_episode_starts():
+    space = spaces.Box(0.0, 1.0, (2,))
+    network = RecurrentTorsoActorCritic(StructuredInput(_counter_torso(), space), 1, False)
+    core = TorsoRecurrentCore(network, num_envs=2, num_steps=5, num_minibatches=1)
+    params = core.init_params(jax.random.PRNGKey(0), 2)
+    params = jax.tree.map(jnp.ones_like, params)  # policy head: output = count + 1
+    start = jnp.asarray([[False, False, True, False, False], [True, False, False, True, True]])
+    sequences = Sequences(jnp.asarray([[5.0], [7.0]]), jnp.zeros((2, 5, 2)), start)
+    actor_output, _, _ = core.apply(params, sequences)
+    # env 0 continues from 5: 6, 7, then a new episode: 1, 2, 3; env 1 starts over at 0, 3 and 4
+    np.testing.assert_array_equal(actor_output[..., 0] - 1.0, [[6, 7, 1, 2, 3], [1, 2, 3, 1, 1]])
+    # the rollout's step: the carry is reset where ``start`` is set, kept elsewhere
+    outputs = core.step(
+        params, (jnp.asarray([[5.0], [7.0]]), jnp.asarray([True, False])), jnp.zeros((2, 2)), jnp.zeros((2, 2))
+    )
+    np.testing.assert_array_equal(outputs.hidden[:, 0], [1.0, 8.0])
+    assert core.initial_carry()[0].shape == (2, 1) and bool(core.initial_carry()[1].all())
+
+
+def test_unflatten_gives_each_leaf_its_shape_and_dtype():
+    space = spaces.Dict({"board": spaces.Box(0.0, 1.0, (2, 3)), "action_mask": spaces.Box(0, 1, (4,), jnp.bool_)})
+    observation = {"board": jnp.arange(6.0).reshape(2, 3), "action_mask": jnp.asarray([True, False, True, True])}
+    back = unflatten(flatten_observation(observation)[None], space)
+    np.testing.assert_array_equal(back["board"][0], observation["board"])
+    assert back["action_mask"].dtype == jnp.bool_ and back["action_mask"][0].tolist() == [True, False, True, True]
+
+
+@pytest.mark.parametrize(
+    "config, task",
+    [
+        (PPOConfig(network="my_networks.py:picture"), TASK),
+        (PQNConfig(network="my_networks.py:picture"), TASK),
+        (SACConfig(network="my_networks.py:picture"), "gymnax:Pendulum-v1"),
+    ],
+    ids=["ppo", "pqn", "sac"],
+)
+def test_a_network_that_does_not_fit_is_refused_before_compiling_naming_the_shapes(config, task, folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    env = get_task(task).make_env()
+    compiled = []
+    monkeypatch.setattr(jax.stages.Lowered, "compile", lambda *a, **k: compiled.append(a))
+    with pytest.raises(ValueError) as refused:
+        make_algorithm(config, env)
+    message = str(refused.value)
+    shapes = "{'action_mask': (9,), 'prizes': (9,)}" if task == TASK else "observation (3,)"
+    assert "my_networks.py:picture" in message and "does not fit" in message and shapes in message, message
+    assert "features [N, F]" in message and not compiled
+
+
+def test_a_network_spec_of_another_form_is_refused_by_the_config():
+    for bad in ("deepsets", "my networks:deepsets", 3):
+        with pytest.raises(ValueError, match="network="):
+            PPOConfig(network=bad)
+    with pytest.raises(ValueError, match="policy='mlp'"):
+        PPOConfig(network="a.b:c", policy="gru")
+
+
+def _examples():
+    """examples/my_networks.py, imported as the engine imports a network file (flax's dataclasses
+    need the module in ``sys.modules``)."""
+    from purehr.engine.user_network import load_network
+
+    return sys.modules[load_network(f"{REPO}/examples/my_networks.py:deepsets").factory.__module__]
+
+
+def test_the_examples_deepsets_is_permutation_equivariant(folder, monkeypatch):
+    """examples/my_networks.py's DeepSets: permuting the cells permutes the logits, keeps the value."""
+    monkeypatch.syspath_prepend(str(folder))
+    env = get_task(TASK).make_env()
+    network = _examples().deepsets(env.observation_space(env.default_params), env.action_space(env.default_params))
+    observation, _ = env.reset(jax.random.PRNGKey(3))
+    batch = jax.tree.map(lambda x: x[None], observation)
+    params = network.init(jax.random.PRNGKey(0), batch)
+    order = jnp.asarray([4, 0, 8, 2, 6, 1, 7, 3, 5])
+    logits, value = network.apply(params, batch)
+    permuted_logits, permuted_value = network.apply(params, jax.tree.map(lambda x: x[:, order], batch))
+    np.testing.assert_allclose(permuted_logits, logits[:, order], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(permuted_value, value, rtol=1e-5, atol=1e-6)
+    assert logits.shape == (1, 9) and value.shape == (1,)
+
+
+@pytest.mark.parametrize(
+    "task, config, recurrent",
+    [
+        ("gymnax:Breakout-MinAtar", PPOConfig(network=f"{REPO}/examples/my_networks.py:cnn"), False),
+        ("gymnax:Breakout-MinAtar", PQNConfig(network=f"{REPO}/examples/my_networks.py:cnn_wide"), False),
+        (
+            "gymnax:MemoryChain-bsuite",
+            PPOConfig(network=f"{REPO}/examples/my_networks.py:lstm", num_envs=8, minibatch_size=512),
+            True,
+        ),
+        ("hrv", PPOConfig(network=f"{REPO}/examples/my_networks.py:hrv_attention"), False),
+    ],
+    ids=["cnn-ppo", "cnn_wide-pqn", "lstm-ppo", "hrv_attention-ppo"],
+)
+def test_the_examples_networks_fit_their_tasks(task, config, recurrent):
+    """Each example network builds against its task (traced with the task's shapes; a misfit raises)."""
+    algorithm = make_algorithm(config, get_task(task).make_env())
+    assert algorithm.recurrent == recurrent
