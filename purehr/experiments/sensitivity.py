@@ -176,8 +176,12 @@ def sensitivity_figure(report: Mapping[str, Any]) -> Figure:
 
 
 def write_sensitivity(out_dir: str | Path, metric: str = "eval_return_mean") -> list[Path]:
-    """``sensitivity.md`` and ``sensitivity.{pdf,png}`` in a sweep's output directory."""
+    """``sensitivity.md`` and ``sensitivity.{pdf,png}`` in a sweep's output directory; nothing
+    for a sweep whose runs hold no ``metric`` (trained without held-out evaluation)."""
     out_dir = Path(out_dir)
+    rows = read_csv(out_dir / "runs.csv")
+    if not rows or metric not in rows[0]:
+        return []
     report = sensitivity_report(out_dir, metric)
     paths = [atomic_write_text(out_dir / f"{SENSITIVITY_STEM}.md", sensitivity_text(report))]
     return paths + save_figure(sensitivity_figure(report), out_dir, SENSITIVITY_STEM)
