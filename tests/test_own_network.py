@@ -182,6 +182,22 @@ def test_the_checkpoint_restores_in_a_fresh_process_to_the_logged_numbers(runs, 
     np.testing.assert_allclose(again["metrics"]["return_mean"], last["eval_return_mean"], rtol=1e-6)
 
 
+def test_a_user_network_exports_and_acts_as_in_jax(runs, folder, monkeypatch):
+    """Issue 66 item 4 with issue 65's network: the user's DeepSets (``jnp.stack`` inside, a
+    primitive the pinned converter has no rule for) exports as ONNX and as a jax.export program,
+    its observation's fields as inputs, and both act as the JAX policy did."""
+    from purehr import export
+
+    whole, _ = runs
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    result = export(whole, TASK, 0, "latest", out=folder / "exported", formats=("onnx", "jax"))
+    assert [spec["name"] for spec in result.contract["inputs"]] == ["action_mask", "prizes"]
+    for name in ("onnx", "jax"):
+        assert result.parity[name]["action_agreement"] == 1.0 and result.parity[name]["max_abs_error"] <= 1e-4
+    assert result.contract["checkpoint"]["steps"] == 4096
+
+
 def _counter_torso():
     """A recurrent torso without parameters: the carry counts the steps since the episode began,
     and the features are the count (so a policy head of ones reads it back)."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import jax
 import numpy as np
 from jax import export as jax_export
-from jax.extend.core import jaxpr_as_fun
+from jax.extend.core import Literal
 
 from purehr.deploy.program import BATCH, PolicyProgram
 
@@ -58,7 +58,37 @@ def _traced(program: PolicyProgram) -> tuple[Callable, list[jax.ShapeDtypeStruct
     (batch,) = jax_export.symbolic_shape(BATCH, scope=jax_export.SymbolicScope())
     abstract = program.abstract_inputs(batch)
     closed = jax.make_jaxpr(program.function)(*abstract)
-    return jaxpr_as_fun(closed), abstract
+    return lambda *arrays: _evaluate(closed.jaxpr, closed.consts, *arrays), abstract
+
+
+REWRITES: dict[str, Callable] = {
+    "stack": lambda *xs, axis: jax.lax.concatenate([jax.lax.expand_dims(x, (axis,)) for x in xs], axis),
+}
+"""Primitives the pinned converter has no rule for (a user's network may use them: ``jnp.stack``),
+as primitives it converts: the same values."""
+
+
+def _evaluate(jaxpr, consts, *arrays) -> list:
+    """``jaxpr`` evaluated on ``arrays`` (traced again by the converter), its ``REWRITES`` rewritten,
+    nested ``jit`` calls inlined so that theirs are too."""
+    values = {}
+
+    def read(var):
+        return var.val if isinstance(var, Literal) else values[var]
+
+    values.update(zip(jaxpr.constvars, consts))
+    values.update(zip(jaxpr.invars, arrays))
+    for eqn in jaxpr.eqns:
+        inputs, name = [read(var) for var in eqn.invars], eqn.primitive.name
+        if name in REWRITES:
+            outputs = [REWRITES[name](*inputs, **eqn.params)]
+        elif name in ("pjit", "jit"):
+            outputs = _evaluate(eqn.params["jaxpr"].jaxpr, eqn.params["jaxpr"].consts, *inputs)
+        else:
+            outputs = eqn.primitive.bind(*inputs, **eqn.primitive.get_bind_params(eqn.params))
+            outputs = outputs if eqn.primitive.multiple_results else [outputs]
+        values.update(zip(eqn.outvars, outputs))
+    return [read(var) for var in jaxpr.outvars]
 
 
 def to_onnx(program: PolicyProgram) -> bytes:
