@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from purehr.protocol_settings import PROTOCOL_FIELDS, ProtocolSettings, refuse_protocol_settings
+from purehr.protocol_settings import PROTOCOL_FIELDS, ProtocolSettings, refuse_protocol_settings, with_help
 
 LEGACY_PROTOCOL_FIELDS = ("checkpoint_interval", "eval_episodes", "full_eval_interval", "quick_eval_episodes")
 """The protocol settings that were ``PPOConfig`` fields before they had an owner of their own: a
@@ -55,6 +55,18 @@ def annealed_learning_rate(anneal_lr: bool) -> str | None:
 
 NETWORK_SPEC = "'package.module:factory' or 'path/to/file.py:factory'"
 """The forms of a config's ``network`` (``purehr.engine.user_network``)."""
+
+
+def network_field():
+    """The ``network`` field of every algorithm's config: a user's network
+    (``purehr.engine.user_network``), whose factory gets the observation and action spaces as the
+    environment gives them and returns a flax torso (the algorithm adds its heads and
+    normalisation) or a whole network; None: the shipped network of the config's other fields."""
+    return with_help(
+        None,
+        "your own network: module:factory or path/to/file.py:factory (docs/how-to/own_network.md)",
+        bounds="module:factory",
+    )
 
 
 def check_network_spec(owner: str, spec: Any) -> None:

@@ -114,34 +114,3 @@ def contract(
         "purehr": {"version": sys.modules["purehr"].__version__, "git_revision": git_revision()},
         "parity": parity,
     }
-
-
-def summary_lines(record: dict[str, Any]) -> list[str]:
-    """The contract in a few Markdown lines (the model card's "Contract" section)."""
-
-    def tensor(spec):
-        return f"`{spec['name']}` {spec['dtype']}[{', '.join(str(n) for n in spec['shape'])}]"
-
-    lines = [
-        "- inputs: " + ", ".join(tensor(spec) for spec in record["inputs"]),
-        "- outputs: " + ", ".join(tensor(spec) for spec in record["outputs"]),
-        f"- observation: {record['observation']['space']}",
-        f"- action: {record['action']['space']}: {record['action']['mapping']}",
-    ]
-    if record["carry"]:
-        lines.append(f"- recurrent: the carry starts {record['carry']['initial']}; {record['carry']['use']}")
-    checkpoint = record["checkpoint"]
-    lines.append(
-        f"- checkpoint: {checkpoint.get('source')} {checkpoint.get('path')}"
-        + (f", seed {checkpoint['seed']}, {checkpoint['steps']:,} steps" if checkpoint.get("steps") is not None else "")
-        + f", state digest `{checkpoint.get('state_digest')}`"
-    )
-    parity = record["parity"]
-    for name in record["files"]:
-        figures = parity[name]
-        lines.append(
-            f"- parity ({name}): maximum absolute error {figures['max_abs_error']:.2e}, action agreement "
-            f"{figures['action_agreement']:.4f} over {figures['observations']} held-out observations "
-            f"(tolerance {parity['tolerance']:g})"
-        )
-    return lines

@@ -9,7 +9,7 @@ Each `PPOConfig` field's help (the text of its command-line flag) sits beside it
 
 from __future__ import annotations
 
-from purehr.algorithms.config_types import ConfigFields, annealed_learning_rate, config_class
+from purehr.algorithms.config_types import ConfigFields, annealed_learning_rate, config_class, network_field
 from purehr.envs import spaces
 from purehr.protocol_settings import with_help
 
@@ -84,14 +84,7 @@ class PPOConfig(ConfigFields):
     statistics carried in the training state (checkpoints, resume) and updated once per
     rollout (the order: ``purehr.algorithms.ppo.rewards``); for rewards whose scale is unknown
     or far from 1. Logged returns stay in the environment's."""
-    network: str | None = with_help(
-        None,
-        "your own network: module:factory or path/to/file.py:factory (docs/how-to/own_network.md)",
-        bounds="module:factory",
-    )
-    """A user's network (``purehr.engine.user_network``): the factory gets the observation and
-    action spaces as the environment gives them and returns a flax torso (the algorithm adds its
-    heads and normalisation) or a whole network. None: the shipped network of the other fields."""
+    network: str | None = network_field()
     # PPOConfig(checkpoint_interval=...) and the three other LEGACY_PROTOCOL_FIELDS still build (their
     # owner is ProtocolSettings): kept in config.legacy_protocol, applied over the task's by a run
 

@@ -9,7 +9,7 @@ two LayerNorm layers of 256. A task sets its own (``purehr.tasks``).
 
 from __future__ import annotations
 
-from purehr.algorithms.config_types import ConfigFields, annealed_learning_rate, config_class
+from purehr.algorithms.config_types import ConfigFields, annealed_learning_rate, config_class, network_field
 from purehr.protocol_settings import with_help
 
 ACTIVATIONS = ("relu", "tanh", "swish")
@@ -65,14 +65,7 @@ class PQNConfig(ConfigFields):
     input_scale: float = with_help(
         1.0, "multiply the observations by this before the network (purejaxql's MinAtar: 1/255)", bounds=">0"
     )
-    network: str | None = with_help(
-        None,
-        "your own network: module:factory or path/to/file.py:factory (docs/how-to/own_network.md)",
-        bounds="module:factory",
-    )
-    """A user's network (``purehr.engine.user_network``): the factory gets the observation and
-    action spaces as the environment gives them and returns a flax torso (the algorithm adds its
-    heads and normalisation) or a whole network. None: the shipped network of the other fields."""
+    network: str | None = network_field()
 
     def check(self) -> None:
         if self.batch_size % self.minibatch_size:

@@ -15,7 +15,7 @@ environment step.
 
 from __future__ import annotations
 
-from purehr.algorithms.config_types import ConfigFields, config_class
+from purehr.algorithms.config_types import ConfigFields, config_class, network_field
 from purehr.protocol_settings import with_help
 
 ACTIVATIONS = ("tanh", "relu", "swish")
@@ -58,14 +58,7 @@ class SACConfig(ConfigFields):
     n_step: int = with_help(
         1, "rewards summed in the critics' target before the bootstrap (stopping at episode ends); 1: SAC's"
     )
-    network: str | None = with_help(
-        None,
-        "your own network: module:factory or path/to/file.py:factory (docs/how-to/own_network.md)",
-        bounds="module:factory",
-    )
-    """A user's network (``purehr.engine.user_network``): the factory gets the observation and
-    action spaces as the environment gives them and returns a flax torso (the algorithm adds its
-    heads and normalisation) or a whole network. None: the shipped network of the other fields."""
+    network: str | None = network_field()
 
     def check(self) -> None:
         if self.buffer_size < self.batch_size:
