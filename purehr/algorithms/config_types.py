@@ -191,7 +191,7 @@ def check_declared_fields(config: Any) -> None:
         if choices and value not in choices:
             raise ValueError(f"{owner}.{field.name}={value!r}: expected one of {choices}")
         if bounds == "module:factory":
-            check_network_spec(f"{owner}", value)
+            check_network_spec(owner, value)
 
 
 def _integer(owner: str, name: str, value: Any, expected: str) -> int:

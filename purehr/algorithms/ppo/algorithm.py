@@ -27,7 +27,7 @@ from purehr.algorithms.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, 
 from purehr.algorithms.ppo.policy_core import FeedForwardCore
 from purehr.algorithms.ppo.recurrent import RecurrentCore
 from purehr.algorithms.ppo.rewards import initial_return_statistics, training_rewards
-from purehr.algorithms.ppo.torso import TorsoRecurrentCore, user_policy_core
+from purehr.algorithms.ppo.torso import user_policy_core
 from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.engine.distributions import (
     action_mask_reader,
@@ -138,7 +138,7 @@ class PPO:
 
     @property
     def recurrent(self) -> bool:
-        return isinstance(self.core, RecurrentCore | TorsoRecurrentCore)
+        return isinstance(self.core, RecurrentCore)  # a user's recurrent torso's core is one too
 
     def network_params(self, runner: RunnerState):
         return runner.params
@@ -160,7 +160,7 @@ class PPO:
         return self.core.policy(network_params, action_space, deterministic, read_mask)
 
 
-PolicyCore = FeedForwardCore | RecurrentCore | TorsoRecurrentCore
+PolicyCore = FeedForwardCore | RecurrentCore  # a user's recurrent torso: TorsoRecurrentCore, a RecurrentCore
 
 
 def make_policy_core(config: PPOConfig, action_space, observation_space=None) -> PolicyCore:

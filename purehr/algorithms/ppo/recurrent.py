@@ -94,8 +94,8 @@ class RecurrentCore:
         """GAE's next values [T, E]: each step valued its predecessor's final observation
         with that episode's memory; the last step's from the memory the rollout ended with."""
         hidden, _ = carry
-        _, readout = self.network.apply(params, hidden, final_observation, method=RecurrentActorCritic.memory)
-        last_value = self.network.apply(params, readout, method=RecurrentActorCritic.value)
+        _, readout = self.network.apply(params, hidden, final_observation, method="memory")
+        last_value = self.network.apply(params, readout, method="value")  # by name: a user's torso core too
         return jnp.concatenate([trajectory.previous_final_value[1:], last_value[None]])
 
     def batch(self, batch: Batch, memory: jax.Array, rollout_start_carry) -> Batch:

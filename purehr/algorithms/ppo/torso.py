@@ -24,12 +24,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from purehr.algorithms.ppo.loss import Batch
 from purehr.algorithms.ppo.policy_core import FeedForwardCore, StepOutputs
-from purehr.algorithms.ppo.recurrent import Sequences
+from purehr.algorithms.ppo.recurrent import RecurrentCore, Sequences
 from purehr.engine.distributions import make_distribution
 from purehr.engine.networks import POLICY_GAIN, VALUE_GAIN, ObservationNormalizer, scaled_normal
-from purehr.engine.shuffle import random_permutation
 from purehr.engine.user_network import StructuredInput, build_network, check_fits, is_recurrent, is_whole
 from purehr.envs.policies import RecurrentPolicy
 from purehr.envs.spaces import flat_dim, flatten_observation
@@ -121,14 +119,11 @@ def reset_carry(start: jax.Array, carry, initial) -> Any:
 
 
 @dataclass(frozen=True)
-class TorsoRecurrentCore:
-    """``RecurrentCore`` (``purehr.algorithms.ppo.recurrent``) for a user's recurrent torso."""
-
-    network: RecurrentTorsoActorCritic
-    num_envs: int
-    num_steps: int
-    num_minibatches: int
-    records_final_observations = False
+class TorsoRecurrentCore(RecurrentCore):
+    """``RecurrentCore`` (``purehr.algorithms.ppo.recurrent``) for a user's recurrent torso: its
+    ``network`` a ``RecurrentTorsoActorCritic``, its carry any pytree the torso declares. The
+    rollout's carry after a step, the bootstrap's values, the environment-major batch and its
+    minibatches are the GRU core's; the carry's shape, the step, the scan and the policy are its own."""
 
     def one_carry(self):
         """One environment's initial carry (the torso's declaration)."""
@@ -157,28 +152,6 @@ class TorsoRecurrentCore:
         values = self.network.apply(params, features, method="value")
         return StepOutputs(actor_output, log_std, values[:n], values[n:], start, jax.tree.map(lambda x: x[:n], both))
 
-    def carry_after(self, carry, outputs: StepOutputs, done: jax.Array):
-        return outputs.hidden, done
-
-    def next_values(self, params, carry, trajectory, observation, final_observation: jax.Array) -> jax.Array:
-        hidden, _ = carry
-        _, features = self.network.apply(params, hidden, final_observation, method="memory")
-        last_value = self.network.apply(params, features, method="value")
-        return jnp.concatenate([trajectory.previous_final_value[1:], last_value[None]])
-
-    def batch(self, batch: Batch, memory: jax.Array, rollout_start_carry) -> Batch:
-        per_env = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), batch)
-        initial_carry, _ = rollout_start_carry
-        sequences = Sequences(initial_carry, per_env.observation, jnp.swapaxes(memory, 0, 1))
-        return per_env._replace(observation=sequences)
-
-    def minibatches(self, key: jax.Array, batch: Batch) -> Batch:
-        permutation = random_permutation(key, self.num_envs)
-        per_minibatch = self.num_envs // self.num_minibatches
-        return jax.tree.map(
-            lambda x: x[permutation].reshape((self.num_minibatches, per_minibatch) + x.shape[1:]), batch
-        )
-
     def apply(self, params, sequences: Sequences):
         """(actor output [E', T, ...], log std, value [E', T]): the torso scanned over time from
         the stored carry with the stored resets."""
@@ -196,9 +169,6 @@ class TorsoRecurrentCore:
         features = jnp.swapaxes(features, 0, 1)
         actor_output, log_std = self.network.apply(params, features, method="policy")
         return actor_output, log_std, self.network.apply(params, features, method="value")
-
-    def flat_observations(self, sequences: Sequences):
-        return sequences.observation
 
     def policy(self, params, action_space, deterministic: bool, read_mask=None) -> RecurrentPolicy:
         """Each episode starts from the torso's initial carry, as in training."""

@@ -132,7 +132,7 @@ def _not_fitting(entry: str, error: ValueError, values: dict[str, Any], given: d
 def _from(source: str) -> str:
     if source.startswith("profile "):
         return f"from --{source}"
-    return "given" if source in ("command line", "overrides") else f"from {source}"
+    return "given" if source in ("command line", "given") else f"from {source}"
 
 
 def check_entry_fields(entry: str, config: AlgorithmConfig, given: dict[str, Any]) -> None:
