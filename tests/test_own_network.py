@@ -3,12 +3,15 @@ outside the package trains a set-structured masked game (examples/masked_game.py
 command line, is interrupted by Ctrl-C and resumes bit-identically, and its checkpoint restores
 in a fresh process and evaluates to the logged numbers; a recurrent torso's carry is reset where
 an episode starts (a hand-computed case); a network that does not fit the spaces is refused
-before anything compiles, naming the shapes, under PPO, PQN and SAC."""
+before anything compiles, naming the shapes, under PPO, PQN and SAC. The rest of the protocol
+with it: TensorBoard, the seed API's save and load, the sweep, a resume and a restore from another
+directory than the run's, a network file edited between two builds, an orthogonal init refused."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import ctrl_c_from_a_callback
+from dashboard_checks import assert_tensorboard_exact
 
 from purehr.algorithms.ppo.config import PPOConfig
 from purehr.algorithms.ppo.recurrent import Sequences
@@ -80,6 +84,10 @@ r = restore(sys.argv[1], sys.argv[2], 0)
 evaluation = get_task(sys.argv[2]).heldout_evaluation
 metrics = jax.jit(lambda: evaluation(r.env, r.env_params, r.pure_policy, num_episodes=r.protocol.eval_episodes))()
 print(json.dumps({"steps": r.steps, "metrics": {name: float(value) for name, value in metrics.items()}}))
+import numpy as np
+from purehr import Model
+observations = {name: np.asarray(leaf) for name, leaf in np.load(sys.argv[4]).items()}
+print(json.dumps(np.asarray(Model.load(sys.argv[3]).predict(observations)).tolist()))
 """
 
 
@@ -125,13 +133,14 @@ def folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def runs(folder):
-    """The run uninterrupted, then again with Ctrl-C at its third update and ``--resume``
-    (in this process: the second and third reuse the first's compiled program)."""
+    """The run uninterrupted (logged to TensorBoard), then again with Ctrl-C at its third update
+    and ``--resume`` from another directory (in this process: the second and third reuse the
+    first's compiled program)."""
     script = _script()
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(folder)
         patch.syspath_prepend(str(folder))
-        assert script.main([*FLAGS, "--run-dir", "whole"]) == 0
+        assert script.main([*FLAGS, "--run-dir", "whole", "--log", "tensorboard"]) == 0
         logged, signalled = RunRecorder.on_update, {}
 
         def interrupting(self, task, metrics):
@@ -144,7 +153,10 @@ def runs(folder):
         # the same run from a config file: its network key is the flag's
         assert script.main(["--config", str(_config_file(folder)), "--run-dir", "cut"]) == 130
         patch.setattr(RunRecorder, "on_update", logged)
-        assert script.main(["--resume", "--run-dir", "cut", "--no-progress", "--no-render"]) == 0
+        elsewhere = folder / "elsewhere"  # the run's relative network file is found from another directory
+        elsewhere.mkdir()
+        patch.chdir(elsewhere)
+        assert script.main(["--resume", "--run-dir", str(folder / "cut"), "--no-progress", "--no-render"]) == 0
     assert "no_render" not in (folder / "run.toml").read_text()
     return folder / "whole", folder / "cut"
 
@@ -165,18 +177,51 @@ def test_a_user_network_trains_resumes_bit_identically_and_is_recorded(runs, fol
     assert shapes["['params']['value_head']['kernel']"] == [9 * 16, 1]
 
 
-def test_the_checkpoint_restores_in_a_fresh_process_to_the_logged_numbers(runs, folder):
+def test_tensorboard_holds_every_update_of_a_user_networks_run_once(runs):
+    whole, _ = runs
+    assert_tensorboard_exact(whole, whole, TASK, 0, pieces=1)
+
+
+@pytest.fixture(scope="module")
+def seed_api_model(folder):
+    """``purehr.train(..., network=...)`` (the file relative to the user's folder), saved, and
+    its actions on eight observations."""
+    import purehr
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.syspath_prepend(str(folder))
+        env = get_task(TASK).make_env()
+        settings = dict(num_envs=16, num_steps=32, minibatch_size=256, num_epochs=1, progress=False)
+        model = purehr.train(env, "ppo", 1024, network="my_networks.py:deepsets", **settings)
+        observations, _ = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(7), 8))
+        np.savez(folder / "observations.npz", **{name: np.asarray(leaf) for name, leaf in observations.items()})
+        model.save(folder / "model")
+    return np.asarray(model.predict(observations)).tolist()
+
+
+def test_the_checkpoint_and_a_saved_model_restore_in_a_fresh_process_elsewhere(runs, folder, seed_api_model):
+    """From another directory than the run's (its network file named relative to the run's):
+    the checkpoint evaluates to the logged numbers, the seed API's saved model acts as trained."""
     whole, _ = runs
     last = _rows(whole)[-1]
+    elsewhere = folder / "elsewhere"
+    environment = dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), str(REPO)]))  # the task's module
     restored = subprocess.run(
-        [sys.executable, "-c", RESTORE_AND_EVALUATE, str(whole), TASK],
-        cwd=folder,
+        [sys.executable, "-c", RESTORE_AND_EVALUATE, str(whole), TASK, str(folder / "model"), "../observations.npz"],
+        cwd=elsewhere,
+        env=environment,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert restored.returncode == 0, restored.stderr[-3000:]
-    again = json.loads(restored.stdout.splitlines()[-1])
+    assert json.loads(restored.stdout.splitlines()[-1]) == seed_api_model
+    assert len(set(seed_api_model)) > 1, seed_api_model  # the observations tell actions apart
+    saved = json.loads((folder / "model" / "model.json").read_text())["network"]
+    assert saved["file"] == str((folder / "my_networks.py").resolve())
+    assert saved["parameter_shapes"]["['params']['policy_head']['kernel']"] == [9 * 16, 9]
+    again = json.loads(restored.stdout.splitlines()[-2])
     assert again["steps"] == 4096
     assert again["metrics"]["episode_length"] == last["eval_episode_length"]
     np.testing.assert_allclose(again["metrics"]["return_mean"], last["eval_return_mean"], rtol=1e-6)
@@ -314,3 +359,67 @@ def test_the_examples_networks_fit_their_tasks(task, config, recurrent):
     """Each example network builds against its task (traced with the task's shapes; a misfit raises)."""
     algorithm = make_algorithm(config, get_task(task).make_env())
     assert algorithm.recurrent == recurrent
+
+
+def test_a_sweep_trains_a_user_network_and_records_it(folder, monkeypatch):
+    """``purehr sweep --network`` is a shape choice (one compiled group per network); the group
+    records the network it trained (file, digest, one run's parameter shapes)."""
+    from purehr.cli import sweep as sweep_cli
+    from purehr.experiments.sweep import train_group
+
+    monkeypatch.chdir(folder)
+    monkeypatch.syspath_prepend(str(folder))
+    parser = sweep_cli.build_parser()
+    argv = ["--task", TASK, "--network", "my_networks.py:deepsets", "--learning-rate", "1e-3", "3e-3"]
+    args = parser.parse_args([*argv, "--out", str(folder / "sweep"), "--steps", "512", "--num-envs", "16"])
+    _, axes, _, base, *_ = sweep_cli.checked_plan(parser, args)
+    assert base.network == "my_networks.py:deepsets" and axes == {"learning_rate": (1e-3, 3e-3)}
+    config = base.replace(num_steps=32, minibatch_size=256, num_epochs=1)
+    group = train_group(config, get_task(TASK).make_env(), axes, [0])
+    assert group.network["file"] == str((folder / "my_networks.py").resolve())
+    assert group.network["parameter_shapes"]["['params']['policy_head']['kernel']"] == [9 * 16, 9]
+    assert group.training_metrics["loss"].shape == (2, 1)  # two settings x one seed, one update each
+
+
+EDITABLE = """
+import flax.linen as nn
+
+
+class Torso(nn.Module):
+    @nn.compact
+    def __call__(self, observation):
+        return nn.relu(nn.Dense({width}{init})(observation["prizes"]))
+
+
+def torso(observation_space, action_space):
+    return Torso()
+"""
+
+
+def test_a_network_file_edited_between_two_builds_is_built_from_its_new_source(tmp_path, monkeypatch):
+    """The same spec in one process, the file edited between: the second build has the new
+    source's parameters (not the first's module, nor its compiled program) and its digest."""
+    from purehr.engine.user_network import describe
+
+    monkeypatch.syspath_prepend(str(REPO / "examples"))
+    file = tmp_path / "editable.py"
+    env, spec, shapes = get_task(TASK).make_env(), f"{file}:torso", []
+    for width in (16, 8):
+        file.write_text(EDITABLE.format(width=width, init=""))
+        algorithm = make_algorithm(PPOConfig(network=spec), env)
+        params = algorithm.network_params(jax.eval_shape(algorithm.init, jax.random.PRNGKey(0)))
+        shapes.append((params["params"]["actor"]["torso"]["Dense_0"]["kernel"].shape, describe(spec)["source_digest"]))
+    assert [shape for shape, _ in shapes] == [(9, 16), (9, 8)]
+    assert shapes[0][1] != shapes[1][1]
+
+
+def test_an_orthogonal_init_is_refused_before_anything_runs(tmp_path, monkeypatch):
+    """Its QR under the seed vmap deadlocks on a CPU: found in the traced init, refused naming the fix."""
+    monkeypatch.syspath_prepend(str(REPO / "examples"))
+    file = tmp_path / "orthogonal.py"
+    file.write_text(EDITABLE.format(width=16, init=", kernel_init=nn.initializers.orthogonal()"))
+    compiled = []
+    monkeypatch.setattr(jax.stages.Lowered, "compile", lambda *a, **k: compiled.append(a))
+    with pytest.raises(ValueError, match="orthogonal") as refused:
+        make_algorithm(PPOConfig(network=f"{file}:torso"), get_task(TASK).make_env())
+    assert "qr" in str(refused.value) and "lecun_normal" in str(refused.value) and not compiled

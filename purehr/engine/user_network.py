@@ -36,6 +36,7 @@ from typing import Any
 
 import flax.linen as nn
 import jax
+import jax.extend.core
 import jax.numpy as jnp
 import numpy as np
 
@@ -53,49 +54,97 @@ class LoadedNetwork:
     source_digest: str
 
 
-@functools.cache
 def load_network(spec: str) -> LoadedNetwork:
     """Imports ``spec``'s module (a file path, or a module on the Python path or in the current
     directory, as ``python -m`` finds one) and finds its factory; ``ValueError`` naming the spec
-    when either is missing. Cached: the same spec is the same factory (and module classes) for
-    the process, so equal configs build equal modules."""
+    when either is missing. Keyed on the source: the same spec and unchanged file give the same
+    factory (and module classes) for the process, so equal configs build equal modules; a file
+    edited since is imported again (a new module: no program of the old source is reused)."""
     module_name, _, attribute = spec.rpartition(":")
     try:
-        module = _import_file(module_name) if module_name.endswith(".py") else _import_module(module_name)
+        if module_name.endswith(".py"):
+            file = _network_file(module_name)
+            digest = _file_digest(file)
+            return _load(spec, _import_file(file, digest), attribute, digest)
+        module = _import_module(module_name)
+        return _load(spec, module, attribute, _IMPORTED_DIGESTS[module_name])
     except ValueError:
         raise
     except Exception as error:
         raise ValueError(
             f"network {spec!r}: importing {module_name!r} raised {type(error).__name__}: {error}"
         ) from error
+
+
+@functools.cache
+def _load(spec: str, module, attribute: str, digest: str) -> LoadedNetwork:
+    """``module``'s factory ``attribute`` as imported from the source of ``digest``."""
     factory = getattr(module, attribute, None)
     if not callable(factory):
         found = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))
-        raise ValueError(f"network {spec!r}: {module_name} has no function {attribute!r}; its callables: {found}")
+        where = spec.rpartition(":")[0]
+        raise ValueError(f"network {spec!r}: {where} has no function {attribute!r}; its callables: {found}")
     file = inspect.getsourcefile(module)
-    return LoadedNetwork(spec, factory, module.__name__, file and str(Path(file).resolve()), source_digest(module))
+    return LoadedNetwork(spec, factory, module.__name__, file and str(Path(file).resolve()), digest)
+
+
+RECORDED_FILES: dict[str, Path] = {}
+"""A relative network file as a run or a saved model named it -> the absolute file it recorded
+(``remember_recorded``): where the relative path is not found from the current directory, a
+resume, restore or load reads the recorded file instead."""
+
+
+def remember_recorded(record: dict | None) -> None:
+    """Lets a relative file spec of ``record`` (``describe``'s, from a manifest or a saved model)
+    resolve from another working directory: to the file it recorded, where that still exists."""
+    if not isinstance(record, dict) or not isinstance(record.get("spec"), str):
+        return
+    module, file = record["spec"].rpartition(":")[0], record.get("file")
+    relative = module.endswith(".py") and not Path(module).expanduser().is_absolute()
+    if relative and isinstance(file, str) and Path(file).is_file():
+        RECORDED_FILES[module] = Path(file)
+
+
+def _network_file(path: str) -> Path:
+    file = Path(path).expanduser().resolve()
+    if not file.is_file() and path in RECORDED_FILES:
+        file = RECORDED_FILES[path]
+    if not file.is_file():
+        raise ValueError(
+            f"network file {path!r} ({file}) does not exist; expected a Python file (a relative path is "
+            "read from the current directory)"
+        )
+    return file
+
+
+def _file_digest(file: Path) -> str:
+    return hashlib.sha256(file.read_bytes()).hexdigest()
 
 
 def _import_module(name: str):
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())  # after the installed packages: it never shadows one
     try:
-        return importlib.import_module(name)
+        module = importlib.import_module(name)
     except ImportError as error:
         raise ValueError(
             f"network module {name!r} does not import ({error}); expected it on the Python path or in the "
             "current directory, or give its file: path/to/file.py:factory"
         ) from error
+    seen = _IMPORTED_DIGESTS.setdefault(name, source_digest(module))
+    if seen != source_digest(module):  # edited since this process imported it
+        module = importlib.reload(module)
+        _IMPORTED_DIGESTS[name] = source_digest(module)
+    return module
 
 
-def _import_file(path: str):
-    file = Path(path).expanduser().resolve()
-    if not file.is_file():
-        raise ValueError(
-            f"network file {path!r} ({file}) does not exist; expected a Python file (a relative path is "
-            "read from the current directory)"
-        )
-    name = f"purehr_user_network_{hashlib.sha256(str(file).encode()).hexdigest()[:12]}_{file.stem}"
+_IMPORTED_DIGESTS: dict[str, str] = {}
+"""A dotted network module's source digest when this process imported it."""
+
+
+def _import_file(file: Path, digest: str):
+    """The module of ``file`` as its bytes are now (``digest``): its own name per source."""
+    name = f"purehr_user_network_{hashlib.sha256(str(file).encode()).hexdigest()[:12]}_{digest[:12]}_{file.stem}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, file)
@@ -110,7 +159,7 @@ def _import_file(path: str):
 
 
 def source_digest(module) -> str:
-    """SHA-256 of the factory's module file (its bytes; "unread" when it has none)."""
+    """SHA-256 of a module's file (its bytes; "unread" when it has none)."""
     try:
         return hashlib.sha256(Path(inspect.getsourcefile(module)).read_bytes()).hexdigest()
     except (TypeError, OSError):
@@ -219,14 +268,49 @@ def _unbatched(tree, batch: tuple[int, ...]):
 
 def check_fits(spec: str, init, observation_space, action_space, expected: str, check_output) -> Any:
     """Traces ``init()`` (shapes only, nothing compiles) and ``check_output`` of its result;
-    a failure is refused before compiling, naming the spaces' shapes and what was ``expected``.
-    Returns the parameters' shapes."""
+    a failure is refused before compiling, naming the spaces' shapes and what was ``expected``;
+    so is an init that draws an orthogonal matrix (``refuse_orthogonal``). Returns the
+    parameters' shapes."""
     try:
-        shapes = jax.eval_shape(init)
+        traced, shapes = jax.make_jaxpr(init, return_shape=True)()
         check_output(shapes)
     except Exception as error:
         raise ValueError(
             f"network {spec!r} does not fit the environment: observation {space_shapes(observation_space)}, "
             f"action space {action_space!r}; expected {expected}. {type(error).__name__}: {error}"
         ) from error
+    refuse_orthogonal(spec, traced.jaxpr)
     return shapes
+
+
+ORTHOGONAL_PRIMITIVES = frozenset({"qr", "householder_product", "geqrf", "geqp3", "orgqr"})
+"""The QR decomposition's primitives: how an orthogonal initialiser draws its matrix."""
+
+
+def refuse_orthogonal(spec: str, jaxpr) -> None:
+    """``ValueError`` naming the fix when the traced init (``jaxpr``, sub-programs included)
+    holds a QR decomposition: an orthogonal initialiser, which deadlocks XLA's CPU thread pool
+    under purehr's vmap over seeds (found here, before anything runs vmapped)."""
+    found = sorted(_primitives(jaxpr) & ORTHOGONAL_PRIMITIVES)
+    if found:
+        raise ValueError(
+            f"network {spec!r}: its initialisation computes a QR decomposition ({', '.join(found)}): an orthogonal "
+            "initialiser (flax's nn.initializers.orthogonal, the default recurrent_kernel_init of its LSTM and GRU "
+            "cells), which deadlocks under purehr's vmap over seeds on a CPU; expected a Gaussian initialiser: "
+            "kernel_init=nn.initializers.lecun_normal() or a scaled normal "
+            "(nn.initializers.variance_scaling(gain**2, 'fan_in', 'normal')); docs/how-to/own_network.md"
+        )
+
+
+def _primitives(jaxpr) -> set[str]:
+    """Every primitive's name in ``jaxpr`` and the programs its equations hold (jit, cond, scan)."""
+    names = set()
+    for equation in jaxpr.eqns:
+        names.add(equation.primitive.name)
+        for value in equation.params.values():
+            for inner in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(inner, jax.extend.core.ClosedJaxpr):
+                    names |= _primitives(inner.jaxpr)
+                elif isinstance(inner, jax.extend.core.Jaxpr):
+                    names |= _primitives(inner)
+    return names

@@ -16,7 +16,8 @@ class GroupResult:
     """One compiled group: ``config`` (its shape choices applied), the settings, and per run
     (leading axis settings x seeds) the evaluation, the training metrics and ``diverged_at``:
     the first update whose losses or parameters were not finite (0: healthy; None: not known).
-    A diverged run keeps its last finite parameters, so its evaluation is that frozen policy's."""
+    A diverged run keeps its last finite parameters, so its evaluation is that frozen policy's.
+    ``network``: a user's network (spec, file, source digest, one run's parameter shapes)."""
 
     name: str
     config: AlgorithmConfig
@@ -27,6 +28,7 @@ class GroupResult:
     evaluation: dict[str, np.ndarray]  # [run]
     timing: dict[str, float] = field(default_factory=dict)
     diverged_at: np.ndarray | None = None  # [run], int
+    network: dict[str, Any] | None = None  # a user's network as a run records it (user_network.describe)
 
     def run_diverged_at(self, run: int) -> int:
         return 0 if self.diverged_at is None else int(self.diverged_at[run])

@@ -30,6 +30,7 @@ from purehr.algorithms.base import AlgorithmConfig
 from purehr.algorithms.registry import ALGORITHMS, DEFAULT_ALGORITHM, algorithm_of, get_algorithm
 from purehr.algorithms.trainer import make_train
 from purehr.engine.seeds import keys_for_seeds, validate_seeds
+from purehr.engine.user_network import describe
 from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
 from purehr.experiments.group_result import GroupResult
@@ -53,6 +54,7 @@ SHAPE_FIELDS = (
     "policy",
     "recurrent_width",
     "recurrent_skip",
+    "network",
 )
 """AlgorithmConfig fields that change the compiled program: one group (one compile) per choice."""
 
@@ -169,10 +171,10 @@ def train_group(
     timing["env_steps"] = float(runs * config.num_updates * config.batch_size)
     timing["env_steps_per_s"] = timing["env_steps"] / timing["train_run_s"]
     evaluation = {}
+    algorithm = train.algorithm
+    params = algorithm.network_params(result.runner)
     if evaluate is not None:
-        algorithm = train.algorithm
         evaluate_all = jax.jit(jax.vmap(lambda params, run_hparams: evaluate(algorithm, params, run_hparams)))
-        params = algorithm.network_params(result.runner)
         started = time.perf_counter()
         compiled_eval = evaluate_all.lower(params, result.runner.hparams).compile()
         timing["eval_compile_s"] = time.perf_counter() - started
@@ -190,6 +192,7 @@ def train_group(
         evaluation,
         timing,
         diverged_at=np.asarray(train.algorithm.diverged_at_update(result.runner)),
+        network=describe(config.network, jax.tree.map(lambda leaf: leaf[0], params)),
     )
 
 
@@ -401,7 +404,12 @@ def write_outputs(
     paths = [out_dir / RANKING_CSV, out_dir / RUNS_CSV]
     paths += plot_heatmap(setting_rows(groups, names), axes, heatmap_axes(axes, heatmap), out_dir, reduce, HEATMAP_STEM)
     description = dict(
-        description, groups=[{"name": g.name, "config": g.config.to_dict(), "timing": g.timing} for g in groups]
+        description,
+        groups=[
+            {"name": g.name, "config": g.config.to_dict(), "timing": g.timing}
+            | ({"network": g.network} if g.network else {})
+            for g in groups
+        ],
     )
     atomic_write_json(out_dir / SWEEP_MARKER, description)
     paths.append(out_dir / SWEEP_MARKER)

@@ -27,6 +27,7 @@ from flax import serialization
 
 from purehr.algorithms.base import AlgorithmConfig
 from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of, get_algorithm, make_algorithm
+from purehr.engine.user_network import describe, remember_recorded
 from purehr.envs.base import Environment
 from purehr.envs.spaces import Dict, Discrete, MultiDiscrete
 from purehr.run.host.estimate import network_text
@@ -89,6 +90,7 @@ def write_model(path: str | Path, contents: ModelContents, overwrite: bool = Fal
             "seed": contents.seed,
             "digests": {name: file_digest(path / name) for name in MODEL_FILES},
         }
+        | ({"network": describe(contents.config.network, contents.params)} if contents.config.network else {})
     )
     description[SELF_DIGEST] = description_digest(description)
     atomic_write_text(path / "model.json", json.dumps(description, indent=2))
@@ -180,6 +182,7 @@ def read_model(path: str | Path, env: Environment | None = None) -> ModelContent
         task = _recorded_task(recorded, where)
         env_kwargs = task.recorded_kwargs(dict(recorded["kwargs"]))  # keywords newer than the saved model
         env = _make_env(task, recorded["class"], env_kwargs, where)
+    remember_recorded(description.get("network"))  # a relative network file found from any directory
     name = description.get("algorithm", DEFAULT_ALGORITHM)  # a model saved before it was recorded: PPO's
     try:
         entry = get_algorithm(name)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from purehr.algorithms.base import AlgorithmConfig
 from purehr.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm, split_entry
+from purehr.engine.user_network import remember_recorded
 from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
 from purehr.protocol_settings import ProtocolSettings, split_settings
@@ -37,6 +38,7 @@ def task_record(manifest: dict, task: Task | str) -> TaskRecord:
     """``task`` (a name, or the ``Task`` already looked up) as ``manifest`` records it; the
     caller has checked that the run trains it."""
     task = _recorded_task(manifest, task) if isinstance(task, str) else task
+    remember_recorded((manifest.get("networks") or {}).get(task.name))  # its network found from any directory
     curriculum = Curriculum.from_dict((manifest.get("curricula") or {}).get(task.name))
     config = recorded_config(manifest, task.name)
     return TaskRecord(
