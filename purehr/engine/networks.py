@@ -1,4 +1,6 @@
-"""Separate actor and critic MLPs.
+"""PPO's network around its parts (``ActorCritic``, ``RecurrentActorCritic``) and the shipped
+parts: separate actor and critic MLPs, and the GRU torso (``purehr.algorithms.ppo.torso``
+chooses the parts: these, or a user's module).
 
 Weights are Gaussian with std gain / sqrt(fan_in) (docs/protocol.md), not orthogonal: an
 orthogonal init does a QR, and a QR vmapped over seeds deadlocks XLA's CPU thread pool
@@ -98,9 +100,10 @@ class ActorCritic(nn.Module):
     """The one PPO network around its parts: flat observation [..., obs] -> (actor output
     [..., P], log std [P] or None, value [...]). ``actor`` and ``critic`` are the shipped MLPs
     (towers ending in their own output layers: gain 0.01 and 1) or, with ``heads``, a user's
-    torsos [..., F] that PPO's dense policy head (gain 0.01) and value head (gain 1) then read;
-    ``whole``: ``actor`` is a user's whole network giving (policy outputs, value) itself. The
-    log std is state-independent; the normaliser reads the observation before any part."""
+    torsos [..., F] that PPO's dense policy head (gain 0.01) and value head (gain 1) then read
+    (None: the heads read the input itself); ``whole``: ``actor`` is a user's whole network
+    giving (policy outputs, value) itself. The log std is state-independent; the normaliser
+    reads the observation before any part."""
 
     actor: nn.Module | None
     critic: nn.Module | None
