@@ -71,7 +71,7 @@ RECORD_FIELDS = (
 
 
 # ---------------------------------------------------------------------------- worker side
-def _config(task: str, envs: int, num_steps: int, steps_per_seed: int, hidden):
+def _config(task: str, envs: int, num_steps: int, steps_per_seed: int, hidden, policy=None):
     from purehr.tasks import get_task
 
     batch = envs * num_steps
@@ -84,6 +84,8 @@ def _config(task: str, envs: int, num_steps: int, steps_per_seed: int, hidden):
     )
     if hidden:
         changes.update(actor_hidden=tuple(hidden), critic_hidden=tuple(hidden))
+    if policy:
+        changes.update(policy=policy)
     return get_task(task).default_config.replace(**changes), updates
 
 
@@ -209,7 +211,7 @@ def worker(args) -> None:
     for task in args.tasks:
         env = get_task(task).make_env()
         for envs in args.envs:
-            config, updates = _config(task, envs, args.num_steps, args.steps_per_seed, args.hidden)
+            config, updates = _config(task, envs, args.num_steps, args.steps_per_seed, args.hidden, args.policy)
             length = updates * config.num_steps
             for seeds in args.seeds:
                 keys = keys_for_seeds(range(seeds))
@@ -253,7 +255,7 @@ def goals_worker(args) -> None:
     from purehr.tasks import get_task
 
     env = get_task("swing").make_env()
-    config, updates = _config("swing", 8, args.num_steps, args.steps_per_seed, args.hidden)
+    config, updates = _config("swing", 8, args.num_steps, args.steps_per_seed, args.hidden, args.policy)
     length = updates * config.num_steps
     programs = {}
     for seeds in (1, 5):
@@ -462,6 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="override hidden sizes (both nets) (default: the task's)",
     )
+    parser.add_argument(
+        "--policy", choices=("mlp", "gru"), default=None, help="PPO's shipped network (default: the task's)"
+    )
     parser.add_argument("--repeats", type=positive_int, default=2, help="timed runs per program (best kept)")
     parser.add_argument(
         "--goals",
@@ -535,6 +540,7 @@ def main(argv=None) -> int:
         "--repeats",
         str(args.repeats),
     ] + (["--hidden", *map(str, args.hidden)] if args.hidden else [])
+    options += ["--policy", args.policy] if args.policy else []
     grid = dict(tasks=args.tasks, seeds=args.seeds, envs=args.envs, modes=args.modes)
     records, thread_records = [], {}
     if args.goals:
@@ -589,6 +595,7 @@ def main(argv=None) -> int:
             "num_epochs": 4,
             "repeats": args.repeats,
             "hidden": args.hidden,
+            "policy": args.policy,
             "quick": args.quick,
         },
         "records": records,

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purehr.algorithms.pqn.network import QNetwork
+from purehr.algorithms.pqn.network import QMLP, QNetwork
 from purehr.algorithms.sac.networks import Actor, TwinCritic
 from purehr.engine.conv import Conv, patches
 from purehr.engine.dense import NARROW_OUTPUTS, Dense, narrow_weight_gradient
@@ -66,7 +66,7 @@ def _layer_names(params) -> set[str]:
 def test_the_networks_keep_flax_layer_names():
     """Checkpoints of PQN and SAC written before their layers were purehr's Dense still read."""
     observation = jnp.zeros((3,))
-    q_params = QNetwork((8, 8), "relu", 2).init(jax.random.PRNGKey(0), observation)
+    q_params = QNetwork(QMLP((8, 8), "relu", 2), 2, whole=True).init(jax.random.PRNGKey(0), observation)
     assert {"Dense_0", "Dense_1", "Dense_2", "LayerNorm_0", "LayerNorm_1"} == _layer_names(q_params)
     actor_params = Actor((8, 8), "swish", 1).init(jax.random.PRNGKey(0), observation)
     assert {"Dense_0", "Dense_1", "Dense_2"} == _layer_names(actor_params)

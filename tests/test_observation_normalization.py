@@ -12,6 +12,8 @@ from purehr.algorithms.trainer import make_train
 from purehr.engine.networks import (
     MLP,
     OBSERVATION_STATISTICS,
+    POLICY_GAIN,
+    VALUE_GAIN,
     ActorCritic,
     update_observation_statistics,
 )
@@ -93,15 +95,19 @@ def test_running_statistics_equal_numpy_over_every_observation_trained_on(traine
         np.testing.assert_allclose(statistics["var"][seed], observations.var(0), rtol=1e-5)
 
 
+def _mlp_actor_critic(width: int, **options) -> ActorCritic:
+    """The shipped MLP actor-critic (one hidden layer of ``width``, tanh) of 2 discrete outputs."""
+    actor, critic = MLP((width,), "tanh", 2, POLICY_GAIN), MLP((width,), "tanh", 1, VALUE_GAIN)
+    return ActorCritic(actor, critic, 2, False, **options)
+
+
 def test_batched_updates_equal_one_pass_over_all_batches():
     rng = np.random.default_rng(0)
     batches = [
         rng.normal(loc, scale, (n, 3)).astype(np.float32)
         for loc, scale, n in [(5.0, 2.0, 40), (-3.0, 0.5, 7), (100.0, 10.0, 300)]
     ]
-    variables = ActorCritic((4,), (4,), "tanh", 2, False, normalize_observations=True).init(
-        jax.random.PRNGKey(0), jnp.zeros(3)
-    )
+    variables = _mlp_actor_critic(4, normalize_observations=True).init(jax.random.PRNGKey(0), jnp.zeros(3))
     for batch in batches:
         variables = update_observation_statistics(variables, jnp.asarray(batch))
     everything = np.concatenate(batches).astype(np.float64)
@@ -115,7 +121,7 @@ def test_the_saved_policy_normalises_with_the_trained_statistics(trained):
     params = jax.tree.map(lambda x: x[0], result.runner.params)
     statistics = params[OBSERVATION_STATISTICS]["normalizer"]
     assert np.all(np.abs(np.asarray(statistics["mean"])) > 1.0)  # far from the identity
-    plain = ActorCritic((8,), (8,), "tanh", 2, False)
+    plain = _mlp_actor_critic(8)
     observations = jnp.asarray([[0.0, 12.25], [4.0, 16.25], [2.0, 10.25]])
     scaled = (observations - statistics["mean"]) / jnp.sqrt(statistics["var"] + 1e-8)
     logits, _, value = train.algorithm.network.apply(params, observations)

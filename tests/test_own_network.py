@@ -25,11 +25,11 @@ from conftest import ctrl_c_from_a_callback
 from dashboard_checks import assert_tensorboard_exact
 
 from purehr.algorithms.ppo.config import PPOConfig
-from purehr.algorithms.ppo.recurrent import Sequences
-from purehr.algorithms.ppo.torso import RecurrentTorsoActorCritic, TorsoRecurrentCore
+from purehr.algorithms.ppo.recurrent import RecurrentCore, Sequences
 from purehr.algorithms.pqn.config import PQNConfig
 from purehr.algorithms.registry import make_algorithm
 from purehr.algorithms.sac.config import SACConfig
+from purehr.engine.networks import RecurrentActorCritic
 from purehr.engine.user_network import StructuredInput, unflatten
 from purehr.envs import spaces
 from purehr.envs.spaces import flatten_observation
@@ -261,8 +261,8 @@ def _counter_torso():
 
 def test_a_recurrent_torso_resets_its_carry_where_an_episode_starts():
     space = spaces.Box(0.0, 1.0, (2,))
-    network = RecurrentTorsoActorCritic(StructuredInput(_counter_torso(), space), 1, False)
-    core = TorsoRecurrentCore(network, num_envs=2, num_steps=5, num_minibatches=1)
+    network = RecurrentActorCritic(None, None, 1, False, heads=True, torso=StructuredInput(_counter_torso(), space))
+    core = RecurrentCore(network, num_envs=2, num_steps=5, num_minibatches=1)
     params = core.init_params(jax.random.PRNGKey(0), 2)
     params = jax.tree.map(jnp.ones_like, params)  # policy head: output = count + 1
     start = jnp.asarray([[False, False, True, False, False], [True, False, False, True, True]])

@@ -15,7 +15,7 @@ import pytest
 
 from purehr.algorithms.pqn.algorithm import image_shape, make_pqn
 from purehr.algorithms.pqn.config import PQNConfig
-from purehr.algorithms.pqn.network import ILLEGAL_Q, Branches, QNetwork
+from purehr.algorithms.pqn.network import ILLEGAL_Q, QMLP, Branches, QNetwork
 from purehr.algorithms.pqn.returns import q_lambda_returns
 from purehr.algorithms.registry import get_algorithm
 from purehr.algorithms.trainer import make_train
@@ -249,7 +249,8 @@ def test_a_convolutional_torso_reads_the_flat_observation_as_its_image():
     """conv_channels: 3 x 3 VALID convolutions over [H, W, C], so a 10 x 10 x 4 observation gives
     8 x 8 x 16 features into the hidden layer; the flat observation and the image give the same
     Q values; a non-image observation is refused by name."""
-    network = QNetwork((32,), "relu", 6, conv_channels=(16,), image_shape=(10, 10, 4), input_scale=0.5)
+    torso = QMLP((32,), "relu", 6, conv_channels=(16,), image_shape=(10, 10, 4))
+    network = QNetwork(torso, 6, whole=True, input_scale=0.5)
     image = jax.random.uniform(jax.random.PRNGKey(0), (3, 10, 10, 4))
     params = network.init(jax.random.PRNGKey(1), image.reshape(3, -1))
     assert params["params"]["Conv_0"]["kernel"].shape == (3, 3, 4, 16)

@@ -50,10 +50,9 @@ def hrv_rollout(request):
 def one_step(network, params, hidden, observation):
     """(next hidden, the heads' readout) of one step, assembled by hand from the GRU's parts:
     the readout is the hidden state, or with ``skip`` the hidden state beside the embedding."""
-    embedded = network.apply(params, observation, method=RecurrentActorCritic.embed)
-    gates = network.apply(params, embedded, method=RecurrentActorCritic.inputs)
-    hidden = network.apply(params, hidden, gates, method=RecurrentActorCritic.recur)
-    return hidden, (np.concatenate([hidden, embedded]) if network.skip else hidden)
+    gates, embedded = network.apply(params, observation, method=RecurrentActorCritic.prepare)
+    hidden, _ = network.apply(params, hidden, gates, method=RecurrentActorCritic.advance)
+    return hidden, (np.concatenate([hidden, embedded]) if network.torso.skip else hidden)
 
 
 def step_by_step(ppo, params, initial_hidden, observations, starts):
@@ -112,7 +111,8 @@ def test_the_memory_starts_from_zero_exactly_where_an_episode_starts(hrv_rollout
     np.testing.assert_array_equal(rollout.policy_state[1], done[-1])  # carried into the next rollout
     # a start step's value is that of the zero memory, whatever the memory was before
     for t, e in zip(*np.nonzero(starts)):
-        _, readout = one_step(ppo.network, runner.params, jnp.zeros(ppo.network.width), trajectory.observation[t, e])
+        zero = jnp.zeros(ppo.network.torso.width)
+        _, readout = one_step(ppo.network, runner.params, zero, trajectory.observation[t, e])
         expected = ppo.network.apply(runner.params, readout, method=RecurrentActorCritic.value)
         np.testing.assert_allclose(trajectory.value[t, e], expected, rtol=1e-5, atol=1e-6)
     # where no episode ended, the previous step's "final" observation is the observation read

@@ -1,4 +1,6 @@
-"""Separate actor and critic MLPs.
+"""PPO's network around its parts (``ActorCritic``, ``RecurrentActorCritic``) and the shipped
+parts: separate actor and critic MLPs, and the GRU torso (``purehr.algorithms.ppo.torso``
+chooses the parts: these, or a user's module).
 
 Weights are Gaussian with std gain / sqrt(fan_in) (docs/protocol.md), not orthogonal: an
 orthogonal init does a QR, and a QR vmapped over seeds deadlocks XLA's CPU thread pool
@@ -95,21 +97,29 @@ def update_observation_statistics(variables, observations: jax.Array):
 
 
 class ActorCritic(nn.Module):
-    """Returns (actor output, log std or None, value). The log std is state-independent."""
+    """The one PPO network around its parts: flat observation [..., obs] -> (actor output
+    [..., P], log std [P] or None, value [...]). ``actor`` and ``critic`` are the shipped MLPs
+    (towers ending in their own output layers: gain 0.01 and 1) or, with ``heads``, a user's
+    torsos [..., F] that PPO's dense policy head (gain 0.01) and value head (gain 1) then read
+    (None: the heads read the input itself); ``whole``: ``actor`` is a user's whole network
+    giving (policy outputs, value) itself. The log std is state-independent; the normaliser
+    reads the observation before any part."""
 
-    actor_hidden: Sequence[int]
-    critic_hidden: Sequence[int]
-    activation: str
+    actor: nn.Module | None
+    critic: nn.Module | None
     policy_output_size: int
     continuous: bool
     log_std_init: float = -0.5
     normalize_observations: bool = False
+    heads: bool = False
+    whole: bool = False
 
     def setup(self) -> None:
         if self.normalize_observations:
             self.normalizer = ObservationNormalizer()
-        self.actor = MLP(self.actor_hidden, self.activation, self.policy_output_size, POLICY_GAIN)
-        self.critic = MLP(self.critic_hidden, self.activation, 1, VALUE_GAIN)
+        if self.heads:
+            self.policy_head = nn.Dense(self.policy_output_size, kernel_init=scaled_normal(POLICY_GAIN))
+            self.value_head = nn.Dense(1, kernel_init=scaled_normal(VALUE_GAIN))
         if self.continuous:
             self.log_std = self.param(
                 "log_std", nn.initializers.constant(self.log_std_init), (self.policy_output_size,)
@@ -121,11 +131,17 @@ class ActorCritic(nn.Module):
     def policy(self, observation: jax.Array):
         """(actor output, log std or None): the actor alone, for a caller that evaluates the
         critic on other observations as well."""
-        log_std = self.log_std if self.continuous else None
-        return self.actor(self._normalized(observation)), log_std
+        x = self._normalized(observation)
+        output = x if self.actor is None else self.actor(x)
+        output = output[0] if self.whole else output
+        return self.policy_head(output) if self.heads else output, (self.log_std if self.continuous else None)
 
     def value(self, observation: jax.Array) -> jax.Array:
-        return jnp.squeeze(self.critic(self._normalized(observation)), -1)
+        x = self._normalized(observation)
+        if self.whole:
+            return self.actor(x)[1]
+        output = x if self.critic is None else self.critic(x)
+        return jnp.squeeze(self.value_head(output) if self.heads else output, -1)
 
     def _normalized(self, observation: jax.Array) -> jax.Array:
         return self.normalizer(observation) if self.normalize_observations else observation
@@ -158,69 +174,96 @@ class GRUGates(nn.Module):
         return (1.0 - update) * candidate + update * hidden
 
 
-class RecurrentActorCritic(nn.Module):
-    """A memory shared by actor and critic: the (normalised) observation is embedded by one
-    dense layer, a GRU folds the embedding into the hidden state [..., width], and the actor and
-    critic MLPs read the *readout*: the hidden state, or with ``skip`` the hidden state beside
-    this step's embedding [..., 2 width], so the heads see the present directly and the memory
-    only has to hold what the present does not show (docs/recurrent.md, "The readout").
-    ``memory`` is one step (any leading axes); ``embed``, ``inputs`` and ``recur`` are its
-    parts, so a sequence computes every step's inputs at once and loops over ``recur`` alone. A
-    caller resets the hidden state to zeros where an episode starts (``purehr.algorithms.ppo.recurrent``)."""
+class GRUTorso(nn.Module):
+    """The shipped memory (``PPOConfig.policy="gru"``), a recurrent torso: the observation
+    embedded by one dense layer [..., W], a GRU folding it into the hidden state [..., W], and
+    as features the hidden state, or with ``skip`` the hidden state beside this step's embedding
+    [..., 2W], so the heads see the present directly and the memory only has to hold what the
+    present does not show (docs/recurrent.md, "The readout"). Its step is split for a sequence
+    (``RecurrentActorCritic``): ``prepare`` every step's GRU inputs at once, ``advance`` the
+    hidden side alone inside the loop over time, ``finish`` the features after it."""
 
-    actor_hidden: Sequence[int]
-    critic_hidden: Sequence[int]
-    activation: str
-    policy_output_size: int
-    continuous: bool
     width: int
-    log_std_init: float = -0.5
-    normalize_observations: bool = False
+    activation: str
     skip: bool = False
+    top_level = True
+    """Its parameters sit in the network's own scope (``embedding``, ``gru``), where recorded
+    checkpoints have them."""
 
     def setup(self) -> None:
-        if self.normalize_observations:
-            self.normalizer = ObservationNormalizer()
         self.embedding = nn.Dense(self.width, kernel_init=scaled_normal(HIDDEN_GAIN), bias_init=nn.initializers.zeros)
         self.gru = GRUGates(self.width)
-        self.actor = MLP(self.actor_hidden, self.activation, self.policy_output_size, POLICY_GAIN)
-        self.critic = MLP(self.critic_hidden, self.activation, 1, VALUE_GAIN)
-        if self.continuous:
-            self.log_std = self.param(
-                "log_std", nn.initializers.constant(self.log_std_init), (self.policy_output_size,)
-            )
+
+    def initial_carry(self) -> jax.Array:
+        return jnp.zeros((self.width,), jnp.float32)
 
     def __call__(self, hidden: jax.Array, observation: jax.Array):
-        """(next hidden, (actor output, log std or None, value)) for one step."""
-        hidden, readout = self.memory(hidden, observation)
-        return hidden, (*self.policy(readout), self.value(readout))
+        """(next hidden [..., W], features) of one step."""
+        gates, embedded = self.prepare(observation)
+        hidden, _ = self.advance(hidden, gates)
+        return hidden, self.finish(hidden, embedded)
 
-    def memory(self, hidden: jax.Array, observation: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """(next hidden [..., W], the heads' readout) of one step."""
-        embedded = self.embed(observation)
-        hidden = self.recur(hidden, self.inputs(embedded))
-        return hidden, self.readout(hidden, embedded)
+    def prepare(self, observation: jax.Array):
+        """(GRU input terms [..., 3W], embedding [..., W]) of observations with any leading axes."""
+        embedded = ACTIVATION_FUNCTIONS[self.activation](self.embedding(observation))
+        return self.gru.inputs(embedded), embedded
 
-    def embed(self, observation: jax.Array) -> jax.Array:
-        """The (normalised) observation's embedding [..., W], any leading axes."""
-        if self.normalize_observations:
-            observation = self.normalizer(observation)
-        return ACTIVATION_FUNCTIONS[self.activation](self.embedding(observation))
+    def advance(self, hidden: jax.Array, gates: jax.Array):
+        hidden = self.gru.recur(hidden, gates)
+        return hidden, hidden
 
-    def inputs(self, embedded: jax.Array) -> jax.Array:
-        """The GRU's input terms [..., 3W] of embeddings with any leading axes."""
-        return self.gru.inputs(embedded)
-
-    def recur(self, hidden: jax.Array, gates: jax.Array) -> jax.Array:
-        return self.gru.recur(hidden, gates)
-
-    def readout(self, hidden: jax.Array, embedded: jax.Array) -> jax.Array:
-        """What the heads read: the hidden state, or [hidden, embedding] with ``skip``."""
+    def finish(self, hidden: jax.Array, embedded: jax.Array) -> jax.Array:
         return jnp.concatenate([hidden, embedded], axis=-1) if self.skip else hidden
 
-    def policy(self, readout: jax.Array):
-        """(actor output, log std or None) read from the readout."""
-        return self.actor(readout), (self.log_std if self.continuous else None)
 
-    def value(self, readout: jax.Array) -> jax.Array:
-        return jnp.squeeze(self.critic(readout), -1)
+class RecurrentActorCritic(ActorCritic):
+    """``ActorCritic`` after a memory shared by the actor and critic: ``torso`` (the shipped
+    ``GRUTorso`` or a user's recurrent torso) turns (carry, normalised observation) into
+    (carry, features), which the actor and critic (or PPO's heads) read. ``memory`` is one step
+    (any leading axes); ``prepare``, ``advance`` and ``finish`` are its parts for a sequence, so
+    a torso that splits its step (the GRU) runs only ``advance`` inside the loop over time; any
+    other torso runs whole there. A caller resets the carry where an episode starts
+    (``purehr.algorithms.ppo.recurrent``)."""
+
+    torso: nn.Module | None = None
+
+    def setup(self) -> None:
+        super().setup()
+        if getattr(self.torso, "top_level", False):
+            nn.share_scope(self, self.torso)
+
+    def __call__(self, carry, observation: jax.Array):
+        """(next carry, (actor output, log std or None, value)) for one step."""
+        carry, features = self.memory(carry, observation)
+        return carry, (*self.policy(features), self.value(features))
+
+    def initial_carry(self):
+        """One environment's carry where an episode starts (the torso's declaration)."""
+        return self.torso.initial_carry()
+
+    def memory(self, carry, observation: jax.Array):
+        """(next carry, features) of one step."""
+        return self.torso(carry, self._observed(observation))
+
+    def prepare(self, observation: jax.Array):
+        """(the loop's inputs, what ``finish`` reads) of observations [..., obs]."""
+        x = self._observed(observation)
+        return self.torso.prepare(x) if self._split else (x, None)
+
+    def advance(self, carry, inputs):
+        """(next carry, what ``finish`` reads) of one step's inputs."""
+        return self.torso.advance(carry, inputs) if self._split else self.torso(carry, inputs)
+
+    def finish(self, outputs, context):
+        """The features of ``advance``'s outputs (any leading axes)."""
+        return self.torso.finish(outputs, context) if self._split else outputs
+
+    @property
+    def _split(self) -> bool:
+        return callable(getattr(self.torso, "advance", None))
+
+    def _observed(self, observation: jax.Array) -> jax.Array:
+        return self.normalizer(observation) if self.normalize_observations else observation
+
+    def _normalized(self, features: jax.Array) -> jax.Array:
+        return features  # the actor and critic read the torso's features

@@ -249,12 +249,13 @@ class StructuredInput(nn.Module):
     torso: nn.Module
     observation_space: Any
 
-    def __call__(self, flat: jax.Array, carry: Any = None):
+    def __call__(self, *inputs):
+        flat = inputs[-1]
         batch = flat.shape[:-1]
         observation = unflatten(flat.reshape((-1, flat.shape[-1])), self.observation_space)
-        if carry is None:
+        if len(inputs) == 1:
             return _unbatched(self.torso(observation), batch)
-        carry = jax.tree.map(lambda leaf, like: leaf.reshape((-1, *np.shape(like))), carry, self.initial_carry())
+        carry = jax.tree.map(lambda leaf, like: leaf.reshape((-1, *np.shape(like))), inputs[0], self.initial_carry())
         carry, features = self.torso(carry, observation)
         return _unbatched(carry, batch), _unbatched(features, batch)
 

@@ -27,7 +27,7 @@ from purehr.algorithms.ppo.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, 
 from purehr.algorithms.ppo.policy_core import FeedForwardCore
 from purehr.algorithms.ppo.recurrent import RecurrentCore
 from purehr.algorithms.ppo.rewards import initial_return_statistics, training_rewards
-from purehr.algorithms.ppo.torso import user_policy_core
+from purehr.algorithms.ppo.torso import check_user_network, network_parts
 from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.engine.distributions import (
     action_mask_reader,
@@ -138,7 +138,7 @@ class PPO:
 
     @property
     def recurrent(self) -> bool:
-        return isinstance(self.core, RecurrentCore)  # a user's recurrent torso's core is one too
+        return isinstance(self.core, RecurrentCore)
 
     def network_params(self, runner: RunnerState):
         return runner.params
@@ -160,27 +160,28 @@ class PPO:
         return self.core.policy(network_params, action_space, deterministic, read_mask)
 
 
-PolicyCore = FeedForwardCore | RecurrentCore  # a user's recurrent torso: TorsoRecurrentCore, a RecurrentCore
+PolicyCore = FeedForwardCore | RecurrentCore
 
 
 def make_policy_core(config: PPOConfig, action_space, observation_space=None) -> PolicyCore:
-    """The networks of ``config.policy`` ("mlp" or "gru"), or of ``config.network`` (a user's:
-    ``purehr.algorithms.ppo.torso``), and how the algorithm uses them."""
+    """The network of ``config.policy`` ("mlp" or "gru"), or of ``config.network`` (a user's),
+    from its parts (``purehr.algorithms.ppo.torso``), and how the algorithm uses it."""
+    outputs = policy_output_size(action_space)
+    parts = network_parts(config, observation_space, action_space, outputs)
     shared = dict(
-        policy_output_size=policy_output_size(action_space),
+        policy_output_size=outputs,
         continuous=isinstance(action_space, Box),
         log_std_init=config.log_std_init,
         normalize_observations=config.normalize_observations,
     )
     sizes = (config.num_envs, config.num_steps, config.num_minibatches)
+    if "torso" in parts:
+        core = RecurrentCore(RecurrentActorCritic(**parts, **shared), *sizes)
+    else:
+        core = FeedForwardCore(ActorCritic(**parts, **shared), *sizes)
     if config.network is not None:
-        return user_policy_core(config, observation_space, action_space, shared, sizes)
-    shared.update(actor_hidden=config.actor_hidden, critic_hidden=config.critic_hidden, activation=config.activation)
-    if config.policy == "gru":
-        return RecurrentCore(
-            RecurrentActorCritic(width=config.recurrent_width, skip=config.recurrent_skip, **shared), *sizes
-        )
-    return FeedForwardCore(ActorCritic(**shared), *sizes)
+        check_user_network(config, core, observation_space, action_space, outputs)
+    return core
 
 
 def make_ppo(

@@ -49,7 +49,7 @@ class FeedForwardCore:
     Measured against valuing every step's final observation in the rollout's critic call
     (2E rows per step): see docs/protocol.md, "Engine facts"."""
 
-    network: ActorCritic  # or a TorsoActorCritic (purehr.algorithms.ppo.torso): the same methods
+    network: ActorCritic
     num_envs: int
     num_steps: int
     num_minibatches: int

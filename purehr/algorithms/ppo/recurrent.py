@@ -1,28 +1,30 @@
-"""The GRU policy's side of the algorithm (``PPOConfig.policy="gru"``; docs/recurrent.md).
+"""A policy with memory's side of the algorithm (``PPOConfig.policy="gru"``, or a user's
+recurrent torso; docs/recurrent.md): a ``purehr.engine.networks.RecurrentActorCritic``.
 
-The hidden state flows like this:
+The carry flows like this:
 
-- **rollout**: the carry is (hidden [E, W], start [E]); ``start`` says the observation about
+- **rollout**: the carry is (hidden [E, *], start [E]); ``start`` says the observation about
   to be read begins an episode (every environment at ``init``; afterwards the previous step's
-  ``done``, so auto-reset included). Each step reads ``where(start, 0, hidden)``: the memory is
-  exactly zero where an episode starts. The step's ``start`` flags are stored in the
-  trajectory, and the runner keeps the carry, so the next rollout (and a resumed run: it is in
-  the checkpoint) continues every episode's memory.
+  ``done``, so auto-reset included). Each step reads the torso's initial carry where ``start``
+  is set (the GRU's: zeros), so the memory is exactly reset where an episode starts. The
+  step's ``start`` flags are stored in the trajectory, and the runner keeps the carry, so the
+  next rollout (and a resumed run: it is in the checkpoint) continues every episode's memory.
 - **bootstrap**: V(final observation) of a truncated episode reads the memory that episode
-  had, not the reset one: the previous step's hidden state, in the same GRU call as this
+  had, not the reset one: the previous step's hidden state, in the same torso call as this
   step's 2E rows.
 - **update**: every sequence is recomputed from the carry the rollout started from, with the
   stored resets, so the loss sees the gradients through the whole rollout of each
   environment (truncated back-propagation at the rollout's length T); minibatches are sets of
   whole environments' sequences ([K, E / K, T, ...]), never cut in time.
 
-Shapes: E = ``num_envs``, T = ``num_steps``, W = ``recurrent_width``, K = minibatches.
+Shapes: E = ``num_envs``, T = ``num_steps``, W = the carry's shape (the GRU's ``recurrent_width``),
+K = minibatches.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,14 +41,19 @@ from purehr.envs.spaces import flatten_observation
 class Sequences(NamedTuple):
     """What the loss's network pass reads for a minibatch of environments."""
 
-    initial_hidden: jax.Array  # [E', W]: the carry the rollout started from
+    initial_hidden: Any  # [E', W]: the carry the rollout started from
     observation: jax.Array  # [E', T, obs]
     start: jax.Array  # [E', T] bool: the observation begins an episode (memory reset)
 
 
-def reset_where(start: jax.Array, hidden: jax.Array) -> jax.Array:
-    """The hidden state [..., W] with rows zeroed where ``start`` [...] is set."""
-    return jnp.where(start[..., None], jnp.zeros_like(hidden), hidden)
+def reset_carry(start: jax.Array, carry, initial) -> Any:
+    """``carry`` (leaves [..., *]) with ``initial`` (one environment's) where ``start`` [...] is set."""
+
+    def reset(leaf, first):
+        where = start.reshape(start.shape + (1,) * (leaf.ndim - start.ndim))
+        return jnp.where(where, jnp.broadcast_to(first, leaf.shape), leaf)
+
+    return jax.tree.map(reset, carry, initial)
 
 
 @dataclass(frozen=True)
@@ -56,35 +63,34 @@ class RecurrentCore:
     num_steps: int
     num_minibatches: int
     records_final_observations = False
-    """The bootstrap is valued in the rollout's GRU call (``step``), with the episode's memory."""
+    """The bootstrap is valued in the rollout's torso call (``step``), with the episode's memory."""
 
-    @property
-    def width(self) -> int:
-        return self.network.width
+    def one_carry(self):
+        """One environment's initial carry (the torso's declaration)."""
+        return self.network.initial_carry()
 
     def init_params(self, key: jax.Array, observation_size: int):
-        return self.network.init(
-            key, jnp.zeros((self.width,), jnp.float32), jnp.zeros((observation_size,), jnp.float32)
-        )
+        return self.network.init(key, self.one_carry(), jnp.zeros((observation_size,), jnp.float32))
 
     def initial_carry(self):
-        """(zero hidden [E, W], start [E] all set): every environment begins an episode."""
-        return jnp.zeros((self.num_envs, self.width), jnp.float32), jnp.ones((self.num_envs,), jnp.bool_)
+        """(carry [E, W], start [E] all set): every environment begins an episode."""
+        carry = jax.tree.map(lambda x: jnp.broadcast_to(x, (self.num_envs, *jnp.shape(x))), self.one_carry())
+        return carry, jnp.ones((self.num_envs,), jnp.bool_)
 
     def step(self, params, carry, observation: jax.Array, previous_final: jax.Array) -> StepOutputs:
-        """One GRU call on 2E rows: this step (memory reset where it starts an episode) and the
+        """One torso call on 2E rows: this step (memory reset where it starts an episode) and the
         previous step's final observations (that episode's memory, for the bootstrap)."""
         hidden, start = carry
-        both, readout = self.network.apply(
+        both, features = self.network.apply(
             params,
-            jnp.concatenate([reset_where(start, hidden), hidden]),
+            jax.tree.map(lambda a, b: jnp.concatenate([a, b]), reset_carry(start, hidden, self.one_carry()), hidden),
             jnp.concatenate([observation, previous_final]),
             method=RecurrentActorCritic.memory,
         )
         n = self.num_envs
-        actor_output, log_std = self.network.apply(params, readout[:n], method=RecurrentActorCritic.policy)
-        values = self.network.apply(params, readout, method=RecurrentActorCritic.value)
-        return StepOutputs(actor_output, log_std, values[:n], values[n:], start, both[:n])
+        actor_output, log_std = self.network.apply(params, features[:n], method=RecurrentActorCritic.policy)
+        values = self.network.apply(params, features, method=RecurrentActorCritic.value)
+        return StepOutputs(actor_output, log_std, values[:n], values[n:], start, jax.tree.map(lambda x: x[:n], both))
 
     def carry_after(self, carry, outputs: StepOutputs, done: jax.Array):
         """The next observation starts an episode where this step's ended."""
@@ -94,8 +100,8 @@ class RecurrentCore:
         """GAE's next values [T, E]: each step valued its predecessor's final observation
         with that episode's memory; the last step's from the memory the rollout ended with."""
         hidden, _ = carry
-        _, readout = self.network.apply(params, hidden, final_observation, method="memory")
-        last_value = self.network.apply(params, readout, method="value")  # by name: a user's torso core too
+        _, features = self.network.apply(params, hidden, final_observation, method=RecurrentActorCritic.memory)
+        last_value = self.network.apply(params, features, method=RecurrentActorCritic.value)
         return jnp.concatenate([trajectory.previous_final_value[1:], last_value[None]])
 
     def batch(self, batch: Batch, memory: jax.Array, rollout_start_carry) -> Batch:
@@ -114,41 +120,40 @@ class RecurrentCore:
         )
 
     def apply(self, params, sequences: Sequences):
-        """(actor output [E', T, ...], log std, value [E', T]): the GRU scanned over time from
-        the stored carry with the stored resets. Only the hidden side is in the loop: the
-        inputs of all T x E' steps are one call before it, the heads one call after it."""
+        """(actor output [E', T, ...], log std, value [E', T]): the torso scanned over time from
+        the stored carry with the stored resets. What a torso can do for every step at once
+        (the GRU's inputs) is one call before the loop, the heads one call after it."""
+        inputs, context = self.network.apply(params, sequences.observation, method=RecurrentActorCritic.prepare)
+        initial = self.one_carry()
 
-        embedded = self.network.apply(params, sequences.observation, method=RecurrentActorCritic.embed)
-        gates = self.network.apply(params, embedded, method=RecurrentActorCritic.inputs)
-
-        def remember(hidden, step):
-            step_gates, start = step
-            hidden = self.network.apply(
-                params, reset_where(start, hidden), step_gates, method=RecurrentActorCritic.recur
+        def remember(carry, step):
+            step_inputs, start = step
+            return self.network.apply(
+                params, reset_carry(start, carry, initial), step_inputs, method=RecurrentActorCritic.advance
             )
-            return hidden, hidden
 
-        time_major = (jnp.swapaxes(gates, 0, 1), jnp.swapaxes(sequences.start, 0, 1))
-        _, hiddens = jax.lax.scan(remember, sequences.initial_hidden, time_major)  # [T, E', W]
-        readout = self.network.apply(params, jnp.swapaxes(hiddens, 0, 1), embedded, method=RecurrentActorCritic.readout)
-        actor_output, log_std = self.network.apply(params, readout, method=RecurrentActorCritic.policy)
-        return actor_output, log_std, self.network.apply(params, readout, method=RecurrentActorCritic.value)
+        time_major = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), (inputs, sequences.start))
+        _, outputs = jax.lax.scan(remember, sequences.initial_hidden, time_major)  # [T, E', ...]
+        outputs = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), outputs)
+        features = self.network.apply(params, outputs, context, method=RecurrentActorCritic.finish)
+        actor_output, log_std = self.network.apply(params, features, method=RecurrentActorCritic.policy)
+        return actor_output, log_std, self.network.apply(params, features, method=RecurrentActorCritic.value)
 
     def flat_observations(self, sequences: Sequences):
         """The flat observations [E', T, obs] of what ``apply`` takes (the action mask's source)."""
         return sequences.observation
 
     def policy(self, params, action_space, deterministic: bool, read_mask=None) -> RecurrentPolicy:
-        """A ``RecurrentPolicy``: each episode starts from the zero memory, as in training;
+        """A ``RecurrentPolicy``: each episode starts from the initial carry, as in training;
         ``read_mask`` (flat observation -> legal actions) restricts it to the legal ones."""
 
         def step(hidden, observation, t, key):
             flat = flatten_observation(observation)
-            hidden, readout = self.network.apply(params, hidden, flat, method=RecurrentActorCritic.memory)
-            actor_output, log_std = self.network.apply(params, readout, method=RecurrentActorCritic.policy)
+            hidden, features = self.network.apply(params, hidden, flat, method=RecurrentActorCritic.memory)
+            actor_output, log_std = self.network.apply(params, features, method=RecurrentActorCritic.policy)
             action_mask = None if read_mask is None else read_mask(flat)
             distribution = make_distribution(action_space, actor_output, log_std, action_mask)
             action = distribution.mode() if deterministic else distribution.sample(key)
             return distribution.to_env_action(action), hidden
 
-        return RecurrentPolicy(jnp.zeros((self.width,), jnp.float32), step)
+        return RecurrentPolicy(self.one_carry(), step)

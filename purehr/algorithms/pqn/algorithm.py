@@ -25,7 +25,7 @@ from flax import struct
 from purehr.algorithms.pqn.config import PQNConfig, PQNHyperparams
 from purehr.algorithms.pqn.loss import Batch, q_loss
 from purehr.algorithms.pqn.metrics import GRADIENT_STATISTICS, LOSS_STATISTICS, METRIC_NAMES
-from purehr.algorithms.pqn.network import Branches, QNetwork, TorsoQNetwork
+from purehr.algorithms.pqn.network import QMLP, Branches, QNetwork
 from purehr.algorithms.pqn.returns import epsilon_at, q_lambda_returns
 from purehr.algorithms.rollout_metrics import rollout_metrics
 from purehr.engine.bootstrap import values_where
@@ -153,34 +153,25 @@ def image_shape(observation_space, conv_channels: tuple[int, ...]) -> tuple[int,
     return shape
 
 
-def q_network(config: PQNConfig, observation_space, action_space, branches: Branches) -> QNetwork | TorsoQNetwork:
-    """The shipped ``QNetwork`` of the config's fields, or a user's (``config.network``),
-    checked against the spaces (shapes only) before anything compiles."""
+def q_network(config: PQNConfig, observation_space, action_space, branches: Branches) -> QNetwork:
+    """The Q network around the shipped ``QMLP`` of the config's fields or a user's module
+    (``config.network``), a user's checked against the spaces (shapes only) before anything compiles."""
     if config.network is None:
-        return QNetwork(
-            config.hidden,
-            config.activation,
-            branches.size,
-            config.layer_norm,
-            config.normalize_observations,
-            config.conv_channels,
-            image_shape(observation_space, config.conv_channels),
-            config.input_scale,
-        )
-    torso = build_network(config.network, observation_space, action_space)
+        conv = image_shape(observation_space, config.conv_channels)
+        torso = QMLP(config.hidden, config.activation, branches.size, config.layer_norm, config.conv_channels, conv)
+    else:
+        torso = build_network(config.network, observation_space, action_space)
     if is_recurrent(torso):
         raise ValueError(
             f"PQNConfig.network={config.network!r} is recurrent (it declares initial_carry); PQN's Q network is "
             "feed-forward: expected a torso observation -> features (a memory: ppo)"
         )
     whole = is_whole(torso)
-    network = TorsoQNetwork(
-        StructuredInput(torso, observation_space),
-        branches.size,
-        whole,
-        config.normalize_observations,
-        config.input_scale,
-    )
+    if config.network is not None:
+        torso = StructuredInput(torso, observation_space)
+    network = QNetwork(torso, branches.size, whole, config.normalize_observations, config.input_scale)
+    if config.network is None:
+        return network
     size = flat_dim(observation_space)
 
     def check(params):

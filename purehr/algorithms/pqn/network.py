@@ -1,8 +1,9 @@
 """The Q network and its action branches.
 
-``QNetwork``: an MLP whose hidden layers are Dense -> LayerNorm -> activation (Gallici et al.,
-2024: the LayerNorm is what keeps TD learning without a target network or replay buffer from
-diverging), then one linear layer of every branch's Q values side by side. Initialisers are
+``QNetwork`` around a torso: the shipped ``QMLP``, whose hidden layers are Dense -> LayerNorm ->
+activation (Gallici et al., 2024: the LayerNorm is what keeps TD learning without a target
+network or replay buffer from diverging), then one linear layer of every branch's Q values side
+by side; or a user's (``PQNConfig.network``). Initialisers are
 the engine's scaled normals (``purehr.engine.networks``), not orthogonal: an orthogonal init
 does a QR, and a QR vmapped over seeds deadlocks XLA's CPU thread pool.
 
@@ -44,16 +45,16 @@ ILLEGAL_Q = -1e9
 
 
 class QNetwork(nn.Module):
-    """Observation [..., obs] -> every branch's Q values side by side [..., sum(nvec)]; with
-    ``conv_channels``, 3 x 3 convolutions over the observation's ``image_shape`` first."""
+    """PQN's one Q network around its torso: flat observation [..., obs] -> (normalised, scaled
+    by ``input_scale``) ``torso`` -> one dense layer of every branch's Q values [..., sum(nvec)];
+    a ``whole`` torso (the shipped ``QMLP``, or a user's ``whole_network``) gives those Q values
+    itself. The torso owns its hidden layers and their LayerNorms (what keeps PQN stable);
+    masking stays PQN's (``Branches``)."""
 
-    hidden: Sequence[int]
-    activation: str
+    torso: nn.Module  # QMLP, or a user's in a purehr.engine.user_network.StructuredInput
     output_size: int
-    layer_norm: bool = True
+    whole: bool = False
     normalize_observations: bool = False
-    conv_channels: Sequence[int] = ()
-    image_shape: tuple[int, ...] | None = None  # [H, W, C] of the flat observation, with conv_channels
     input_scale: float = 1.0
 
     @nn.compact
@@ -61,6 +62,30 @@ class QNetwork(nn.Module):
         x = ObservationNormalizer(name="normalizer")(observation) if self.normalize_observations else observation
         if self.input_scale != 1.0:
             x = x * self.input_scale
+        if getattr(self.torso, "top_level", False):
+            nn.share_scope(self, self.torso)
+        features = self.torso(x)
+        return features if self.whole else Dense(self.output_size, scaled_normal(1.0), name="q_head")(features)
+
+
+class QMLP(nn.Module):
+    """The shipped Q network, a whole one (``QNetwork``): observation [..., obs] -> (with
+    ``conv_channels``, 3 x 3 convolutions over its ``image_shape`` first) hidden layers Dense ->
+    LayerNorm -> activation -> every branch's Q values [..., sum(nvec)]."""
+
+    hidden: Sequence[int]
+    activation: str
+    output_size: int
+    layer_norm: bool = True
+    conv_channels: Sequence[int] = ()
+    image_shape: tuple[int, ...] | None = None  # [H, W, C] of the flat observation, with conv_channels
+    whole_network = True
+    top_level = True
+    """Its layers sit in ``QNetwork``'s own scope (``Conv_i``, ``Dense_i``, ``LayerNorm_i``),
+    where recorded checkpoints have them."""
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
         activation = ACTIVATION_FUNCTIONS[self.activation]
 
         def normalised(x):  # every hidden layer's, convolution or dense: LayerNorm, activation
@@ -81,28 +106,6 @@ class QNetwork(nn.Module):
         for index, width in enumerate(self.hidden):
             x = normalised(Dense(width, scaled_normal(HIDDEN_GAIN), name=f"Dense_{index}")(x))
         return Dense(self.output_size, scaled_normal(1.0), name=f"Dense_{len(self.hidden)}")(x)
-
-
-class TorsoQNetwork(nn.Module):
-    """A user's network as PQN's (``PQNConfig.network``; ``purehr.engine.user_network``): flat
-    observation [..., obs] -> (normalised, scaled by ``input_scale``) the user's torso on it in
-    the environment's structure -> one dense layer of every branch's Q values [..., sum(nvec)];
-    a ``whole_network`` gives those Q values itself. The torso owns its hidden layers and their
-    LayerNorms (what keeps PQN stable: ``QNetwork``); masking stays PQN's (``Branches``)."""
-
-    torso: nn.Module  # a purehr.engine.user_network.StructuredInput
-    output_size: int
-    whole: bool = False
-    normalize_observations: bool = False
-    input_scale: float = 1.0
-
-    @nn.compact
-    def __call__(self, observation: jax.Array) -> jax.Array:
-        x = ObservationNormalizer(name="normalizer")(observation) if self.normalize_observations else observation
-        if self.input_scale != 1.0:
-            x = x * self.input_scale
-        features = self.torso(x)
-        return features if self.whole else Dense(self.output_size, scaled_normal(1.0), name="q_head")(features)
 
 
 @dataclass(frozen=True)
