@@ -51,8 +51,7 @@ class Task:
     legacy_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The environment of runs recorded before manifests named it (``run.store.record.recorded_env``)."""
     unrecorded_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Keyword values a recorded environment had before the keyword existed: what a manifest or
-    saved model that does not name the keyword was trained with."""
+    """Keyword values a recorded environment had before the keyword existed (``record.recorded_env_kwargs``)."""
     has_reference: bool = True
     """False for a task from a suite or a user's environment, and for a partially observed
     variant (``swing-angles``, ``hrv-hidden-audience``: the reference reads what the variant

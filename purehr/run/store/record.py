@@ -1,9 +1,6 @@
-"""The one reader of a run's record: what ``manifest.json`` says a task trained with (its
-algorithm's config, its protocol settings, its curriculum, its environment), read here by
-restore, resume and baselines alike, and of a saved model's model.json. Every rule for a record of
-an earlier version lives here, one small function each (protocol settings among the config's
-fields, retired fields, no ``algorithms``, ``environments``, ``precision`` or profile, a keyword or
-``pbt_`` column added since, a model.json without its algorithm or task)."""
+"""The one reader of a run's record (what ``manifest.json`` says a task trained with: config,
+protocol settings, curriculum, environment) and of a saved model's model.json, and the one place of
+every rule for a record of an earlier version, one small function each."""
 
 from __future__ import annotations
 
@@ -44,8 +41,7 @@ def task_record(manifest: dict, task: Task | str) -> TaskRecord:
 
 
 def _recorded_task(manifest: dict, name: str) -> Task:
-    """``get_task(name)``; a ``module:factory`` whose module no longer imports is refused naming
-    the file the run recorded it from (``sources``) and how to make it importable again."""
+    """``get_task(name)``; a ``module:factory`` that no longer imports: refused naming its recorded file."""
     try:
         return get_task(name)
     except ValueError as error:
@@ -118,8 +114,7 @@ def population_columns(rows: list[dict]) -> list[str]:
 
 
 def config_from_record(algorithm: str, fields: dict) -> AlgorithmConfig:
-    """``algorithm``'s config as recorded (a manifest's, a saved model's); an older record's protocol
-    settings (``recorded_protocol``'s) and retired fields dropped, fields added since at defaults."""
+    """``algorithm``'s recorded config; an older one's protocol settings, retired fields dropped, new at defaults."""
     fields, _ = split_settings(fields)
     return get_algorithm(algorithm).config_from_dict({k: v for k, v in fields.items() if k not in RETIRED_FIELDS})
 
