@@ -18,6 +18,7 @@ from purehr.envs.swing import SwingEnv, SwingParams
 from purehr.envs.swing.physics import observation as full_swing_observation
 from purehr.envs.wrappers import training_wrappers
 from purehr.run.planning.run_plan import DEFAULT_TASKS
+from purehr.run.store.record import recorded_env
 from purehr.tasks import TASK_NAMES, TASKS, get_task, task_of_env
 from purehr.tasks.hrv import HRV_FLICKER_DROPOUT
 
@@ -212,7 +213,7 @@ def test_hrv_flicker_is_a_task_of_its_own():
     assert not task.has_reference and task.default_config == get_task("hrv").default_config
     assert "reading_dropout" not in get_task("hrv").env_kwargs(HRWritingEnv())  # hrv's record unchanged
     recorded = {**task.env_kwargs(env), "reading_dropout": 0.5}  # a run's own dropout comes back from its record
-    assert task.env_from_manifest({"environments": {"hrv-flicker": recorded}}).reading_dropout == 0.5
+    assert recorded_env({"environments": {"hrv-flicker": recorded}}, task).reading_dropout == 0.5
 
 
 @pytest.mark.parametrize(
@@ -255,7 +256,7 @@ def test_an_environment_maps_back_to_its_task_and_its_record_rebuilds_it(name):
     assert task_of_env(env) is task and task_of_env(training_wrappers(env)) is task
     assert env.name == name  # what the API's logs call it
     recorded = task.env_kwargs(env)
-    rebuilt = task.env_from_manifest({"environments": {name: recorded}})
+    rebuilt = recorded_env({"environments": {name: recorded}}, task)
     assert task_of_env(rebuilt) is task and task.env_kwargs(rebuilt) == recorded
     assert rebuilt.observation_space() == env.observation_space()
     # a saved model rebuilds its env params through make_env(**kwargs, **fields)

@@ -17,7 +17,15 @@ import pytest
 from purehr.algorithms.ppo.config import PPOConfig
 from purehr.protocol_settings import ProtocolSettings, split_settings
 from purehr.run import Restored, restore
-from purehr.run.store.record import recorded_config, recorded_protocol
+from purehr.run.store.record import (
+    population_columns,
+    recorded_algorithm,
+    recorded_config,
+    recorded_precision,
+    recorded_profile,
+    recorded_protocol,
+    saved_algorithm,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 RECORD = REPO / "results" / "protocol"
@@ -95,6 +103,31 @@ def test_a_manifest_with_a_retired_config_field_still_loads():
     assert "progress_interval" not in config.to_dict()
     newer = set(config.to_dict()) - set(recorded)  # fields added since the record: their defaults
     assert all(getattr(config, k) == getattr(PPOConfig(), k) for k in newer)
+
+
+def test_a_record_without_a_later_field_reads_as_it_was_trained():
+    """The shipped manifest without the fields later versions added reads as the run then was
+    (PPO, float32, the cpu profile); a recorded value is read as recorded. A model.json without its
+    algorithm is PPO's; checkpoints.csv rows of a resume of a run from before a ``pbt_`` column
+    give every row's columns, in the order they first appear."""
+    manifest = json.loads((RECORD / "manifest.json").read_text())
+    older = {k: v for k, v in manifest.items() if k not in ("algorithms", "precision", "run_config")}
+    assert (recorded_algorithm(older, "hrv"), recorded_precision(older), recorded_profile(older)) == (
+        "ppo",
+        "float32",
+        "cpu",
+    )
+    newer = dict(
+        older, algorithms={"hrv": "sac"}, precision="float64", run_config={"values": {"profile": "accelerator"}}
+    )
+    assert (recorded_algorithm(newer, "hrv"), recorded_precision(newer), recorded_profile(newer)) == (
+        "sac",
+        "float64",
+        "accelerator",
+    )
+    assert (saved_algorithm({"config": {}}), saved_algorithm({"algorithm": "pqn"})) == ("ppo", "pqn")
+    rows = [{"steps": 1, "eval_return": 0.0}, {"steps": 2, "pbt_lr": 1.0, "pbt_member": 0}, {"pbt_ent": 0.1}]
+    assert population_columns(rows) == ["pbt_lr", "pbt_member", "pbt_ent"]
 
 
 def readme_restore_examples() -> tuple[list[str], list[str]]:

@@ -13,6 +13,7 @@ from conftest import write_synthetic_run
 
 from purehr.reports.results_table import final_checkpoint_metrics, goals_met, results_table
 from purehr.run.status import PROTOCOL_TEXT
+from purehr.run.store.record import recorded_env
 from purehr.tasks import get_task
 
 SWING_SUCCESS = [0.98, 0.98, 1.0, 1.0, 0.14]
@@ -114,18 +115,19 @@ def test_goal_verdicts_follow_the_protocol_rules(tmp_path):
 
 def test_manifests_rebuild_their_environments():
     hrv_task, swing_task = get_task("hrv"), get_task("swing")
-    recorded = hrv_task.env_from_manifest(
+    recorded = recorded_env(
         {
             "environments": {
                 "hrv": {"hrv_dim": 8, "similarity": "cosine", "reward_form": "progress", "gap_features": True}
             }
-        }
+        },
+        hrv_task,
     )
     assert (recorded.similarity, recorded.reward_form, recorded.gap_features) == ("cosine", "progress", True)
-    legacy = hrv_task.env_from_manifest({})  # a run recorded with the first design
+    legacy = recorded_env({}, hrv_task)  # a run recorded with the first design
     assert (legacy.reward_form, legacy.gap_features) == ("potential", False)
-    assert swing_task.env_from_manifest({}).default_params.reset_noise == 0.01
-    assert swing_task.env_from_manifest({"environments": {"swing": {}}}).default_params.reset_noise == 1.0
+    assert recorded_env({}, swing_task).default_params.reset_noise == 0.01
+    assert recorded_env({"environments": {"swing": {}}}, swing_task).default_params.reset_noise == 1.0
     assert hrv_task.env_kwargs(hrv_task.make_env()) == {
         "hrv_dim": 8,
         "similarity": "hrv_similarity",

@@ -17,6 +17,7 @@ from purehr.engine.seeds import keys_for_seeds  # noqa: E402
 from purehr.envs import spaces  # noqa: E402
 from purehr.envs.brax_adapter import BraxEnv, BraxParams  # noqa: E402
 from purehr.envs.rollout import heldout_evaluation, random_policy  # noqa: E402
+from purehr.run.store.record import recorded_env  # noqa: E402
 from purehr.tasks import get_task  # noqa: E402
 from purehr.tasks.suites.brax import INVERTED_PENDULUM_DEFAULTS  # noqa: E402
 
@@ -111,7 +112,7 @@ def test_task_defaults_floors_source_and_manifest_round_trip():
     assert source["suite"] == "brax" and source["environment"] == "inverted_pendulum"
     assert set(source["versions"]) >= {"brax", "mujoco"}
     manifest = {"environments": {task.name: {"backend": "spring", "episode_length": 200}}}
-    rebuilt = task.env_from_manifest(manifest)
+    rebuilt = recorded_env(manifest, task)
     assert rebuilt.make_kwargs == {"backend": "spring", "episode_length": 200}
     assert rebuilt.max_episode_steps() == 200
     assert get_task("brax:hopper").default_protocol.eval_episodes == 20  # the others: cheap evaluation

@@ -20,6 +20,7 @@ from purehr.run.planning.run_plan import check_env_kwargs
 from purehr.run.restoring import restore
 from purehr.run.status import PROTOCOL_TEXT
 from purehr.run.store.checkpoints import SeedCheckpoints
+from purehr.run.store.record import recorded_env
 from purehr.tasks import SWING_DEFAULTS, get_task
 
 KEY = jax.random.PRNGKey(0)
@@ -146,12 +147,12 @@ def test_the_manifest_records_the_option_and_old_runs_rebuild_eleven_numbers():
     (setup,) = build_setups(["swing"], {}, env_kwargs=env_kwargs)
     recorded = setup.task.env_kwargs(setup.env)  # what the new run's manifest["environments"]["swing"] holds
     assert recorded == {"small_start_fraction": 0.25, "small_reset_noise": 0.05, "phase_features": "theta"}
-    rebuilt = get_task("swing").env_from_manifest({"environments": {"swing": json.loads(json.dumps(recorded))}})
+    rebuilt = recorded_env({"environments": {"swing": json.loads(json.dumps(recorded))}}, get_task("swing"))
     assert rebuilt.phase_features == "theta" and rebuilt.observation_space().shape == (13,)
 
     old = recorded_setup(OLD_MANIFEST, "swing")  # a manifest recorded before the option
     assert old.env.phase_features == "none" and old.env.observation_space().shape == (11,)
-    assert get_task("swing").env_from_manifest({}).observation_space().shape == (11,)  # before manifests named it
+    assert recorded_env({}, get_task("swing")).observation_space().shape == (11,)  # before manifests named it
 
 
 def test_a_run_recorded_before_the_option_restores_its_eleven_numbers(tmp_path):

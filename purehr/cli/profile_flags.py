@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from purehr.run.planning.settings import SettingsLayer
+from purehr.run.store.record import recorded_profile
 from purehr.run.store.run_dir import read_manifest
 from purehr.tasks.profiles import ACCELERATOR_DEFAULTS, PROFILE_CHOICES, profile_values, resolve_profile
 
@@ -25,12 +26,6 @@ def add_profile_flag(parser: argparse.ArgumentParser, resumable: bool = True) ->
         f"rollouts, fewer sequential steps on a GPU/TPU: {tasks}), 'auto' (accelerator where JAX's default "
         "backend is a GPU or TPU; the default)" + ("; on --resume: the run's" if resumable else ""),
     )
-
-
-def recorded_profile(manifest: dict) -> str:
-    """The profile a run's manifest records (``run_config``); ``cpu`` for a run of before profiles."""
-    values = (manifest.get("run_config") or {}).get("values") or {}
-    return values.get("profile") or "cpu"
 
 
 def run_profile(given: str | None, resume: bool, run_dir: Path) -> tuple[str, str]:

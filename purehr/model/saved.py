@@ -26,7 +26,7 @@ import numpy as np
 from flax import serialization
 
 from purehr.algorithms.base import AlgorithmConfig
-from purehr.algorithms.registry import DEFAULT_ALGORITHM, algorithm_of, get_algorithm, make_algorithm
+from purehr.algorithms.registry import algorithm_of, get_algorithm, make_algorithm
 from purehr.engine.user_network import describe, remember_recorded
 from purehr.envs.base import Environment
 from purehr.envs.spaces import Dict, Discrete, MultiDiscrete
@@ -39,8 +39,8 @@ from purehr.run.store.files import (
     read_parsed,
     write_npz,
 )
-from purehr.run.store.record import config_from_record
-from purehr.tasks import TASKS, Task, get_task, task_of_env, task_of_env_class
+from purehr.run.store.record import config_from_record, recorded_env_kwargs, saved_algorithm, saved_model_task
+from purehr.tasks import Task, task_of_env
 
 MODEL_FORMAT = "purehr-ppo-model/1"
 MODEL_FILES = ("params.msgpack", "env_params.msgpack", "metrics.npz")
@@ -179,11 +179,11 @@ def read_model(path: str | Path, env: Environment | None = None) -> ModelContent
                 f"env={type(env).__name__}(...): {where} was saved from task {recorded.get('task')!r}, which load "
                 "rebuilds; env= is only for a model saved from an environment of no task. Call load(path)"
             )
-        task = _recorded_task(recorded, where)
-        env_kwargs = task.recorded_kwargs(dict(recorded["kwargs"]))  # keywords newer than the saved model
+        task = saved_model_task(recorded, where)
+        env_kwargs = recorded_env_kwargs(task, dict(recorded["kwargs"]))
         env = _make_env(task, recorded["class"], env_kwargs, where)
     remember_recorded(description.get("network"))  # a relative network file found from any directory
-    name = description.get("algorithm", DEFAULT_ALGORITHM)  # a model saved before it was recorded: PPO's
+    name = saved_algorithm(description)
     try:
         entry = get_algorithm(name)
     except (TypeError, ValueError) as error:
@@ -394,27 +394,6 @@ def _check_env_identity(recorded: dict[str, Any], env: Environment, env_params: 
 
 def _describe_kwargs(kwargs: dict[str, Any]) -> str:
     return ", ".join(f"{name}={value!r}" for name, value in kwargs.items()) or "default environment"
-
-
-def _recorded_task(env: dict[str, Any], where: Path) -> Task:
-    """The task model.json names (``env.task``), or, in a model saved before the task was
-    recorded, the task whose environment class it names."""
-    name = env.get("task")
-    if name is None:
-        task = task_of_env_class(env["class"])
-        if task is None:
-            raise ValueError(
-                f"{where} names environment class {env['class']!r} and no task; expected one of "
-                f"{sorted({task.env_class.__name__ for task in TASKS.values()})}"
-            )
-        return task
-    try:
-        return get_task(name)
-    except (ValueError, TypeError) as error:
-        raise ValueError(
-            f"{where} was saved from task {name!r}, which this process cannot build ({error}); a task of "
-            "register_task must be registered again before loading"
-        ) from None
 
 
 def _make_env(task: Task, class_name: str, kwargs: dict[str, Any], where: Path | str = "saved model") -> Environment:

@@ -21,6 +21,7 @@ import numpy as np
 from purehr.reports.results_table import algorithm_label, final_checkpoint_metrics, goal_metric
 from purehr.reports.stats import mean_confidence_interval, metric_range
 from purehr.run.host.estimate import network_text
+from purehr.run.store.record import recorded_algorithm
 from purehr.run.store.run_dir import FIGURES, read_manifest
 
 CARD_FILE = "README.md"
@@ -154,7 +155,7 @@ def onnx_example(record: dict[str, Any]) -> list[str]:
 def _reproduce_lines(manifest: dict, task: str) -> list[str]:
     command = " ".join(str(word) for word in manifest.get("command") or []) or "(not recorded)"
     config = {
-        "algorithm": (manifest.get("algorithms") or {}).get(task, "ppo"),
+        "algorithm": recorded_algorithm(manifest, task),
         "config": (manifest.get("configs") or {}).get(task),
         "protocol": (manifest.get("protocol_settings") or {}).get(task),
         "environment": (manifest.get("environments") or {}).get(task),

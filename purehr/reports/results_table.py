@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from purehr.algorithms.registry import DEFAULT_ALGORITHM, split_entry
+from purehr.algorithms.registry import split_entry
 from purehr.reports.stats import UNINFORMATIVE_NOTE, mean_confidence_interval, metric_range
 from purehr.run.store.columns import ANALYSED_CHECKPOINT_COLUMNS
 from purehr.run.store.files import read_csv_columns
+from purehr.run.store.record import recorded_algorithm
 from purehr.run.store.reported import missing_reported_choice, reported_rows
 from purehr.run.store.run_dir import CHECKPOINTS_CSV, describe_divergences, read_manifest, seed_dir_name
 
@@ -52,9 +53,8 @@ def task_family(entry: str) -> str:
 
 
 def algorithm_label(manifest: dict, entry: str) -> str:
-    """The algorithm that trained ``entry``, as the tables name it (``PPO`` for a run recorded
-    before algorithms had names)."""
-    return (manifest.get("algorithms") or {}).get(entry, DEFAULT_ALGORITHM).upper()
+    """The algorithm that trained ``entry``, as the tables name it (``PPO``)."""
+    return recorded_algorithm(manifest, entry).upper()
 
 
 def goal_metric(task: str) -> tuple[str, str, int]:

@@ -20,6 +20,7 @@ from purehr.run.host.progress import format_duration
 from purehr.run.outcome import RunSummary
 from purehr.run.planning.run_plan import RunPlan, current_precision
 from purehr.run.store.machine import environment_description
+from purehr.run.store.record import recorded_precision
 from purehr.run.store.run_dir import RunDirectory
 
 PROTOCOL_TEXT = (
@@ -93,7 +94,7 @@ def _resumed_manifest(
     plan: RunPlan, resumed_from: dict[str, int], quarantined: list[dict[str, str]], invocation: dict[str, Any]
 ) -> dict[str, Any]:
     manifest = copy.deepcopy(plan.manifest)  # the plan keeps the record it was made from
-    manifest.setdefault("precision", current_precision())  # plan_resume checked it
+    manifest["precision"] = recorded_precision(manifest)  # plan_resume checked it is this process's
     manifest.setdefault("resumes", []).append(
         {
             "time": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -105,8 +106,7 @@ def _resumed_manifest(
             "quarantined": quarantined,
         }
     )
-    # a run recorded before the protocol's settings were apart from the config gets them apart
-    # now, as a new run records them (its extended configs below are written without them)
+    # as a new run records them (an older run's, read by record.recorded_protocol, were in its configs)
     manifest["protocol_settings"] = {name: plan.protocols[name].to_dict() for name in plan.tasks}
     manifest["setting_sources"] = plan.sources  # a run recorded before sources: "recorded"; an extension's budget
     if plan.extended:

@@ -49,10 +49,9 @@ class Task:
     env_kwargs: Callable[[Environment], dict[str, Any]] = lambda env: {}
     """What a run records in its manifest to rebuild the same environment (restore, resume)."""
     legacy_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """The environment of runs recorded before manifests named it (the first task designs)."""
+    """The environment of runs recorded before manifests named it (``run.store.record.recorded_env``)."""
     unrecorded_env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """Keyword values a recorded environment had before the keyword existed: what a manifest or
-    saved model that does not name the keyword was trained with."""
+    """Keyword values a recorded environment had before the keyword existed (``record.recorded_env_kwargs``)."""
     has_reference: bool = True
     """False for a task from a suite or a user's environment, and for a partially observed
     variant (``swing-angles``, ``hrv-hidden-audience``: the reference reads what the variant
@@ -117,14 +116,6 @@ class Task:
         raise ValueError(
             f"{flag!r} is not a {self.name} policy; choose from {', '.join(b.flag for b in self.baselines)}"
         )
-
-    def env_from_manifest(self, manifest: dict) -> Environment:
-        recorded = (manifest.get("environments") or {}).get(self.name)
-        return self.make_env(**(self.legacy_env_kwargs if recorded is None else self.recorded_kwargs(recorded)))
-
-    def recorded_kwargs(self, recorded: dict[str, Any]) -> dict[str, Any]:
-        """``make_env`` keywords of an environment recorded as ``recorded``."""
-        return {**self.unrecorded_env_kwargs, **recorded}
 
 
 def one_observation(make_env: Callable[..., Environment], option: str, value: bool | float, other: str):

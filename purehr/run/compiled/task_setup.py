@@ -9,7 +9,7 @@ from purehr.envs.base import Environment
 from purehr.envs.curriculum import Curriculum
 from purehr.protocol_settings import ProtocolSettings
 from purehr.run.compiled.train_all import TaskSetup
-from purehr.run.store.record import task_record
+from purehr.run.store.record import recorded_env, task_record
 from purehr.tasks import Task, curriculum_schedule, get_task, heldout_env_params
 
 
@@ -32,7 +32,7 @@ def build_task_setup(
     config, task_protocol = task.settings_for(config)
     protocol = task_protocol if protocol is None else protocol
     if env is None:
-        env = task.make_env(**(env_kwargs or {})) if manifest is None else task.env_from_manifest(manifest)
+        env = task.make_env(**(env_kwargs or {})) if manifest is None else recorded_env(manifest, task)
     algorithm = make_algorithm(config, env, env.default_params, curriculum_schedule(curriculum, config))
     eval_params = heldout_env_params(algorithm, config.hyperparams(), curriculum)
     return TaskSetup(task, env, env.default_params, eval_params, config, algorithm, protocol)

@@ -19,6 +19,7 @@ from purehr.run.host.writer import BackgroundWriter
 from purehr.run.store.checkpoints import SeedCheckpoints, tree_digest
 from purehr.run.store.columns import PBT_PREFIX, checkpoint_columns, update_columns
 from purehr.run.store.files import write_csv, write_npz
+from purehr.run.store.record import population_columns
 from purehr.run.store.run_dir import RunDirectory, environment_advice, nonfinite_before
 
 
@@ -373,11 +374,7 @@ class RunRecorder:
                 checkpoints = self.checkpoint_rows[name][seed]
                 if checkpoints:
                     evaluation_names = [c[len("eval_") :] for c in checkpoints[0] if c.startswith("eval_")]
-                    # every row's: a resume of a run recorded before a pbt_ column was added
-                    population_names = list(
-                        dict.fromkeys(c for row in checkpoints for c in row if c.startswith(PBT_PREFIX))
-                    )
-                    columns = checkpoint_columns(evaluation_names, population_names)
+                    columns = checkpoint_columns(evaluation_names, population_columns(checkpoints))
                     write_csv(self.run_dir.checkpoints_csv(name, seed), columns, checkpoints)
 
     def finish(self) -> None:

@@ -25,7 +25,7 @@ from purehr.run.planning.run_plan import (
     validate_request,
 )
 from purehr.run.planning.settings import RECORDED, base_sources
-from purehr.run.store.record import TaskRecord, manifest_curricula, recorded_config, task_record
+from purehr.run.store.record import TaskRecord, manifest_curricula, recorded_config, recorded_precision, task_record
 from purehr.run.store.run_dir import RunDirectory
 from purehr.tracking.settings import TrackingSettings
 
@@ -218,7 +218,7 @@ def _recorded_tasks_and_seeds(manifest: dict, request: RunRequest, where: str) -
             "recorded ones"
         )
     tasks, seeds = validate_request(manifest["tasks"], manifest["seeds"])
-    precision = manifest.get("precision", "float32")  # runs recorded before it was: --x64 was opt-in
+    precision = recorded_precision(manifest)
     if precision != current_precision():
         flag = "with --x64" if precision == "float64" else "without --x64"
         raise ValueError(
