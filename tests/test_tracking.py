@@ -5,6 +5,7 @@ tests/test_run.py (its killed run logs to both; tests/dashboard_checks.py reads 
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import time
@@ -338,14 +339,18 @@ def test_a_claim_whose_write_fails_leaves_no_claim_and_an_empty_one_names_its_wa
 
 def test_two_writers_of_a_run_folder_in_one_second_keep_both_event_files(tmp_path, monkeypatch):
     """Defect 3: tensorboardX names an event file by the second and the host; a second writer
-    in the same second (a resume right after a kill) truncated the first one's file."""
+    in the same second (a resume right after a kill) truncated the first one's file; the two are
+read in the order they were written (TensorBoard reads a folder's files by name)."""
     import types
 
     import tensorboardX.event_file_writer
 
+    import purehr.tracking.tensorboard
     from purehr.tracking.tensorboard import TensorBoardBackend
 
     monkeypatch.setattr(tensorboardX.event_file_writer, "time", types.SimpleNamespace(time=lambda: 1.7e9))
+    # the process's 10th and 11th writers: a count in the name without fixed width sorts "10" before "9"
+    monkeypatch.setattr(purehr.tracking.tensorboard, "_WRITERS", itertools.count(9))
     for step in (512, 1024):
         tracking = Tracking([TensorBoardBackend(tmp_path)], say=lambda message: None)
         tracking.open({("t", 0): {"config": {}, "identity": {}, "resumed_from_steps": 512}}, {})

@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,9 @@ from purehr.tracking.naming import SUCCESS_TAGS, flat_hparams, run_label
 logging.getLogger("tensorboardX.x2num").setLevel(logging.ERROR)
 
 _WRITERS = itertools.count()  # this process's event files, for their names
+"""An event file's name ends in its start time (ns), the pid and this count, fixed width: two
+writers in one second (tensorboardX's own stamp) sort as they started, so a resume's file is read
+after the run's (TensorBoard reads a folder's files in name order)."""
 
 HPARAM_METRICS = ("heldout/success_rate", "heldout/return_mean")
 """The columns of TensorBoard's hparams table: the last held-out values of each run."""
@@ -58,7 +62,7 @@ class TensorBoardBackend(Backend):
         from tensorboardX import SummaryWriter
         from tensorboardX.summary import hparams
 
-        suffix = f".{os.getpid()}.{next(_WRITERS)}"
+        suffix = f".{time.time_ns():020d}.{os.getpid()}.{next(_WRITERS):06d}"
         writer = SummaryWriter(
             str(self.run_dir(task, seed)), flush_secs=self.FLUSH_SECS, max_queue=1000, filename_suffix=suffix
         )
