@@ -340,7 +340,7 @@ def test_a_claim_whose_write_fails_leaves_no_claim_and_an_empty_one_names_its_wa
 def test_two_writers_of_a_run_folder_in_one_second_keep_both_event_files(tmp_path, monkeypatch):
     """Defect 3: tensorboardX names an event file by the second and the host; a second writer
     in the same second (a resume right after a kill) truncated the first one's file; the two are
-read in the order they were written (TensorBoard reads a folder's files by name)."""
+    read in the order they were written (TensorBoard reads a folder's files by name)."""
     import types
 
     import tensorboardX.event_file_writer
