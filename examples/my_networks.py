@@ -137,6 +137,24 @@ def lstm(observation_space, action_space) -> LSTM:
 # --- hrv: one network per dimension ----------------------------------------------------------------
 
 
+PER_DIMENSION = ("current_hrv", "target_hrv", "gap")
+
+
+def _hrv_split(observation) -> tuple[jax.Array, jax.Array]:
+    """hrv's dict observation -> (each dimension's current, target and gap if given [N, D, k],
+    every other field flattened [N, R])."""
+    dims = jnp.stack([observation[k] for k in PER_DIMENSION if k in observation], axis=-1)
+    return dims, _flat({k: v for k, v in observation.items() if k not in PER_DIMENSION})
+
+
+def _hrv_heads(name: str, action_space) -> dict:
+    """The style and operation counts of hrv's MultiDiscrete(style, operation, 3 x D)."""
+    nvec = tuple(int(n) for n in action_space.nvec)
+    if len(nvec) < 3 or set(nvec[2:]) != {3}:
+        raise ValueError(f"{name} reads hrv's MultiDiscrete(style, operation, 3 x D); got {nvec}")
+    return dict(styles=nvec[0], operations=nvec[1])
+
+
 class HRVPerDimension(nn.Module):
     """hrv's observation -> (logits [N, styles + operations + 3 x D], value [N]), the nudge
     logits of dimension d from a network shared by every dimension (permutation-equivariant over
@@ -149,11 +167,7 @@ class HRVPerDimension(nn.Module):
 
     @nn.compact
     def __call__(self, observation):
-        per_dimension = [observation["current_hrv"], observation["target_hrv"]]
-        if "gap" in observation:
-            per_dimension.append(observation["gap"])
-        dims = jnp.stack(per_dimension, axis=-1)  # [N, D, k]
-        rest = _flat({k: v for k, v in observation.items() if k not in ("current_hrv", "target_hrv", "gap")})
+        dims, rest = _hrv_split(observation)
         context = nn.relu(nn.Dense(self.width)(rest))  # [N, W]
         embedded = nn.relu(nn.Dense(self.width)(dims))  # [N, D, W]
         pooled = jnp.concatenate([embedded.mean(axis=-2), embedded.max(axis=-2), context], axis=-1)
@@ -169,10 +183,7 @@ class HRVPerDimension(nn.Module):
 
 
 def hrv_per_dimension(observation_space, action_space) -> HRVPerDimension:
-    nvec = tuple(int(n) for n in action_space.nvec)
-    if len(nvec) < 3 or set(nvec[2:]) != {3}:
-        raise ValueError(f"hrv_per_dimension reads hrv's MultiDiscrete(style, operation, 3 x D); got {nvec}")
-    return HRVPerDimension(styles=nvec[0], operations=nvec[1])
+    return HRVPerDimension(**_hrv_heads("hrv_per_dimension", action_space))
 
 
 class HRVAttention(nn.Module):
@@ -189,11 +200,7 @@ class HRVAttention(nn.Module):
 
     @nn.compact
     def __call__(self, observation):
-        per_dimension = [observation["current_hrv"], observation["target_hrv"]]
-        if "gap" in observation:
-            per_dimension.append(observation["gap"])
-        dims = jnp.stack(per_dimension, axis=-1)  # [N, D, k]
-        rest = _flat({k: v for k, v in observation.items() if k not in ("current_hrv", "target_hrv", "gap")})
+        dims, rest = _hrv_split(observation)
         tokens = jnp.concatenate([nn.Dense(self.width)(rest)[:, None], nn.Dense(self.width)(dims)], axis=1)
         tokens = tokens + self.param("position", nn.initializers.normal(0.02), tokens.shape[1:])
         for _ in range(self.blocks):
@@ -209,7 +216,4 @@ class HRVAttention(nn.Module):
 
 
 def hrv_attention(observation_space, action_space) -> HRVAttention:
-    nvec = tuple(int(n) for n in action_space.nvec)
-    if len(nvec) < 3 or set(nvec[2:]) != {3}:
-        raise ValueError(f"hrv_attention reads hrv's MultiDiscrete(style, operation, 3 x D); got {nvec}")
-    return HRVAttention(styles=nvec[0], operations=nvec[1])
+    return HRVAttention(**_hrv_heads("hrv_attention", action_space))
