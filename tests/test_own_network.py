@@ -423,3 +423,28 @@ def test_an_orthogonal_init_is_refused_before_anything_runs(tmp_path, monkeypatc
     with pytest.raises(ValueError, match="orthogonal") as refused:
         make_algorithm(PPOConfig(network=f"{file}:torso"), get_task(TASK).make_env())
     assert "qr" in str(refused.value) and "lecun_normal" in str(refused.value) and not compiled
+
+
+def test_a_dotted_module_spec_builds_and_records_what_its_file_spec_does(tmp_path, monkeypatch):
+    """``module:factory`` imported from the Python path: the same parameters as the module's file
+    named as a path, its file and source digest recorded; a module that does not import is
+    refused naming it and the file form."""
+    from purehr.engine.user_network import describe
+
+    monkeypatch.syspath_prepend(str(REPO / "examples"))
+    (tmp_path / "dotted_torso.py").write_text(EDITABLE.format(width=12, init=""))
+    env, built = get_task(TASK).make_env(), {}
+    for spec in ("dotted_torso:torso", f"{tmp_path / 'dotted_torso.py'}:torso"):
+        with monkeypatch.context() as patch:
+            patch.syspath_prepend(str(tmp_path))
+            algorithm = make_algorithm(PPOConfig(network=spec), env)
+            params = algorithm.network_params(algorithm.init(jax.random.PRNGKey(3)))
+            built[spec] = (jax.tree.map(np.asarray, params), describe(spec))
+    (dotted_params, dotted), (file_params, by_file) = built.values()
+    assert jax.tree.structure(dotted_params) == jax.tree.structure(file_params)
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(dotted_params), jax.tree.leaves(file_params)))
+    assert dotted_params["params"]["actor"]["torso"]["Dense_0"]["kernel"].shape == (9, 12)
+    assert dotted["module"] == "dotted_torso" and dotted["file"] == by_file["file"]
+    assert dotted["source_digest"] == by_file["source_digest"]
+    with pytest.raises(ValueError, match="network module 'absent_torso' does not import.*path/to/file.py:factory"):
+        make_algorithm(PPOConfig(network="absent_torso:torso"), env)
