@@ -1,7 +1,10 @@
 """Population-based training through the protocol: one compiled call trains both tasks'
 populations, the checkpoints record every member's fitness, parent and hyperparameters, and a
 run SIGKILLed after its third checkpoint resumes to the final parameters, hyperparameters and
-lineage of an uninterrupted run, bit for bit. The step's arithmetic is tests/test_pbt.py."""
+lineage of an uninterrupted run, bit for bit. hrv's population trains a user's torso (a file
+outside the package, named in a config file's ``[task.hrv]`` for the command line), swing's the
+shipped MLP: a copy carries the user network's weights as it does the MLP's. The step's
+arithmetic is tests/test_pbt.py."""
 
 from __future__ import annotations
 
@@ -42,6 +45,22 @@ CLI = [
     "--no-render",
     "--no-progress",
 ]
+USER_TORSO = """
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+
+def torso(observation_space, action_space):
+    class Torso(nn.Module):
+        @nn.compact
+        def __call__(self, observation):
+            fields = [leaf.reshape(leaf.shape[0], -1) for leaf in jax.tree.leaves(observation)]  # hrv's dict
+            return nn.tanh(nn.Dense(16)(jnp.concatenate(fields, axis=-1)))
+
+    return Torso()
+"""
+"""hrv's network: a torso (PPO adds its heads) from a file outside the package."""
 # batch 512, targets every 3,000 steps: checkpoints after updates 0, 6, 12, 18, 24, 30 and 32;
 # the step fires at 6 ... 30 (never at the initial state or the last update)
 FIRED_AT_STEPS = [3072, 6144, 9216, 12288, 15360]
@@ -58,8 +77,14 @@ def pbt_runs(tmp_path_factory):
     here."""
     base = tmp_path_factory.mktemp("pbt")
     killed_dir = base / "killed"
-    child = KilledRun(killed_dir, CLI, "swing/seed_3/checkpoints.csv", start=False)
+    (base / "user_torso.py").write_text(USER_TORSO)
+    network = f"{base / 'user_torso.py'}:torso"
+    (base / "hrv_network.toml").write_text(f'[task.hrv]\nnetwork = "{network}"\n')
+    child = KilledRun(
+        killed_dir, [*CLI, "--config", str(base / "hrv_network.toml")], "swing/seed_3/checkpoints.csv", start=False
+    )
     configs = {task: get_task(task).default_config.replace(**PROTOCOL_SMALL) for task in TASKS}
+    configs["hrv"] = configs["hrv"].replace(network=network)
     with contextlib.redirect_stderr(io.StringIO()), started_at_the_compile(child.start):
         reference = train_all_seeds(
             base / "reference",
@@ -74,7 +99,7 @@ def pbt_runs(tmp_path_factory):
     assert json.loads((killed_dir / "manifest.json").read_text())["status"] == "running"
     with contextlib.redirect_stderr(io.StringIO()):
         resumed = train_all_seeds(killed_dir, resume=True, progress=False)
-    return {"reference": reference, "resumed": resumed, "killed_dir": killed_dir}
+    return {"reference": reference, "resumed": resumed, "killed_dir": killed_dir, "network": network}
 
 
 def rows_of(run_dir: Path, task: str, seed: int) -> list[dict]:
@@ -97,6 +122,9 @@ def test_a_killed_pbt_run_resumes_to_the_same_parameters_hyperparameters_and_lin
             assert [[r[c] for c in recorded] for r in rows] == [[r[c] for c in recorded] for r in reference_rows]
     manifest = json.loads((pbt_runs["killed_dir"] / "manifest.json").read_text())
     assert manifest["pbt"]["explore"] == EXPLORE and manifest["seeds"] == POPULATION
+    assert (
+        manifest["configs"]["hrv"]["network"] == pbt_runs["network"] and manifest["configs"]["swing"]["network"] is None
+    )
 
 
 @pytest.mark.slow
@@ -119,6 +147,10 @@ def test_each_checkpoint_records_the_population_and_a_copy_carries_its_parents_w
             saved_child = restore(run_dir, task, child, steps)
             saved_parent = restore(run_dir, task, parent, steps)
             assert leaves_equal(saved_child.params, saved_parent.params)  # what it continues from
+            paths = [
+                jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(saved_child.params)[0]
+            ]
+            assert any("['torso']" in path for path in paths) == (task == "hrv"), paths  # the user's torso
             assert leaves_equal(saved_child.runner.opt_state, saved_parent.runner.opt_state)
             for name in EXPLORE:  # perturbed from the parent's value, within the bounds
                 ratio = float(by_seed[child][index][f"pbt_{name}"]) / float(by_seed[parent][index][f"pbt_{name}"])
