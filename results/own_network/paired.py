@@ -106,7 +106,7 @@ def main(argv: list[str]) -> None:
     print("|---|---|---|---:|---|---:|")
     for index, measure in enumerate(MEASURES):
         result = paired(np.array([a[s][1][index] for s in seeds]), np.array([b[s][1][index] for s in seeds]))
-        per_seed = ", ".join(f"{d:+.1f}" if d else "0" for d in result["per_seed"])
+        per_seed = ", ".join(f"{d:+.2f}" if d else "0" for d in result["per_seed"])
         counts = " / ".join(map(str, result["ahead_tied_behind"]))
         interval = f"[{result['low']:+.2f}, {result['high']:+.2f}]"
         print(
