@@ -57,7 +57,7 @@ def follow_primary(started: float, devices) -> RunSummary:
         return RunSummary(plan.run_dir, time.perf_counter() - started, 0.0, message["resumed_from"], 0.0, 0.0, runners)
     runners = {name: shard_runner(runner, mesh) for name, runner in runners.items()}
     compile_started = time.perf_counter()
-    compiled = compiled_program(setups, len(plan.seeds), runners, plan.curricula, mesh)
+    compiled = compiled_program(setups, len(plan.seeds), runners, mesh)
     compile_s = time.perf_counter() - compile_started
     wait_for_all_processes("train")
     final = gather_to_host(jax.block_until_ready(compiled.compiled(runners)))

@@ -411,7 +411,7 @@ def _compile(setups: list[TaskSetup], plan: RunPlan, runners: dict, mesh) -> tup
     runners = jax.tree.map(lambda x: jnp.asarray(x, dtype=np.asarray(x).dtype), runners)
     if mesh is not None:
         runners = {name: shard_runner(runner, mesh) for name, runner in runners.items()}
-    compiled = compiled_program(setups, len(plan.seeds), runners, plan.curricula, mesh, run_compile=CtrlC().run)
+    compiled = compiled_program(setups, len(plan.seeds), runners, mesh, run_compile=CtrlC().run)
     return compiled, runners, time.perf_counter() - compile_started
 
 

@@ -23,7 +23,6 @@ from purehr.devices.distributed import make_mesh, select_devices
 from purehr.engine.compile_options import one_shot_compiler_options, training_compiler_options
 from purehr.engine.loop import HostSlot
 from purehr.engine.seeds import keys_for_seeds
-from purehr.envs.curriculum import Curriculum
 from purehr.run.compiled.train_all import TaskSetup, make_train_all
 
 
@@ -64,7 +63,6 @@ def compiled_program(
     setups: list[TaskSetup],
     num_seeds: int,
     runners: dict,
-    curricula: dict[str, Curriculum] | None = None,
     mesh=None,
     run_compile: Callable[[Callable[[], Any]], Any] | None = None,
 ) -> TrainingProgram:
@@ -73,7 +71,6 @@ def compiled_program(
     takes them). ``run_compile(compile)`` runs XLA's compilation (default: here; the protocol
     passes ``CtrlC().run``, so Ctrl-C is heard while it compiles); tracing stays in this thread,
     whose JAX settings (precision) it reads."""
-    curricula = curricula or {}
     mesh_key = None if mesh is None else (tuple(mesh.shape.items()), tuple(d.id for d in mesh.devices.flat))
     key = (
         tuple(
@@ -82,7 +79,7 @@ def compiled_program(
                 s.config,
                 s.protocol,
                 json.dumps(s.task.env_kwargs(s.env), sort_keys=True, default=repr),
-                curricula.get(s.name),
+                s.schedule,
                 s.population and s.population.identity(),
             )
             for s in setups

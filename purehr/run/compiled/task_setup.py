@@ -35,7 +35,7 @@ def build_task_setup(
         env = task.make_env(**(env_kwargs or {})) if manifest is None else recorded_env(manifest, task)
     algorithm = make_algorithm(config, env, env.default_params, curriculum_schedule(curriculum, config))
     eval_params = heldout_env_params(algorithm, config.hyperparams(), curriculum)
-    return TaskSetup(task, env, env.default_params, eval_params, config, algorithm, protocol)
+    return TaskSetup(task, env, env.default_params, eval_params, config, algorithm, protocol, schedule=curriculum)
 
 
 def build_setups(

@@ -51,6 +51,7 @@ class TaskSetup:
     algorithm: Algorithm
     protocol: ProtocolSettings  # checkpoint and evaluation cadence
     population: PopulationStep | None = None  # population-based training (docs/pbt.md)
+    schedule: Any = None  # what the environment-parameter schedule was built from (hashable), if any
 
     @property
     def name(self) -> str:
