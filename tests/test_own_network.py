@@ -41,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 TASK = "masked_game:make_env"
 NETWORKS = '''
 import flax.linen as nn
+import jax
 import jax.numpy as jnp
 
 
@@ -70,6 +71,19 @@ class Picture(nn.Module):
 
 def picture(observation_space, action_space):
     return Picture()
+
+
+class Flat(nn.Module):
+    """Every leaf flattened and joined, one dense layer: fits any observation (a dict, a vector)."""
+
+    @nn.compact
+    def __call__(self, observation):
+        leaves = [leaf.reshape((leaf.shape[0], -1)).astype(jnp.float32) for leaf in jax.tree.leaves(observation)]
+        return nn.tanh(nn.Dense(16)(jnp.concatenate(leaves, axis=-1)))
+
+
+def flat(observation_space, action_space):
+    return Flat()
 '''
 FLAGS = ["--tasks", TASK, "--network", "my_networks.py:deepsets", "--seeds", "0", "--steps", "4096"]
 FLAGS += ["--num-envs", "16", "--num-steps", "32", "--minibatch-size", "256", "--num-epochs", "2"]
@@ -448,3 +462,89 @@ def test_a_dotted_module_spec_builds_and_records_what_its_file_spec_does(tmp_pat
     assert dotted["source_digest"] == by_file["source_digest"]
     with pytest.raises(ValueError, match="network module 'absent_torso' does not import.*path/to/file.py:factory"):
         make_algorithm(PPOConfig(network="absent_torso:torso"), env)
+
+
+OFF_POLICY = [f"{TASK}@pqn", "gymnax:Pendulum-v1@sac"]
+OFF_POLICY_FILE = f"""
+seeds = [0]
+steps = 2048
+checkpoint_interval = 1024
+eval_episodes = 8
+quick_eval_episodes = 8
+[task."{TASK}@pqn"]
+num_envs = 8
+num_steps = 16
+minibatch_size = 64
+[task."gymnax:Pendulum-v1@sac"]
+num_envs = 4
+num_steps = 8
+learning_starts = 512
+gradient_steps = 4
+sample_size = 64
+buffer_size = 4096
+"""
+
+
+def _torso(params) -> tuple[list, list]:
+    """The leaves under a ``torso`` scope, and the kernels of the user's ``Flat`` among them."""
+    leaves = [
+        (jax.tree_util.keystr(path), np.asarray(leaf)) for path, leaf in jax.tree_util.tree_flatten_with_path(params)[0]
+    ]
+    under = [leaf for path, leaf in leaves if "['torso']" in path]
+    return under, [leaf for path, leaf in leaves if path.endswith("['torso']['Dense_0']['kernel']")]
+
+
+def test_pqn_and_sac_train_a_user_torso_through_the_flags_a_config_file_and_the_seed_api(folder, tmp_path):
+    """PQN on the masked game beside SAC on Pendulum, one user torso: named by ``--network``, then
+    by the config file's ``network`` key (the same run: equal checkpoints); the manifest records
+    it, each trained parameter tree holds it (its 16-wide kernel over the observation's 18 or 3
+    values), moved from its initial value; ``purehr.train`` trains both algorithms with it, and
+    each saved model loads and acts as the trained one."""
+    import purehr
+    from purehr.run import restore
+
+    script = _script()
+    config = tmp_path / "off_policy.toml"
+    config.write_text(OFF_POLICY_FILE)
+    with_network = tmp_path / "with_network.toml"
+    with_network.write_text('network = "my_networks.py:flat"\n' + OFF_POLICY_FILE)
+    flags = ["--tasks", *OFF_POLICY, "--no-render", "--no-progress"]
+    observation_sizes = {OFF_POLICY[0]: 18, OFF_POLICY[1]: 3}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.syspath_prepend(str(folder))
+        runs = tmp_path / "by_flag", tmp_path / "by_file"
+        network_flag = ["--network", "my_networks.py:flat"]
+        assert script.main([*flags, "--config", str(config), *network_flag, "--run-dir", str(runs[0])]) == 0
+        assert script.main([*flags, "--config", str(with_network), "--run-dir", str(runs[1])]) == 0
+        manifest = json.loads((runs[0] / "manifest.json").read_text())
+        for entry in OFF_POLICY:
+            digests = [
+                [row["state_digest"] for row in read_checkpoint_rows(run / entry / "seed_0" / "checkpoints.csv")]
+                for run in runs
+            ]
+            assert len(digests[0]) == 3 and digests[0] == digests[1], entry
+            assert manifest["configs"][entry]["network"] == "my_networks.py:flat"
+            assert manifest["networks"][entry]["factory"] == "flat"
+            first, last = restore(runs[0], entry, 0, 0), restore(runs[0], entry, 0, "latest")
+            (before, kernels), (after, _) = _torso(first.params), _torso(last.params)
+            assert last.steps == 2048 and kernels and all(k.shape == (observation_sizes[entry], 16) for k in kernels)
+            assert any(not np.array_equal(a, b) for a, b in zip(before, after)), entry  # trained
+        envs = {"pqn": get_task(TASK).make_env(), "sac": get_task("gymnax:Pendulum-v1").make_env()}
+        settings = {
+            "pqn": dict(num_envs=8, num_steps=16, minibatch_size=64),
+            "sac": dict(
+                num_envs=4, num_steps=8, learning_starts=512, gradient_steps=4, sample_size=64, buffer_size=4096
+            ),
+        }
+        for algorithm, env in envs.items():
+            model = purehr.train(
+                env, algorithm, 2048, network="my_networks.py:flat", progress=False, **settings[algorithm]
+            )
+            assert _torso(model.params)[1], algorithm
+            observations, _ = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(5), 6))
+            model.save(tmp_path / algorithm)
+            loaded = purehr.Model.load(tmp_path / algorithm)  # a task-built environment: rebuilt from model.json
+            np.testing.assert_array_equal(
+                np.asarray(loaded.predict(observations)), np.asarray(model.predict(observations))
+            )
