@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import jax
@@ -530,18 +531,13 @@ def test_pqn_and_sac_train_a_user_torso_through_the_flags_a_config_file_and_the_
             (before, kernels), (after, _) = _torso(first.params), _torso(last.params)
             assert last.steps == 2048 and kernels and all(k.shape == (observation_sizes[entry], 16) for k in kernels)
             assert any(not np.array_equal(a, b) for a, b in zip(before, after)), entry  # trained
-        envs = {"pqn": get_task(TASK).make_env(), "sac": get_task("gymnax:Pendulum-v1").make_env()}
-        settings = {
-            "pqn": dict(num_envs=8, num_steps=16, minibatch_size=64),
-            "sac": dict(
-                num_envs=4, num_steps=8, learning_starts=512, gradient_steps=4, sample_size=64, buffer_size=4096
-            ),
-        }
-        for algorithm, env in envs.items():
-            model = purehr.train(
-                env, algorithm, 2048, network="my_networks.py:flat", progress=False, **settings[algorithm]
-            )
-            assert _torso(model.params)[1], algorithm
+        sections = tomllib.loads(OFF_POLICY_FILE)["task"]  # the same sizes, by name
+        for entry in OFF_POLICY:
+            task, algorithm = entry.rsplit("@", 1)
+            env = get_task(task).make_env()
+            model = purehr.train(env, algorithm, 2048, network="my_networks.py:flat", progress=False, **sections[entry])
+            kernels = _torso(model.params)[1]
+            assert kernels and all(k.shape == (observation_sizes[entry], 16) for k in kernels), algorithm
             observations, _ = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(5), 6))
             model.save(tmp_path / algorithm)
             loaded = purehr.Model.load(tmp_path / algorithm)  # a task-built environment: rebuilt from model.json
