@@ -131,8 +131,8 @@ def _import_module(name: str):
             f"network module {name!r} does not import ({error}); expected it on the Python path or in the "
             "current directory, or give its file: path/to/file.py:factory"
         ) from error
-    seen = _IMPORTED_DIGESTS.setdefault(name, source_digest(module))
-    if seen != source_digest(module):  # edited since this process imported it
+    digest = source_digest(module)
+    if _IMPORTED_DIGESTS.setdefault(name, digest) != digest:  # edited since this process imported it
         module = importlib.reload(module)
         _IMPORTED_DIGESTS[name] = source_digest(module)
     return module
