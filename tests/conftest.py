@@ -36,19 +36,19 @@ if _OWN_CACHE:  # a given directory (e.g. one CI keeps between runs) is used as 
 # the default (1 s) skips most programs of these tiny configurations; 0.2 s keeps the
 # per-op eager compilations (milliseconds each) out of the cache
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
-# XLA's CPU backend at optimisation level 1: the suite's programs are tiny, so compiling is most
-# of their cost, and level 1 compiles them about 1.8x faster than the default and runs them as
-# fast (a tiny swing make_train, measured side by side: compile 17.4 s -> 9.5 s, run 0.11 s both;
-# level 0 compiles in 8.5 s but runs 2x slower, which the learning tests pay for). Results agree
-# with the default to float32 rounding, not bit for bit, so every bit-identity the suite checks
-# is between runs made under the same level (a subprocess inherits it).
-# And XLA's CPU fusions emitted the older way (--xla_cpu_use_fusion_emitters=false): the newer
-# MLIR fusion emitters cost a third of a small program's compilation (a tiny swing make_train at
-# level 1, 2 seeds, side by side: 7.6-7.8 CPU-s to compile against 10.5-13.5, run time equal).
-# PUREHR_TEST_XLA_DEFAULT=1 tests under XLA's default instead.
+# XLA's CPU backend at optimisation level 1, and its fusions emitted the older way
+# (--xla_cpu_use_fusion_emitters=false): the suite's programs are tiny, so compiling is most of
+# their cost; both compile faster and run as fast. The training programs compile at level 0
+# (PUREHR_XLA_TRAINING_LEVEL): about half their compile again, for a slower run that only a test
+# training long pays (``at_level_1``). Each rounds otherwise than the default, so every
+# bit-identity the suite checks is between runs made under the same settings (a subprocess
+# inherits them). Measured: benchmarks/README.md, "The test suite's compilations".
+# PUREHR_TEST_XLA_DEFAULT=1 tests under XLA's and purehr's defaults instead.
 SUITE_XLA_FLAGS = "--xla_backend_optimization_level=1 --xla_cpu_use_fusion_emitters=false"
+SUITE_TRAINING_LEVEL = "0"
 if os.environ.get("PUREHR_TEST_XLA_DEFAULT") != "1":
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SUITE_XLA_FLAGS}".strip()
+    os.environ.setdefault("PUREHR_XLA_TRAINING_LEVEL", SUITE_TRAINING_LEVEL)
 # the baselines a run evaluates are cached by their definition (purehr.run.baselines); the
 # tests keep theirs in a fresh folder, never in the user's ~/.cache/purehr
 if "PUREHR_CACHE_DIR" not in os.environ:
@@ -141,6 +141,20 @@ def train_all_seeds_script():
     finally:
         sys.path.remove(scripts)
     return script
+
+
+@contextlib.contextmanager
+def at_level_1():
+    """Training programs compiled inside at XLA level 1, as the rest of the suite's programs: for
+    a test whose training run, not its compile, is most of its cost (a learning test), or that
+    compares two different training programs bit for bit (level 0 keeps fewer of the identities
+    that optimised programs share). A subprocess started inside inherits it."""
+    if os.environ.get("PUREHR_XLA_TRAINING_LEVEL") != SUITE_TRAINING_LEVEL:
+        yield  # a level the person running the suite chose
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PUREHR_XLA_TRAINING_LEVEL", "1")
+        yield
 
 
 def ctrl_c_from_a_callback(recorder, timeout_s: float = 120.0) -> None:

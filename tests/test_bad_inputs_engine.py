@@ -24,6 +24,7 @@ from purehr.algorithms.ppo.config import MAX_OPTIMIZER_STEPS, PPOConfig
 from purehr.algorithms.pqn.config import PQNConfig
 from purehr.algorithms.sac.config import SACConfig
 from purehr.algorithms.trainer import host_env_steps
+from purehr.engine.compile_options import training_compiler_options
 from purehr.engine.seeds import keys_for_seeds
 from purehr.envs.hrv import HRWritingEnv
 from purehr.envs.swing import SwingEnv
@@ -343,8 +344,10 @@ def test_train_hr_ppo_raises_on_divergence_and_keeps_the_frozen_model():
     assert raised.value.update == 1 and model.metrics["diverged_at_update"].tolist() == [1, 1]
     assert model.metrics["env_steps"].tolist() == [128, 256]
     assert not np.all(np.isfinite(model.metrics["loss"]))
-    # frozen at update 0: exactly the initial parameters of seed 0, no NaN spread into them
-    initial = jax.jit(jax.vmap(make_ppo(model.config, env).init))(keys_for_seeds([0])).params
+    # frozen at update 0: exactly the initial parameters of seed 0 (compiled as the training program
+    # is: XLA's options round them), no NaN spread into them
+    init = jax.vmap(make_ppo(model.config, env).init)
+    initial = jax.jit(init, compiler_options=training_compiler_options())(keys_for_seeds([0])).params
     for leaf, expected in zip(jax.tree.leaves(model.params), jax.tree.leaves(initial)):
         assert np.array_equal(np.asarray(leaf), np.asarray(expected)[0])
 

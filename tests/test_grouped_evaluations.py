@@ -14,7 +14,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from conftest import PROTOCOL_SMALL, ctrl_c_from_a_callback
+from conftest import PROTOCOL_SMALL, at_level_1, ctrl_c_from_a_callback
 
 from benchmarks._evaluation_steps import evaluation_steps, groups_of_quick
 from purehr.population import PBTSettings
@@ -52,6 +52,13 @@ def _rows(run_dir, seed: int) -> list[dict]:
 
 def _exact(row: dict) -> dict:
     return {name: value for name, value in row.items() if not name.startswith("eval_")}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _trains_at_level_1():
+    """The grouped and the ungrouped programs compared bit for bit, compiled at level 1 (conftest.at_level_1)."""
+    with at_level_1():
+        yield
 
 
 def _floats(row: dict, names: list[str]) -> np.ndarray:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from conftest import at_level_1
 
 from purehr.algorithms.trainer import make_train
 from purehr.engine.seeds import keys_for_seeds
@@ -26,8 +27,9 @@ SWING_STEPS = 200_000
 
 
 def _train_and_evaluate(config, env, evaluation, seeds=SEEDS, env_params=None):
-    train = make_train(config, env, env_params)
-    result = train(keys_for_seeds(seeds))
+    with at_level_1():  # a learning run: its training, not its compile, is most of the cost
+        train = make_train(config, env, env_params)
+        result = train(keys_for_seeds(seeds))
     params = result.runner.params
     ppo = train.algorithm
     evaluate = jax.jit(jax.vmap(lambda p: evaluation(env, env.default_params, ppo.policy(p))))

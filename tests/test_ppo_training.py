@@ -8,6 +8,7 @@ import textwrap
 import jax
 import numpy as np
 import pytest
+from conftest import at_level_1
 
 from purehr.algorithms.ppo.config import PPOConfig
 from purehr.algorithms.trainer import make_train
@@ -113,8 +114,9 @@ def test_the_cartpole_task_reaches_400_held_out_with_its_default_config_at_two_f
     at 200k they held 500, 492 and 500 there."""
     task = get_task("gymnax:CartPole-v1")
     env = task.make_env()
-    train = make_train(task.default_config.replace(total_timesteps=200_000), env)
-    result = train(keys_for_seeds([0, 1, 2]))
+    with at_level_1():  # a learning run: its training, not its compile, is most of the cost
+        train = make_train(task.default_config.replace(total_timesteps=200_000), env)
+        result = train(keys_for_seeds([0, 1, 2]))
 
     @jax.jit
     def heldout(params):

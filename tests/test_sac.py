@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import at_level_1
 
 from purehr.algorithms.registry import get_algorithm
 from purehr.algorithms.sac.algorithm import make_sac
@@ -100,8 +101,9 @@ PENDULUM = SACConfig(
 def pendulum_run():
     task = get_task("gymnax:Pendulum-v1")
     env = task.make_env()
-    trainer = make_train(PENDULUM, env)
-    result = trainer(keys_for_seeds([0]))
+    with at_level_1():  # a learning run: its training, not its compile, is most of the cost
+        trainer = make_train(PENDULUM, env)
+        result = trainer(keys_for_seeds([0]))
     return task, env, trainer, result
 
 

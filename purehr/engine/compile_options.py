@@ -1,12 +1,9 @@
 """XLA options for purehr's programs: on the CPU, backend optimisation level 2 for training
-programs and level 1 for the one-shot programs (initial states, the baselines' evaluations).
-
-Measured on the 2-core CPU (jax 0.10.2, 2026-12-04; docs/protocol.md, "Compilation"): XLA's
-default level 3 and level 2 give bit-identical training states (the main job's state digests,
-both tasks, 300k steps), level 2 compiles purehr's program on rejax's CartPole settings in
-5.8-7.4 s instead of 10.3-12.6 s and the main job's in 40.1 s instead of 45.5 s, and trains as
-fast. Level 1 compiles no faster than 2 on the main job, trains about 12% slower and changes
-the numbers. A level the user set in ``XLA_FLAGS`` wins; other backends keep their default.
+programs (the states of XLA's default level 3, compiled faster) and level 1 for the one-shot
+programs (initial states, the baselines' evaluations), which run once. The training programs'
+level can be named (``PUREHR_XLA_TRAINING_LEVEL``: 0 compiles in about half the time and trains
+about half as fast, and rounds otherwise); else a level in ``XLA_FLAGS`` wins. Other backends
+keep their defaults. Measurements: ``benchmarks/README.md``, "Compilation".
 """
 
 from __future__ import annotations
@@ -25,11 +22,19 @@ CPU_TRAINING_LEVEL = 2
 # up to float32 rounding of the last digits (e.g. a return_std 1.58695459 -> 1.58695471).
 CPU_ONE_SHOT_LEVEL = 1
 LEVEL_FLAG = "xla_backend_optimization_level"
+TRAINING_LEVEL_VARIABLE = "PUREHR_XLA_TRAINING_LEVEL"
 
 
 def training_compiler_options() -> dict[str, int]:
     """The ``compiler_options`` for ``jax.jit`` of a training program (empty: XLA's defaults)."""
-    if LEVEL_FLAG in os.environ.get("XLA_FLAGS", "") or jax.default_backend() != "cpu":
+    if jax.default_backend() != "cpu":
+        return {}
+    named = os.environ.get(TRAINING_LEVEL_VARIABLE)
+    if named is not None:
+        if named not in ("0", "1", "2", "3"):
+            raise ValueError(f"{TRAINING_LEVEL_VARIABLE}={named!r}: expected an XLA optimisation level, 0, 1, 2 or 3")
+        return {LEVEL_FLAG: int(named)}
+    if LEVEL_FLAG in os.environ.get("XLA_FLAGS", ""):
         return {}
     return {LEVEL_FLAG: CPU_TRAINING_LEVEL}
 

@@ -66,11 +66,12 @@ def compiled_program(
     mesh=None,
     run_compile: Callable[[Callable[[], Any]], Any] | None = None,
 ) -> TrainingProgram:
-    """``train_all(runners) -> runners`` compiled for these setups, seeds, precision and mesh
+    """``train_all(runners) -> runners`` compiled for these setups, seeds, precision, mesh and XLA options
     (``runners``: task -> the algorithm's state with a leading seed axis, placed as the program
     takes them). ``run_compile(compile)`` runs XLA's compilation (default: here; the protocol
     passes ``CtrlC().run``, so Ctrl-C is heard while it compiles); tracing stays in this thread,
     whose JAX settings (precision) it reads."""
+    options = training_compiler_options()
     mesh_key = None if mesh is None else (tuple(mesh.shape.items()), tuple(d.id for d in mesh.devices.flat))
     key = (
         tuple(
@@ -87,11 +88,12 @@ def compiled_program(
         num_seeds,
         bool(jax.config.jax_enable_x64),
         mesh_key,
+        tuple(sorted(options.items())),
     )
     with _COMPILING:
         if key not in _PROGRAMS:
             slot = HostSlot()
-            jitted = jax.jit(make_train_all(setups, slot), compiler_options=training_compiler_options())
+            jitted = jax.jit(make_train_all(setups, slot), compiler_options=options)
             lowered = jitted.lower(runners)
             compiled = lowered.compile() if run_compile is None else run_compile(lowered.compile)
             _PROGRAMS[key] = TrainingProgram(compiled, slot)
