@@ -391,13 +391,48 @@ def reference_group_scope(nodeid: str) -> str:
     return "protocol_reference group" if path in REFERENCE_GROUP else path
 
 
+FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
+"""Each test file's seconds in a whole run (its tests' setup, call and teardown), as last measured:
+``PUREHR_TEST_FILE_SECONDS=tests/file_seconds.json pytest -n 2 --dist loadfile`` writes them
+(merged over the entries the run did not reach). The work units go out in this order, longest
+first: handed out last, a long file kept one worker busy while the other had nothing left
+(benchmarks/README.md, "The order the suite's files go out in")."""
+_RECORD_SECONDS = os.environ.get("PUREHR_TEST_FILE_SECONDS")
+_SECONDS_RUN: dict[str, float] = {}
+
+
+def pytest_collection_modifyitems(config, items):
+    longest_first(items, json.loads(FILE_SECONDS.read_text()))
+
+
+def longest_first(items: list, seconds: dict[str, float]) -> None:
+    """Sorts ``items`` (tests, by ``nodeid``) by their work unit's seconds (a file's; REFERENCE_GROUP's
+    summed), longest first; a file ``seconds`` does not list counts as longer than all it lists
+    (its cost unknown: first is never worse than last). Stable: a file's tests keep their order."""
+    unknown = sum(seconds.values()) + 1.0
+    cost: dict[str, float] = {}
+    for path in dict.fromkeys(item.nodeid.split("::", 1)[0] for item in items):
+        unit = reference_group_scope(path)
+        cost[unit] = cost.get(unit, 0.0) + seconds.get(path, unknown)
+    items.sort(key=lambda item: -cost[reference_group_scope(item.nodeid.split("::", 1)[0])])
+
+
+def pytest_runtest_logreport(report):
+    if _RECORD_SECONDS and "PYTEST_XDIST_WORKER" not in os.environ:  # one process counts: the controller
+        path = report.nodeid.split("::", 1)[0]
+        _SECONDS_RUN[path] = _SECONDS_RUN.get(path, 0.0) + report.duration
+
+
 @pytest.hookimpl(optionalhook=True)  # a run without xdist (-p no:xdist) has no such hook
 def pytest_xdist_make_scheduler(config, log):
-    """xdist's ``loadfile`` scheduler with REFERENCE_GROUP as one work unit; the unit with the
-    most tests goes first (xdist's default ``--loadscope-reorder``), so the group starts at once."""
+    """xdist's ``loadfile`` scheduler with REFERENCE_GROUP as one work unit, handing the units out
+    in the collection's order (``pytest_collection_modifyitems``: longest first) rather than
+    xdist's default (most tests first, which left the long files with few tests for the end)."""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
+
+    config.option.loadscopereorder = False
 
     class ReferenceGroupScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -407,6 +442,11 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_sessionfinish(session, exitstatus):
+    if _RECORD_SECONDS and _SECONDS_RUN:
+        path = Path(_RECORD_SECONDS)
+        recorded = json.loads(path.read_text()) if path.exists() else {}
+        recorded.update({name: round(seconds, 1) for name, seconds in _SECONDS_RUN.items()})
+        path.write_text(json.dumps(dict(sorted(recorded.items())), indent=1) + "\n")
     if _OWN_CACHE:  # the process that made the folder (under xdist: the controller, after every worker)
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 

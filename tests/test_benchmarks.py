@@ -251,3 +251,45 @@ def test_thunk_times_refuses_a_bad_pairing_before_any_work(flags, message):
         cwd=ROOT,
     )
     assert completed.returncode == 1 and message in completed.stderr, completed.stderr[-2000:]
+
+
+MODULE = '''"""Mod."""
+
+import os
+
+X = 1  # on a line of code
+
+
+def f():
+    """F."""
+    return 1
+
+
+class _C:
+    def a(self):
+        pass
+
+    def b(self):
+        # a comment line
+        pass
+'''
+
+
+def test_package_size_counts_a_module_by_hand_and_refuses_a_folder_that_is_no_package(tmp_path):
+    """9 code, 2 docstring, 1 comment, 7 blank lines; the floor adds the module's one-line docstring,
+    2 blanks and a docstring for public ``f``, 2 blanks for ``_C`` (private: no docstring) and 1
+    between its two methods: 9 + 7 = 16."""
+    spec = importlib.util.spec_from_file_location("package_size", ROOT / "benchmarks" / "package_size.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    expected = {"code": 9, "docstring": 2, "comment": 1, "blank": 7, "lines": 19, "floor": 16}
+    assert module.module_size(MODULE) == expected
+    package = tmp_path / "pkg"
+    (package / "room").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "room" / "m.py").write_text(MODULE)
+    size = module.package_size(package)
+    assert size["rooms"]["room"] == {"modules": 1, **expected}
+    assert size["total"]["lines"] == 19 and size["largest_module"] == {"path": "room/m.py", "lines": 19}
+    with pytest.raises(ValueError, match=r"--package .*: expected a package folder"):
+        module.package_size(tmp_path)

@@ -368,6 +368,17 @@ def outside_references(package: Path) -> list[str]:
     return problems
 
 
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_500_lines():
+    """One concept per file: a module that outgrows 500 lines is split where its concepts part."""
+    sizes = {path.relative_to(PACKAGE): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    over = {str(path): lines for path, lines in sorted(sizes.items()) if lines > MAX_MODULE_LINES}
+    assert not over, f"modules over {MAX_MODULE_LINES} lines: {over}"
+    assert max(sizes.values()) > MAX_MODULE_LINES // 2  # the walk found the package's modules
+
+
 def test_the_package_imports_neither_the_studies_nor_the_benchmarks():
     problems = outside_references(PACKAGE)
     assert not problems, "purehr imports the lab or the measurements:\n  " + "\n  ".join(problems)

@@ -3,8 +3,8 @@ compilation cache, the suite's XLA flags, the baselines' cache folder, each test
 ``write_synthetic_run`` and the rest), one module per process, re-exported here.
 
 A session that collected tests/ has loaded it already (``purehr_test_suite`` in ``sys.modules``):
-its session-wide hooks (the xdist scheduler, the cache folder's removal) stay registered once.
-A session of studies/tests alone loads it here, those hooks included."""
+its session-wide hooks (the xdist scheduler, the files' order and seconds, the cache folder's
+removal) stay registered once. A session of studies/tests alone loads it here, those hooks included."""
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ if not _LOADED_BY_THE_SUITE:
     _spec = importlib.util.spec_from_file_location(_NAME, Path(__file__).resolve().parents[2] / "tests" / "conftest.py")
     sys.modules[_NAME] = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(sys.modules[_NAME])
-_SESSION_HOOKS = {"pytest_xdist_make_scheduler", "pytest_sessionfinish"}
+_SESSION_HOOKS = {
+    "pytest_xdist_make_scheduler",
+    "pytest_collection_modifyitems",
+    "pytest_runtest_logreport",
+    "pytest_sessionfinish",
+}
 globals().update(
     {
         name: value
