@@ -414,7 +414,7 @@ def longest_first(items: list, seconds: dict[str, float]) -> None:
     for path in dict.fromkeys(item.nodeid.split("::", 1)[0] for item in items):
         unit = reference_group_scope(path)
         cost[unit] = cost.get(unit, 0.0) + seconds.get(path, unknown)
-    items.sort(key=lambda item: -cost[reference_group_scope(item.nodeid.split("::", 1)[0])])
+    items.sort(key=lambda item: -cost[reference_group_scope(item.nodeid)])
 
 
 def pytest_runtest_logreport(report):
